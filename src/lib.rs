@@ -1,0 +1,58 @@
+//! # Flare
+//!
+//! A self-hosted event and background-job platform: an application sends named events with JSON
+//! payloads; jobs that listen for a name run in the background, reliably. One binary, embedded
+//! SQLite by default.
+//!
+//! ```no_run
+//! use flare::{event_trigger, Client, Delay, Io, Job, SendEvent};
+//! # async fn demo() -> Result<(), flare::Error> {
+//! let client = Client::connect("sqlite://flare.db").await?;
+//! client.define_job(
+//!     Job::new("send-welcome-email", "Send welcome email", "1.0.0")
+//!         .trigger(event_trigger("user.created"))
+//!         .run(|payload: serde_json::Value, io: Io| async move {
+//!             io.logger.info(format!("welcome {}", payload["email"]));
+//!             Ok(serde_json::json!({ "sent": true }))
+//!         }),
+//! )?;
+//! client.send_event("user.created", &serde_json::json!({"email": "ada@example.com", "userId": "u1"})).await?;
+//! client.send_event_with(SendEvent::new("reminder.send", &serde_json::json!({})).delay(Delay::hours(24))).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Layout
+//! - [`model`]: events, runs, log lines; the event-name and delay rules.
+//! - [`job`]: job definitions ([`Job`], [`event_trigger`], the typed [`Event`] trait).
+//! - [`filter`]: payload filters on triggers.
+//! - [`client`]: the API ([`Client`], [`SendEvent`], the default client).
+//! - [`io`]: what a running job gets ([`Io`], its logger, chained sends).
+//! - [`engine`]: worker, executor, retry policy, scheduler, rescuer, pruner.
+//! - [`store`]: storage; the only module that speaks SQL.
+//! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
+//! - [`http`]: the HTTP application (health today; `/trigger`, webhooks and the API build on it).
+//! - [`reference_jobs`]: the seed's jobs that `flare serve` runs.
+//! - [`server`]: `run(config, listener, shutdown)`, wiring it all.
+
+pub mod client;
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod filter;
+pub mod http;
+pub mod io;
+pub mod job;
+pub mod model;
+pub mod reference_jobs;
+pub mod server;
+pub mod store;
+pub mod webhooks;
+
+pub use client::{send_event, send_event_with, Client, ClientBuilder, Error, SendEvent};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::retry::RetryPolicy;
+pub use engine::{Engine, EngineConfig};
+pub use filter::Filter;
+pub use io::{Io, Logger};
+pub use job::{event_trigger, Event, Job, JobError, Trigger};
+pub use model::{Delay, Level, Run, RunStatus, StoredEvent};

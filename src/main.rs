@@ -1,1 +1,115 @@
-fn main() {}
+//! The `flare` command: `serve` runs the service; the rest talk to it or measure it.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use flare::config::RawServe;
+
+#[derive(Parser)]
+#[command(
+    name = "flare",
+    version,
+    about = "Events, background jobs, webhooks and a dashboard in one binary"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service: HTTP API, dashboard, scheduler and workers with the reference jobs.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "FLARE_LISTEN", default_value = "127.0.0.1:3000")]
+    listen: String,
+    /// Database URL (sqlite://PATH).
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://flare.db")]
+    database_url: String,
+    /// Runs executing at once.
+    #[arg(long, env = "FLARE_CONCURRENCY", default_value_t = 100)]
+    concurrency: usize,
+    /// Delete finished events older than this many days (0 keeps everything).
+    #[arg(long, env = "FLARE_RETENTION_DAYS", default_value_t = 7)]
+    retention_days: u64,
+    /// Lease of a claimed run, in seconds: a run whose process died is retried after this.
+    #[arg(long, env = "FLARE_LEASE_SECS", default_value_t = 30)]
+    lease_secs: u64,
+    /// Seconds running jobs get to finish on SIGTERM/SIGINT.
+    #[arg(long, env = "FLARE_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    shutdown_grace_secs: u64,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,flare=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("flare: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+        }
+    })
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = RawServe {
+        listen: args.listen,
+        database_url: args.database_url,
+        api_key: std::env::var("FLARE_API_KEY").ok(),
+        stripe_secrets: std::env::var("STRIPE_WEBHOOK_SECRET").ok(),
+        clerk_secrets: std::env::var("CLERK_WEBHOOK_SECRET").ok(),
+        concurrency: args.concurrency,
+        retention_days: args.retention_days,
+        lease_secs: args.lease_secs,
+        shutdown_grace_secs: args.shutdown_grace_secs,
+    }
+    .validate()?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    flare::server::run(config, listener, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,199 @@
+//! Validated configuration of `flare serve`: raw flags and environment become a [`ServeConfig`]
+//! or one clear [`Error`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::engine::EngineConfig;
+
+/// A configuration problem; the message names the flag or variable.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `--listen` is not an address.
+    #[error("invalid --listen/FLARE_LISTEN {0:?}: expected HOST:PORT such as 127.0.0.1:3000")]
+    Listen(String),
+    /// A non-loopback listen address without an API key.
+    #[error("refusing to listen on {0} without FLARE_API_KEY: set FLARE_API_KEY, or listen on a loopback address such as 127.0.0.1")]
+    Unprotected(SocketAddr),
+    /// An API key that is too short to be a secret.
+    #[error("FLARE_API_KEY is too short: use at least 16 characters")]
+    WeakKey,
+    /// A numeric setting out of range.
+    #[error("invalid {name}: {reason}")]
+    Value {
+        /// The flag.
+        name: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Everything `flare serve` needs.
+#[derive(Clone)]
+pub struct ServeConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// `sqlite://…` URL.
+    pub database_url: String,
+    /// Bearer key protecting the API and dashboard.
+    pub api_key: Option<String>,
+    /// Stripe signing secrets (rotation: several).
+    pub stripe_secrets: Vec<String>,
+    /// Clerk/Svix signing secrets.
+    pub clerk_secrets: Vec<String>,
+    /// Engine settings.
+    pub engine: EngineConfig,
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("listen", &self.listen)
+            .field("database_url", &self.database_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "stripe_secrets",
+                &format_args!("<{} redacted>", self.stripe_secrets.len()),
+            )
+            .field(
+                "clerk_secrets",
+                &format_args!("<{} redacted>", self.clerk_secrets.len()),
+            )
+            .field("engine", &self.engine)
+            .finish()
+    }
+}
+
+/// Raw settings as given on the command line or in the environment.
+#[derive(Debug, Clone, Default)]
+pub struct RawServe {
+    /// `--listen`.
+    pub listen: String,
+    /// `--database-url`.
+    pub database_url: String,
+    /// `FLARE_API_KEY`.
+    pub api_key: Option<String>,
+    /// `STRIPE_WEBHOOK_SECRET`, comma-separated.
+    pub stripe_secrets: Option<String>,
+    /// `CLERK_WEBHOOK_SECRET`, comma-separated.
+    pub clerk_secrets: Option<String>,
+    /// `--concurrency`.
+    pub concurrency: usize,
+    /// `--retention-days` (0 keeps everything).
+    pub retention_days: u64,
+    /// `--lease-secs`.
+    pub lease_secs: u64,
+    /// `--shutdown-grace-secs`.
+    pub shutdown_grace_secs: u64,
+}
+
+fn secrets(raw: Option<String>) -> Vec<String> {
+    raw.map(|s| {
+        s.split(',')
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+impl RawServe {
+    /// Validates the settings.
+    pub fn validate(self) -> Result<ServeConfig, Error> {
+        let listen: SocketAddr = self
+            .listen
+            .parse()
+            .map_err(|_| Error::Listen(self.listen.clone()))?;
+        let api_key = self.api_key.filter(|k| !k.is_empty());
+        match &api_key {
+            Some(k) if k.len() < 16 => return Err(Error::WeakKey),
+            None if !listen.ip().is_loopback() => return Err(Error::Unprotected(listen)),
+            _ => {}
+        }
+        if self.concurrency == 0 {
+            return Err(Error::Value {
+                name: "--concurrency",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.lease_secs == 0 {
+            return Err(Error::Value {
+                name: "--lease-secs",
+                reason: "must be at least 1".into(),
+            });
+        }
+        let engine = EngineConfig {
+            concurrency: self.concurrency,
+            lease: Duration::from_secs(self.lease_secs),
+            retention: (self.retention_days > 0)
+                .then(|| Duration::from_secs(self.retention_days * 86_400)),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+            ..EngineConfig::default()
+        };
+        Ok(ServeConfig {
+            listen,
+            database_url: self.database_url,
+            api_key,
+            stripe_secrets: secrets(self.stripe_secrets),
+            clerk_secrets: secrets(self.clerk_secrets),
+            engine,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(listen: &str) -> RawServe {
+        RawServe {
+            listen: listen.into(),
+            database_url: "sqlite://x.db".into(),
+            concurrency: 10,
+            retention_days: 7,
+            lease_secs: 30,
+            shutdown_grace_secs: 30,
+            ..RawServe::default()
+        }
+    }
+
+    #[test]
+    fn loopback_without_key_is_fine_elsewhere_it_is_refused() {
+        assert!(raw("127.0.0.1:3000").validate().is_ok());
+        assert!(raw("[::1]:3000").validate().is_ok());
+        let err = raw("0.0.0.0:3000").validate().unwrap_err();
+        assert!(err.to_string().contains("without FLARE_API_KEY"), "{err}");
+        let mut with_key = raw("0.0.0.0:3000");
+        with_key.api_key = Some("a-long-enough-secret-key".into());
+        assert!(with_key.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        assert!(matches!(raw("nonsense").validate(), Err(Error::Listen(_))));
+        let mut short = raw("127.0.0.1:1");
+        short.api_key = Some("short".into());
+        assert!(matches!(short.validate(), Err(Error::WeakKey)));
+        let mut zero = raw("127.0.0.1:1");
+        zero.concurrency = 0;
+        assert!(zero
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--concurrency"));
+    }
+
+    #[test]
+    fn secrets_split_on_commas_and_never_print() {
+        let mut r = raw("127.0.0.1:1");
+        r.stripe_secrets = Some("whsec_a, whsec_b,".into());
+        r.api_key = Some("super-secret-api-key-1234".into());
+        let c = r.validate().expect("valid");
+        assert_eq!(c.stripe_secrets, vec!["whsec_a", "whsec_b"]);
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("whsec_a") && !shown.contains("super-secret"),
+            "{shown}"
+        );
+    }
+}

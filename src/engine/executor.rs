@@ -1,0 +1,128 @@
+//! Runs one attempt of one claimed run, as a pipeline of small steps:
+//! find the job → run it (catching panics, bounded by the timeout) → normalise the outcome
+//! (succeeded / retry at now + backoff / failed) → hand it to the completer with the log lines.
+//!
+//! Outcome contract: `Ok(output)` succeeds; an error is retried while attempts remain, unless it is
+//! fatal ([`crate::JobError::fatal`], or a payload that does not deserialize into the job's type);
+//! a panic or a timeout counts as an error.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+
+use super::{finish, set_abort, track, Registered, Shared};
+use crate::io::Io;
+use crate::job::JobError;
+use crate::store::{ClaimedRun, Completion, Finish};
+
+/// How an attempt ended, before the retry policy is applied.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The job returned its output.
+    Succeeded(serde_json::Value),
+    /// The job failed; `retryable` says whether another attempt may help.
+    Failed {
+        /// What went wrong.
+        message: String,
+        /// False for invalid payloads and fatal errors.
+        retryable: bool,
+    },
+}
+
+/// Starts executing `run` on its own task.
+pub(crate) fn spawn(shared: &Arc<Shared>, run: ClaimedRun) {
+    track(shared, &run.id, run.token, &run.job_id, None);
+    let run_id = run.id.clone();
+    let task = tokio::spawn(execute(Arc::clone(shared), run));
+    set_abort(shared, &run_id, task.abort_handle());
+}
+
+async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
+    let job = shared
+        .jobs
+        .read()
+        .ok()
+        .and_then(|j| j.get(&run.job_id).cloned());
+    let io = Io::new(
+        &run.id,
+        &run.event_id,
+        run.attempt,
+        shared.store.clone(),
+        shared.clock.clone(),
+    );
+    let logger = io.logger.clone();
+    let outcome = match job {
+        Some(job) => perform(&job, run.payload.clone(), io).await,
+        None => Outcome::Failed {
+            message: format!("job {:?} is not defined in this process", run.job_id),
+            retryable: true,
+        },
+    };
+    let finished_at = shared.clock.now_ms();
+    let finish_as = match outcome {
+        Outcome::Succeeded(output) => Finish::Succeeded(output),
+        Outcome::Failed { message, retryable } if retryable && run.attempt < run.max_attempts => {
+            let policy = shared
+                .jobs
+                .read()
+                .ok()
+                .and_then(|j| j.get(&run.job_id).map(|r| r.spec.retry))
+                .unwrap_or_default();
+            let unit = shared.jitter.read().map(|j| j()).unwrap_or(0.5);
+            let wait = policy.backoff(run.attempt, unit);
+            let at = finished_at + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
+            tracing::info!(run = %run.id, job = %run.job_id, attempt = run.attempt, error = %message, "run failed; retrying");
+            Finish::Retry { error: message, at }
+        }
+        Outcome::Failed { message, .. } => {
+            tracing::warn!(run = %run.id, job = %run.job_id, attempt = run.attempt, error = %message, "run failed");
+            Finish::Failed(message)
+        }
+    };
+    let completion = Completion {
+        run_id: run.id.clone(),
+        token: run.token,
+        attempt: run.attempt,
+        started_at: run.started_at,
+        finished_at,
+        finish: finish_as,
+        logs: logger.take(),
+    };
+    finish(&shared, completion).await;
+}
+
+/// Runs the job body once, catching panics and enforcing the timeout.
+pub(crate) async fn perform(job: &Registered, payload: serde_json::Value, io: Io) -> Outcome {
+    let handler = Arc::clone(&job.handler);
+    let body = AssertUnwindSafe(async move { handler(payload, io).await }).catch_unwind();
+    match tokio::time::timeout(job.spec.timeout, body).await {
+        Err(_) => Outcome::Failed {
+            message: format!("timed out after {:?}", job.spec.timeout),
+            retryable: true,
+        },
+        Ok(Err(panic)) => Outcome::Failed {
+            message: format!("panicked: {}", panic_message(panic.as_ref())),
+            retryable: true,
+        },
+        Ok(Ok(Ok(output))) => Outcome::Succeeded(output),
+        Ok(Ok(Err(e))) => outcome_of(e),
+    }
+}
+
+fn outcome_of(e: JobError) -> Outcome {
+    Outcome::Failed {
+        retryable: e.is_retryable(),
+        message: e.message().to_string(),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
+}

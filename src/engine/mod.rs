@@ -1,0 +1,486 @@
+//! The engine: claims runnable runs, executes them, records their outcome; keeps delayed events,
+//! expired leases and old data in order.
+//!
+//! Tasks, each small and named:
+//! - the **worker** loop claims runs of locally defined jobs in batches (up to the free slots) when
+//!   woken by a commit that created work, or when the next run is due;
+//! - the **executor** ([`executor`]) runs one attempt: payload → job → outcome, catching panics and
+//!   timeouts, and decides retry or failure with the job's [`retry::RetryPolicy`];
+//! - the **completer** records finished attempts in batches, fenced by each claim's lease token;
+//! - the **heartbeat** extends the leases of runs still executing;
+//! - the **maintenance** services ([`maintenance`]): scheduler (delayed events), rescuer (expired
+//!   leases), pruner (retention). Each has a `run_once` that tests call directly.
+
+pub mod executor;
+pub mod maintenance;
+pub mod retry;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Notify};
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::job::{Handler, InvalidJob, Job, JobSpec};
+use crate::store::{ClaimGroup, ClaimParams, Completion, Lease, Store};
+
+/// Engine settings. Defaults suit a small service.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Runs executing at once in this process (per-job limits apply on top). Default 100.
+    pub concurrency: usize,
+    /// Most runs claimed in one transaction. Default 500.
+    pub claim_batch: usize,
+    /// How long a claim stays valid without a heartbeat. Default 30 s.
+    pub lease: Duration,
+    /// Longest the worker and scheduler wait before looking again. Default 200 ms.
+    pub poll_interval: Duration,
+    /// Finished events and runs older than this are pruned. `None` keeps everything. Default 7 days.
+    pub retention: Option<Duration>,
+    /// How often the pruner runs. Default 1 minute.
+    pub prune_interval: Duration,
+    /// How long running runs may take to finish at shutdown. Default 30 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 100,
+            claim_batch: 500,
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(200),
+            retention: Some(Duration::from_secs(7 * 86_400)),
+            prune_interval: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A source of random numbers in `[0, 1)` for backoff jitter.
+pub type Jitter = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+pub(crate) struct Registered {
+    pub(crate) spec: JobSpec,
+    pub(crate) handler: Handler,
+}
+
+pub(crate) struct InFlight {
+    token: i64,
+    job_id: String,
+    abort: Option<AbortHandle>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) clock: SharedClock,
+    pub(crate) config: EngineConfig,
+    pub(crate) jitter: RwLock<Jitter>,
+    pub(crate) jobs: RwLock<HashMap<String, Arc<Registered>>>,
+    inflight: Mutex<HashMap<String, InFlight>>,
+    /// Woken when a slot frees or a job is defined.
+    wake: Notify,
+    /// Cancelled to stop claiming.
+    stop: CancellationToken,
+    completions: Mutex<Option<mpsc::Sender<Completion>>>,
+}
+
+/// The running engine of one client.
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    completer: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Starts the engine's tasks on the current runtime. With `workers` false only job
+    /// definitions are kept (a send-only client).
+    pub(crate) fn start(
+        store: Store,
+        clock: SharedClock,
+        config: EngineConfig,
+        workers: bool,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(config.concurrency.max(1) * 4);
+        let shared = Arc::new(Shared {
+            store,
+            clock,
+            config,
+            jitter: RwLock::new(Arc::new(rand::random::<f64>)),
+            jobs: RwLock::default(),
+            inflight: Mutex::default(),
+            wake: Notify::new(),
+            stop: CancellationToken::new(),
+            completions: Mutex::new(Some(tx)),
+        });
+        let engine = Self {
+            shared: Arc::clone(&shared),
+            tasks: Arc::default(),
+            completer: Arc::default(),
+        };
+        if workers {
+            let tasks = vec![
+                tokio::spawn(worker_loop(Arc::clone(&shared))),
+                tokio::spawn(heartbeat_loop(Arc::clone(&shared))),
+                tokio::spawn(maintenance::run(Arc::clone(&shared))),
+            ];
+            if let Ok(mut t) = engine.tasks.lock() {
+                *t = tasks;
+            }
+            if let Ok(mut c) = engine.completer.lock() {
+                *c = Some(tokio::spawn(completer_loop(Arc::clone(&shared), rx)));
+            }
+        }
+        engine
+    }
+
+    /// Validates and registers a job; fan-out sees it at once, the job table is written in the
+    /// background.
+    pub(crate) fn define(&self, job: Job) -> Result<(), InvalidJob> {
+        let (spec, handler) = job.validate()?;
+        self.shared.store.triggers().upsert(spec.clone());
+        if let Ok(mut jobs) = self.shared.jobs.write() {
+            jobs.insert(
+                spec.id.clone(),
+                Arc::new(Registered {
+                    spec: spec.clone(),
+                    handler,
+                }),
+            );
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let store = self.shared.store.clone();
+            handle.spawn(async move {
+                if let Err(e) = store.job_define(spec).await {
+                    tracing::warn!(error = %e, "could not store a job definition");
+                }
+            });
+        }
+        self.shared.wake.notify_one();
+        Ok(())
+    }
+
+    /// Replaces the jitter source of retry backoff (tests pin it).
+    pub fn set_jitter(&self, jitter: Jitter) {
+        if let Ok(mut j) = self.shared.jitter.write() {
+            *j = jitter;
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &EngineConfig {
+        &self.shared.config
+    }
+
+    /// Number of runs executing now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.inflight.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// The scheduler, rescuer and pruner, for running one pass by hand.
+    pub fn maintenance(&self) -> maintenance::Maintenance {
+        maintenance::Maintenance::new(Arc::clone(&self.shared))
+    }
+
+    /// Wakes the worker (after a [`crate::ManualClock`] moved, for example).
+    pub fn wake(&self) {
+        self.shared.wake.notify_one();
+    }
+
+    /// Graceful shutdown: stop claiming, wait up to the grace period for running runs, record
+    /// what finished, and release the rest so another node (or the next start) runs them.
+    pub async fn shutdown(&self) {
+        let shared = &self.shared;
+        shared.stop.cancel();
+        let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
+        while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::select! {
+                _ = shared.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+        let leftovers: Vec<Lease> = match shared.inflight.lock() {
+            Ok(mut m) => m
+                .drain()
+                .map(|(run_id, f)| {
+                    if let Some(a) = f.abort {
+                        a.abort();
+                    }
+                    Lease {
+                        run_id,
+                        token: f.token,
+                    }
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let tasks: Vec<JoinHandle<()>> = self
+            .tasks
+            .lock()
+            .map(|mut t| t.drain(..).collect())
+            .unwrap_or_default();
+        for t in &tasks {
+            t.abort();
+        }
+        // Closing the channel lets the completer flush what it holds, then stop.
+        if let Ok(mut tx) = shared.completions.lock() {
+            tx.take();
+        }
+        let completer = self.completer.lock().ok().and_then(|mut c| c.take());
+        if let Some(c) = completer {
+            let _ = c.await;
+        }
+        if !leftovers.is_empty() {
+            let n = leftovers.len();
+            match shared
+                .store
+                .runs_release(leftovers, shared.clock.now_ms())
+                .await
+            {
+                Ok(released) => tracing::info!(
+                    released,
+                    unfinished = n,
+                    "released runs still executing at shutdown"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not release runs at shutdown; their leases will expire")
+                }
+            }
+        }
+    }
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Claim groups for the free slots: one group for jobs without a limit, one per limited job.
+fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {
+    let jobs = match shared.jobs.read() {
+        Ok(j) => j,
+        Err(_) => return Vec::new(),
+    };
+    let running: HashMap<String, usize> = match shared.inflight.lock() {
+        Ok(m) => m.values().fold(HashMap::new(), |mut acc, f| {
+            *acc.entry(f.job_id.clone()).or_default() += 1;
+            acc
+        }),
+        Err(_) => return Vec::new(),
+    };
+    let batch = free.min(shared.config.claim_batch);
+    let mut unlimited = Vec::new();
+    let mut groups = Vec::new();
+    for (id, reg) in jobs.iter() {
+        match reg.spec.concurrency {
+            None => unlimited.push(id.clone()),
+            Some(cap) => {
+                let cap = cap as usize;
+                let busy = running.get(id).copied().unwrap_or(0);
+                if cap > busy {
+                    groups.push(ClaimGroup {
+                        jobs: vec![id.clone()],
+                        limit: (cap - busy).min(batch),
+                    });
+                }
+            }
+        }
+    }
+    if !unlimited.is_empty() {
+        groups.push(ClaimGroup {
+            jobs: unlimited,
+            limit: batch,
+        });
+    }
+    groups
+}
+
+async fn worker_loop(shared: Arc<Shared>) {
+    let store_wake = match &shared.store {
+        crate::store::Store::Sqlite(s) => Arc::clone(s.work_notify()),
+    };
+    let mut failures = 0u32;
+    loop {
+        if shared.stop.is_cancelled() {
+            return;
+        }
+        let in_flight = shared
+            .inflight
+            .lock()
+            .map(|m| m.len())
+            .unwrap_or(usize::MAX);
+        let free = shared.config.concurrency.saturating_sub(in_flight);
+        let mut full_batch = false;
+        if free > 0 {
+            let groups = claim_groups(&shared, free);
+            let asked: usize = groups.iter().map(|g| g.limit).sum();
+            if asked > 0 {
+                let now = shared.clock.now_ms();
+                let params = ClaimParams {
+                    now,
+                    lease_until: now + ms(shared.config.lease),
+                    groups,
+                };
+                match shared.store.runs_claim(params).await {
+                    Ok(runs) => {
+                        failures = 0;
+                        full_batch = runs.len() == asked;
+                        for run in runs {
+                            executor::spawn(&shared, run);
+                        }
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        tracing::error!(error = %e, "claiming runs failed; retrying");
+                        let backoff = Duration::from_millis(50 * 2u64.pow(failures.min(6)));
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = shared.stop.cancelled() => return,
+                        }
+                        continue;
+                    }
+                }
+            }
+        }
+        if full_batch {
+            continue;
+        }
+        let wait = if free == 0 {
+            shared.config.poll_interval
+        } else {
+            let local: Vec<String> = shared
+                .jobs
+                .read()
+                .map(|j| j.keys().cloned().collect())
+                .unwrap_or_default();
+            match shared.store.next_due(local).await {
+                Ok(Some(due)) => {
+                    let until = (due - shared.clock.now_ms()).max(0);
+                    Duration::from_millis(u64::try_from(until).unwrap_or(0))
+                        .min(shared.config.poll_interval)
+                }
+                _ => shared.config.poll_interval,
+            }
+        };
+        if wait.is_zero() && free > 0 {
+            // Something is due but the claim found nothing (another node took it): yield briefly.
+            tokio::task::yield_now().await;
+        }
+        tokio::select! {
+            _ = store_wake.notified() => {}
+            _ = shared.wake.notified() => {}
+            _ = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {}
+            _ = shared.stop.cancelled() => return,
+        }
+    }
+}
+
+pub(crate) fn track(
+    shared: &Shared,
+    run_id: &str,
+    token: i64,
+    job_id: &str,
+    abort: Option<AbortHandle>,
+) {
+    if let Ok(mut m) = shared.inflight.lock() {
+        m.insert(
+            run_id.to_string(),
+            InFlight {
+                token,
+                job_id: job_id.to_string(),
+                abort,
+            },
+        );
+    }
+}
+
+pub(crate) fn set_abort(shared: &Shared, run_id: &str, abort: AbortHandle) {
+    if let Ok(mut m) = shared.inflight.lock() {
+        if let Some(f) = m.get_mut(run_id) {
+            f.abort = Some(abort);
+        }
+    }
+}
+
+/// Hands a finished attempt to the completer and frees its slot.
+pub(crate) async fn finish(shared: &Shared, completion: Completion) {
+    let tx = shared.completions.lock().ok().and_then(|t| t.clone());
+    let run_id = completion.run_id.clone();
+    if let Some(tx) = tx {
+        if tx.send(completion).await.is_err() {
+            tracing::warn!(run = %run_id, "completer stopped; the run's lease will expire and it will run again");
+        }
+    }
+    if let Ok(mut m) = shared.inflight.lock() {
+        m.remove(&run_id);
+    }
+    shared.wake.notify_one();
+}
+
+async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>) {
+    let mut batch = Vec::new();
+    while rx.recv_many(&mut batch, 1000).await > 0 {
+        let mut failures = 0u32;
+        loop {
+            match shared.store.runs_complete(batch.clone()).await {
+                Ok(held) => {
+                    for (c, ok) in batch.iter().zip(held) {
+                        if !ok {
+                            tracing::warn!(run = %c.run_id, "lease was lost before completion; the outcome of this attempt was discarded");
+                        }
+                    }
+                    break;
+                }
+                Err(e) => {
+                    failures += 1;
+                    tracing::error!(error = %e, runs = batch.len(), "recording run outcomes failed; retrying");
+                    if failures > 50 {
+                        tracing::error!("giving up on these outcomes; their leases will expire and the runs will run again");
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(failures.min(20))))
+                        .await;
+                }
+            }
+        }
+        batch.clear();
+    }
+}
+
+async fn heartbeat_loop(shared: Arc<Shared>) {
+    let every = (shared.config.lease / 3).max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shared.stop.cancelled() => return,
+        }
+        let leases: Vec<Lease> = match shared.inflight.lock() {
+            Ok(m) => m
+                .iter()
+                .map(|(id, f)| Lease {
+                    run_id: id.clone(),
+                    token: f.token,
+                })
+                .collect(),
+            Err(_) => continue,
+        };
+        if leases.is_empty() {
+            continue;
+        }
+        let until = shared.clock.now_ms() + ms(shared.config.lease);
+        if let Err(e) = shared.store.runs_heartbeat(leases, until).await {
+            tracing::warn!(error = %e, "extending leases failed");
+        }
+    }
+}

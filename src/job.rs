@@ -1,0 +1,468 @@
+//! Job definitions: what runs when an event arrives.
+//!
+//! ```no_run
+//! use flare::{event_trigger, Io, Job};
+//! #[derive(serde::Deserialize)]
+//! struct UserCreated { email: String }
+//!
+//! let job = Job::new("send-welcome-email", "Send welcome email", "1.0.0")
+//!     .trigger(event_trigger("user.created"))
+//!     .run(|payload: UserCreated, io: Io| async move {
+//!         io.logger.info(format!("welcome {}", payload.email));
+//!         Ok(serde_json::json!({ "sent": true }))
+//!     });
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::engine::retry::RetryPolicy;
+use crate::filter::{Filter, InvalidFilter};
+use crate::io::Io;
+use crate::model::validate_event_name;
+
+/// A payload type that names its event, so a sender and a job cannot disagree on the name or shape.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct UserCreated { user_id: String }
+/// impl flare::Event for UserCreated { const NAME: &'static str = "user.created"; }
+/// ```
+pub trait Event: Serialize + DeserializeOwned + Send + 'static {
+    /// The event name this payload is sent under.
+    const NAME: &'static str;
+}
+
+/// The error a job's `run` returns. Any error converts into it with `?`; [`JobError::fatal`] marks
+/// one that must not be retried.
+pub struct JobError {
+    message: String,
+    retryable: bool,
+}
+
+impl JobError {
+    /// An error that skips the remaining attempts.
+    pub fn fatal(message: impl fmt::Display) -> Self {
+        Self {
+            message: message.to_string(),
+            retryable: false,
+        }
+    }
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+    /// Whether another attempt may be made.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+}
+
+impl<E: Into<Box<dyn std::error::Error + Send + Sync>>> From<E> for JobError {
+    fn from(err: E) -> Self {
+        let err = err.into();
+        let mut message = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self {
+            message,
+            retryable: true,
+        }
+    }
+}
+
+impl fmt::Debug for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobError")
+            .field("message", &self.message)
+            .field("retryable", &self.retryable)
+            .finish()
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// What a job run produced, as the executor records it.
+pub(crate) type Outcome = Result<Value, JobError>;
+
+pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+/// A type-erased job body: takes the raw payload and the run's `io`.
+pub(crate) type Handler = Arc<dyn Fn(Value, Io) -> BoxFuture + Send + Sync>;
+
+/// The event a job listens for, optionally narrowed by a payload filter.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub(crate) event: String,
+    pub(crate) filter: Option<Value>,
+}
+
+/// A trigger on the event `name`.
+pub fn event_trigger(name: impl Into<String>) -> Trigger {
+    Trigger {
+        event: name.into(),
+        filter: None,
+    }
+}
+
+impl Trigger {
+    /// Only start the job for payloads that match `filter` (see [`crate::Filter`]).
+    pub fn filter(mut self, filter: Value) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+    /// The event name.
+    pub fn event(&self) -> &str {
+        &self.event
+    }
+}
+
+/// A job definition. Build it with [`Job::new`], then [`Job::trigger`] and [`Job::run`].
+#[derive(Clone)]
+pub struct Job {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) trigger: Option<Trigger>,
+    pub(crate) handler: Option<Handler>,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) timeout: Duration,
+    pub(crate) concurrency: Option<u32>,
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("id", &self.id)
+            .field("version", &self.version)
+            .field("trigger", &self.trigger)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a job definition was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidJob {
+    /// The id is not a slug.
+    #[error("invalid job id {0:?}: use 1-100 lowercase letters, digits and '-'")]
+    Id(String),
+    /// The version is not `MAJOR.MINOR.PATCH`.
+    #[error(
+        "job {job}: invalid version {version:?}: expected semver MAJOR.MINOR.PATCH ({reason})"
+    )]
+    Version {
+        /// The job.
+        job: String,
+        /// The refused version.
+        version: String,
+        /// The parser's reason.
+        reason: String,
+    },
+    /// No `.trigger(..)`.
+    #[error("job {0}: no trigger; add .trigger(event_trigger(\"entity.action\"))")]
+    NoTrigger(String),
+    /// No `.run(..)`.
+    #[error("job {0}: no run function; add .run(|payload, io| async move {{ .. }})")]
+    NoRun(String),
+    /// The trigger's event name is invalid.
+    #[error("job {job}: {source}")]
+    EventName {
+        /// The job.
+        job: String,
+        /// The name problem.
+        source: crate::model::InvalidEventName,
+    },
+    /// The trigger's filter is invalid.
+    #[error("job {job}: {source}")]
+    Filter {
+        /// The job.
+        job: String,
+        /// The filter problem.
+        source: InvalidFilter,
+    },
+    /// The retry policy, timeout or concurrency is out of bounds.
+    #[error("job {job}: {reason}")]
+    Options {
+        /// The job.
+        job: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Job {
+    /// A job with an id (a slug), a display name and a semver version.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            version: version.into(),
+            trigger: None,
+            handler: None,
+            retry: RetryPolicy::default(),
+            timeout: Duration::from_secs(300),
+            concurrency: None,
+        }
+    }
+
+    /// Starts the job when `trigger`'s event arrives.
+    pub fn trigger(mut self, trigger: Trigger) -> Self {
+        self.trigger = Some(trigger);
+        self
+    }
+
+    /// The job's body. The payload is deserialized into `T`; a payload that does not fit fails
+    /// the run at once, without retries.
+    pub fn run<T, O, F, Fut>(mut self, f: F) -> Self
+    where
+        T: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(T, Io) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, JobError>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let job_id = self.id.clone();
+        self.handler = Some(Arc::new(move |payload: Value, io: Io| -> BoxFuture {
+            let f = Arc::clone(&f);
+            let job_id = job_id.clone();
+            Box::pin(async move {
+                let payload: T = serde_json::from_value(payload).map_err(|e| {
+                    JobError::fatal(format!("invalid payload for job '{job_id}': {e}"))
+                })?;
+                let out = f(payload, io).await?;
+                serde_json::to_value(out)
+                    .map_err(|e| JobError::fatal(format!("job output is not JSON: {e}")))
+            })
+        }));
+        self
+    }
+
+    /// Triggers on `E::NAME` and runs `f` with a typed payload: the typed form of
+    /// `.trigger(event_trigger(E::NAME)).run(f)`.
+    pub fn on<E, O, F, Fut>(self, f: F) -> Self
+    where
+        E: Event,
+        O: Serialize + Send + 'static,
+        F: Fn(E, Io) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, JobError>> + Send + 'static,
+    {
+        self.trigger(event_trigger(E::NAME)).run(f)
+    }
+
+    /// The retry policy (default: 3 attempts, exponential backoff from 1 s with jitter).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// How long one attempt may take before it counts as failed (default 5 minutes).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// At most `n` runs of this job at once in this process.
+    pub fn concurrency(mut self, n: u32) -> Self {
+        self.concurrency = Some(n);
+        self
+    }
+
+    /// The job id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Checks the definition and turns it into what the engine registers.
+    pub(crate) fn validate(self) -> Result<(JobSpec, Handler), InvalidJob> {
+        let id = self.id.clone();
+        let slug_ok = !id.is_empty()
+            && id.len() <= 100
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !slug_ok {
+            return Err(InvalidJob::Id(id));
+        }
+        let version = semver::Version::parse(&self.version).map_err(|e| InvalidJob::Version {
+            job: id.clone(),
+            version: self.version.clone(),
+            reason: e.to_string(),
+        })?;
+        let trigger = self
+            .trigger
+            .ok_or_else(|| InvalidJob::NoTrigger(id.clone()))?;
+        let handler = self.handler.ok_or_else(|| InvalidJob::NoRun(id.clone()))?;
+        validate_event_name(&trigger.event).map_err(|source| InvalidJob::EventName {
+            job: id.clone(),
+            source,
+        })?;
+        let filter = trigger
+            .filter
+            .as_ref()
+            .map(Filter::parse)
+            .transpose()
+            .map_err(|source| InvalidJob::Filter {
+                job: id.clone(),
+                source,
+            })?;
+        self.retry
+            .validate()
+            .map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
+        if self.timeout.is_zero() {
+            return Err(InvalidJob::Options {
+                job: id,
+                reason: "timeout must be greater than zero".into(),
+            });
+        }
+        if self.concurrency == Some(0) {
+            return Err(InvalidJob::Options {
+                job: id,
+                reason: "concurrency must be at least 1".into(),
+            });
+        }
+        Ok((
+            JobSpec {
+                id,
+                name: self.name,
+                version: version.to_string(),
+                event: trigger.event,
+                filter,
+                retry: self.retry,
+                timeout: self.timeout,
+                concurrency: self.concurrency,
+            },
+            handler,
+        ))
+    }
+}
+
+/// A validated job definition without its body: what is stored and what fan-out matches against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// Job id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Semver version.
+    pub version: String,
+    /// The event name it listens for.
+    pub event: String,
+    /// Its payload filter.
+    pub filter: Option<Filter>,
+    /// Its retry policy.
+    pub retry: RetryPolicy,
+    /// Per-attempt timeout.
+    pub timeout: Duration,
+    /// Concurrency limit in one process.
+    pub concurrency: Option<u32>,
+}
+
+impl JobSpec {
+    /// True when an event with this name and payload should start this job.
+    pub fn matches(&self, name: &str, payload: &Value) -> bool {
+        self.event == name && self.filter.as_ref().is_none_or(|f| f.matches(payload))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(id: &str, version: &str) -> Job {
+        Job::new(id, "A job", version)
+            .trigger(event_trigger("user.created"))
+            .run(|_p: Value, _io: Io| async move { Ok(json!(null)) })
+    }
+
+    #[test]
+    fn versions_must_be_semver() {
+        assert!(job("a", "1.0.0").validate().is_ok());
+        assert!(job("a", "1.2.3-beta.1").validate().is_ok());
+        for bad in ["1", "1.0", "v1.0.0", "latest", ""] {
+            let Err(err) = job("a", bad).validate() else {
+                panic!("{bad} accepted")
+            };
+            assert!(matches!(err, InvalidJob::Version { .. }), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn ids_triggers_and_bodies_are_checked() {
+        assert!(matches!(
+            job("Bad Id", "1.0.0").validate(),
+            Err(InvalidJob::Id(_))
+        ));
+        let no_trigger =
+            Job::new("a", "A", "1.0.0").run(|_p: Value, _io: Io| async { Ok(json!(1)) });
+        assert!(matches!(
+            no_trigger.validate(),
+            Err(InvalidJob::NoTrigger(_))
+        ));
+        let no_run = Job::new("a", "A", "1.0.0").trigger(event_trigger("x.y"));
+        assert!(matches!(no_run.validate(), Err(InvalidJob::NoRun(_))));
+        let bad_name = Job::new("a", "A", "1.0.0")
+            .trigger(event_trigger("X"))
+            .run(|_p: Value, _io: Io| async { Ok(json!(1)) });
+        assert!(matches!(
+            bad_name.validate(),
+            Err(InvalidJob::EventName { .. })
+        ));
+        let bad_filter =
+            job("a", "1.0.0").trigger(event_trigger("x.y").filter(json!({"a": [{"$nope": 1}]})));
+        assert!(matches!(
+            bad_filter.validate(),
+            Err(InvalidJob::Filter { .. })
+        ));
+        assert!(matches!(
+            job("a", "1.0.0").concurrency(0).validate(),
+            Err(InvalidJob::Options { .. })
+        ));
+        assert!(matches!(
+            job("a", "1.0.0")
+                .retry(RetryPolicy::default().max_attempts(0))
+                .validate(),
+            Err(InvalidJob::Options { .. })
+        ));
+    }
+
+    #[test]
+    fn spec_matches_name_and_filter() {
+        let (spec, _) = job("a", "1.0.0")
+            .trigger(event_trigger("payment.succeeded").filter(json!({"currency": ["usd"]})))
+            .validate()
+            .expect("valid");
+        assert!(spec.matches("payment.succeeded", &json!({"currency": "usd"})));
+        assert!(!spec.matches("payment.succeeded", &json!({"currency": "eur"})));
+        assert!(!spec.matches("payment.failed", &json!({"currency": "usd"})));
+    }
+
+    #[test]
+    fn errors_convert_and_keep_their_cause() {
+        let e: JobError = "boom".into();
+        assert!(e.is_retryable());
+        assert_eq!(e.message(), "boom");
+        assert!(!JobError::fatal("no").is_retryable());
+        let io = std::io::Error::other("disk");
+        let e: JobError = io.into();
+        assert_eq!(e.to_string(), "disk");
+    }
+}

@@ -1,0 +1,57 @@
+//! `run(config, listener, shutdown)`: the whole service. Connects the store, starts the engine with
+//! the reference jobs, serves HTTP until `shutdown` resolves, then shuts the engine down gracefully.
+//! Tests call it on a port-0 listener.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use crate::client::Client;
+use crate::config::ServeConfig;
+use crate::http::{app, AppState};
+use crate::reference_jobs;
+
+/// Why the server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store could not be opened or a job could not be defined.
+    #[error(transparent)]
+    Client(#[from] crate::client::Error),
+    /// Serving failed.
+    #[error("HTTP server failed: {0}")]
+    Serve(#[from] std::io::Error),
+}
+
+/// Connects, defines the reference jobs and returns the client, ready to serve.
+pub async fn start(config: &ServeConfig) -> Result<Client, Error> {
+    let client = Client::builder(&config.database_url)
+        .config(config.engine.clone())
+        .connect()
+        .await?;
+    client.make_default();
+    reference_jobs::define_all(&client)?;
+    Ok(client)
+}
+
+/// Runs the service on `listener` until `shutdown` resolves.
+pub async fn run(
+    config: ServeConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let client = start(&config).await?;
+    let state = AppState {
+        client: client.clone(),
+        config: Arc::new(config),
+    };
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
+    let served = axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    tracing::info!("shutting down: finishing running jobs");
+    client.shutdown().await;
+    served?;
+    Ok(())
+}

@@ -1,0 +1,371 @@
+//! Storage: the only module that speaks SQL.
+//!
+//! [`Store`] is a concrete type over the backends (today SQLite; PostgreSQL plugs in as another
+//! variant). Methods are named noun-first (`event_insert`, `runs_claim`) and take plain parameter
+//! structs. Every method that changes state runs in exactly one transaction; on SQLite, concurrent
+//! callers are grouped into one transaction by a single writer thread (group commit) and each is
+//! answered only after that transaction committed.
+
+pub mod sqlite;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::job::JobSpec;
+use crate::model::{Attempt, LogLine, Run, RunStatus, StoredEvent};
+
+/// A storage failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The database refused or failed the operation (I/O, locked, read-only, corrupt, …).
+    #[error("database error: {0}")]
+    Database(Arc<rusqlite::Error>),
+    /// The storage worker has stopped; the store is closed.
+    #[error("the store is closed")]
+    Closed,
+    /// No such record.
+    #[error("{what} {id:?} not found")]
+    NotFound {
+        /// `event`, `run`, …
+        what: &'static str,
+        /// The id looked up.
+        id: String,
+    },
+    /// The record is not in a state that allows the operation.
+    #[error("{0}")]
+    Conflict(String),
+    /// Stored data could not be decoded.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// The database URL is not understood.
+    #[error("unsupported database URL {0:?}: use sqlite://PATH (or a plain file path)")]
+    Url(String),
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Database(Arc::new(e))
+    }
+}
+
+impl Error {
+    /// True when the failure is the storage's (the caller should answer 503 and try later), false
+    /// when it is about the request (not found, conflict).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Database(_) | Error::Closed | Error::Corrupt(_))
+    }
+}
+
+/// Result alias for store operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An event to insert.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// Unique id; an existing id makes the insert a no-op that returns the stored event.
+    pub id: String,
+    /// Validated name.
+    pub name: String,
+    /// Payload.
+    pub payload: Value,
+    /// Optional context.
+    pub context: Option<Value>,
+    /// Source spelling (`api`, `http`, …).
+    pub source: String,
+    /// The run that sent it.
+    pub parent_run_id: Option<String>,
+    /// Due time in ms; `None` or a past time delivers at once.
+    pub deliver_at: Option<i64>,
+    /// Receive time in ms.
+    pub now: i64,
+}
+
+/// What an insert did.
+#[derive(Debug, Clone)]
+pub struct Inserted {
+    /// The stored event with its run ids.
+    pub event: StoredEvent,
+    /// False when the id existed already (nothing new was started).
+    pub created: bool,
+}
+
+/// Claim up to `limit` runnable runs of the listed jobs.
+#[derive(Debug, Clone)]
+pub struct ClaimGroup {
+    /// Job ids.
+    pub jobs: Vec<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// Parameters of a claim.
+#[derive(Debug, Clone)]
+pub struct ClaimParams {
+    /// Now, ms.
+    pub now: i64,
+    /// Lease expiry for the claimed runs, ms.
+    pub lease_until: i64,
+    /// What to claim.
+    pub groups: Vec<ClaimGroup>,
+}
+
+/// A claimed run, ready to execute.
+#[derive(Debug, Clone)]
+pub struct ClaimedRun {
+    /// Run id.
+    pub id: String,
+    /// Its event.
+    pub event_id: String,
+    /// The event's name.
+    pub event_name: String,
+    /// Job id.
+    pub job_id: String,
+    /// This attempt's number (from 1).
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// The fencing token: completions must present it.
+    pub token: i64,
+    /// The event payload.
+    pub payload: Value,
+    /// When this attempt started, ms.
+    pub started_at: i64,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone)]
+pub enum Finish {
+    /// Succeeded with an output.
+    Succeeded(Value),
+    /// Failed; try again at `at` (ms).
+    Retry {
+        /// Error message.
+        error: String,
+        /// Next attempt time, ms.
+        at: i64,
+    },
+    /// Failed for good.
+    Failed(String),
+}
+
+/// The end of one attempt, fenced by its lease token.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// Run id.
+    pub run_id: String,
+    /// The lease token the attempt was claimed with.
+    pub token: i64,
+    /// Attempt number.
+    pub attempt: u32,
+    /// When the attempt started, ms.
+    pub started_at: i64,
+    /// When it ended, ms.
+    pub finished_at: i64,
+    /// Outcome.
+    pub finish: Finish,
+    /// Log lines it wrote.
+    pub logs: Vec<LogLine>,
+}
+
+/// A run holding a lease: id and fencing token.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Lease {
+    /// Run id.
+    pub run_id: String,
+    /// Token.
+    pub token: i64,
+}
+
+/// An event with its runs and the events its runs sent.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventDetail {
+    /// The event.
+    #[serde(flatten)]
+    pub event: StoredEvent,
+    /// Runs it started.
+    pub runs: Vec<Run>,
+    /// Events sent by those runs.
+    pub children: Vec<StoredEvent>,
+}
+
+/// A run with its log and attempts.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunDetail {
+    /// The run.
+    #[serde(flatten)]
+    pub run: Run,
+    /// Its log lines, oldest first.
+    pub logs: Vec<LogLine>,
+    /// Finished attempts, oldest first.
+    pub attempts: Vec<Attempt>,
+}
+
+/// The job definitions fan-out matches against, shared by every part of the process.
+#[derive(Debug, Default)]
+pub struct Triggers {
+    specs: RwLock<HashMap<String, JobSpec>>,
+}
+
+impl Triggers {
+    /// Adds or replaces a definition.
+    pub fn upsert(&self, spec: JobSpec) {
+        if let Ok(mut specs) = self.specs.write() {
+            specs.insert(spec.id.clone(), spec);
+        }
+    }
+
+    /// The jobs an event starts, ordered by job id.
+    pub fn matching(&self, name: &str, payload: &Value) -> Vec<JobSpec> {
+        let Ok(specs) = self.specs.read() else {
+            return Vec::new();
+        };
+        let mut hits: Vec<JobSpec> = specs
+            .values()
+            .filter(|s| s.matches(name, payload))
+            .cloned()
+            .collect();
+        hits.sort_by(|a, b| a.id.cmp(&b.id));
+        hits
+    }
+
+    /// Every known definition, ordered by id.
+    pub fn all(&self) -> Vec<JobSpec> {
+        let Ok(specs) = self.specs.read() else {
+            return Vec::new();
+        };
+        let mut all: Vec<JobSpec> = specs.values().cloned().collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+}
+
+/// The store: one of the backends.
+#[derive(Clone, Debug)]
+pub enum Store {
+    /// Embedded SQLite.
+    Sqlite(sqlite::SqliteStore),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            Store::Sqlite($s) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Opens the store named by `url` (`sqlite://flare.db`, `sqlite:flare.db` or a plain path),
+    /// applying migrations.
+    pub async fn open(url: &str) -> Result<Self> {
+        let path = sqlite::path_from_url(url).ok_or_else(|| Error::Url(url.to_string()))?;
+        Ok(Store::Sqlite(sqlite::SqliteStore::open(path).await?))
+    }
+
+    /// The job definitions fan-out uses.
+    pub fn triggers(&self) -> &Arc<Triggers> {
+        dispatch!(self, s => s.triggers())
+    }
+
+    /// Registers a job definition for fan-out now and stores it.
+    pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
+        self.triggers().upsert(spec.clone());
+        dispatch!(self, s => s.job_define(spec).await)
+    }
+
+    /// Inserts an event; an immediate one gets its runs in the same transaction.
+    pub async fn event_insert(&self, event: NewEvent) -> Result<Inserted> {
+        dispatch!(self, s => s.event_insert(event).await)
+    }
+
+    /// Cancels a scheduled event that has not been delivered.
+    pub async fn event_cancel(&self, id: &str, now: i64) -> Result<StoredEvent> {
+        dispatch!(self, s => s.event_cancel(id.to_string(), now).await)
+    }
+
+    /// Delivers up to `limit` due scheduled events (creates their runs). Returns how many.
+    pub async fn events_deliver_due(&self, now: i64, limit: usize) -> Result<usize> {
+        dispatch!(self, s => s.events_deliver_due(now, limit).await)
+    }
+
+    /// Claims runnable runs, starting an attempt of each under a new lease.
+    pub async fn runs_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedRun>> {
+        dispatch!(self, s => s.runs_claim(params).await)
+    }
+
+    /// Records finished attempts. Each flag says whether the lease was still held (fencing).
+    pub async fn runs_complete(&self, completions: Vec<Completion>) -> Result<Vec<bool>> {
+        dispatch!(self, s => s.runs_complete(completions).await)
+    }
+
+    /// Extends the leases of running runs. Returns how many were extended.
+    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+        dispatch!(self, s => s.runs_heartbeat(leases, lease_until).await)
+    }
+
+    /// Puts runs back in the queue without counting the attempt (graceful shutdown).
+    pub async fn runs_release(&self, leases: Vec<Lease>, now: i64) -> Result<usize> {
+        dispatch!(self, s => s.runs_release(leases, now).await)
+    }
+
+    /// Requeues (or fails, when out of attempts) runs whose lease expired. Returns how many.
+    pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
+        dispatch!(self, s => s.runs_rescue(now).await)
+    }
+
+    /// Cancels a queued run.
+    pub async fn run_cancel(&self, id: &str, now: i64) -> Result<()> {
+        dispatch!(self, s => s.run_cancel(id.to_string(), now).await)
+    }
+
+    /// Queues a failed or cancelled run for one more attempt.
+    pub async fn run_retry(&self, id: &str, now: i64) -> Result<()> {
+        dispatch!(self, s => s.run_retry(id.to_string(), now).await)
+    }
+
+    /// Deletes up to `limit` finished events older than `before` (ms) with their runs and logs.
+    pub async fn prune(&self, before: i64, limit: usize) -> Result<usize> {
+        dispatch!(self, s => s.prune(before, limit).await)
+    }
+
+    /// The earliest time something becomes due for these jobs: a queued run or a scheduled event.
+    pub async fn next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
+        dispatch!(self, s => s.next_due(jobs).await)
+    }
+
+    /// An event with its run ids.
+    pub async fn event_get(&self, id: &str) -> Result<Option<StoredEvent>> {
+        dispatch!(self, s => s.event_get(id.to_string()).await)
+    }
+
+    /// An event with its runs and child events.
+    pub async fn event_detail(&self, id: &str) -> Result<Option<EventDetail>> {
+        dispatch!(self, s => s.event_detail(id.to_string()).await)
+    }
+
+    /// A run with its logs and attempts.
+    pub async fn run_detail(&self, id: &str) -> Result<Option<RunDetail>> {
+        dispatch!(self, s => s.run_detail(id.to_string()).await)
+    }
+
+    /// How many runs are in each state.
+    pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
+        dispatch!(self, s => s.run_counts().await)
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        dispatch!(self, s => s.ping().await)
+    }
+
+    /// Makes every later write fail (or work again), to test how callers handle storage that is
+    /// down. Uses the database's own read-only switch, so the failure is a real one.
+    pub async fn set_read_only(&self, on: bool) -> Result<()> {
+        dispatch!(self, s => s.set_read_only(on).await)
+    }
+}

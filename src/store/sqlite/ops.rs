@@ -1,0 +1,506 @@
+//! Write operations of the SQLite backend. Each public method is one operation of the writer's
+//! batch transaction, inside its own savepoint.
+
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::Value;
+
+use super::read::{event_by_id, json_text};
+use super::{SqliteStore, WriteCtx};
+use crate::engine::retry::RetryPolicy;
+use crate::filter::Filter;
+use crate::job::JobSpec;
+use crate::model::StoredEvent;
+use crate::store::{
+    ClaimParams, ClaimedRun, Completion, Error, Finish, Inserted, Lease, NewEvent, Result,
+};
+
+/// A new run id: time-ordered, so ids sort by creation.
+pub(crate) fn new_run_id() -> String {
+    format!("run_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// Loads stored job definitions (so fan-out knows jobs defined by other processes).
+pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency FROM jobs",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, Option<String>>(4)?,
+            r.get::<_, u32>(5)?,
+            r.get::<_, i64>(6)?,
+            r.get::<_, Option<u32>>(7)?,
+        ))
+    })?;
+    let mut specs = Vec::new();
+    for row in rows {
+        let (id, name, version, event, filter, max_attempts, timeout_ms, concurrency) = row?;
+        let filter = match filter {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                Some(Filter::parse(&v).map_err(|e| Error::Corrupt(e.to_string()))?)
+            }
+            None => None,
+        };
+        specs.push(JobSpec {
+            id,
+            name,
+            version,
+            event,
+            filter,
+            retry: RetryPolicy::default().max_attempts(max_attempts),
+            timeout: Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0)),
+            concurrency,
+        });
+    }
+    Ok(specs)
+}
+
+/// Creates one queued run per matching job. Returns the run ids.
+fn fanout(
+    ctx: &mut WriteCtx<'_>,
+    event_id: &str,
+    name: &str,
+    payload: &Value,
+    now: i64,
+) -> Result<Vec<String>> {
+    let jobs = ctx.triggers.matching(name, payload);
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut stmt = ctx.conn.prepare_cached(
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6)",
+    )?;
+    let mut ids = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let id = new_run_id();
+        stmt.execute(params![
+            id,
+            event_id,
+            job.id,
+            job.version,
+            job.retry.max_attempts,
+            now
+        ])?;
+        ids.push(id);
+    }
+    ctx.wake = true;
+    Ok(ids)
+}
+
+fn insert_event(
+    ctx: &mut WriteCtx<'_>,
+    ev: &NewEvent,
+    payload_text: &str,
+    context_text: Option<&str>,
+) -> Result<Inserted> {
+    let immediate = ev.deliver_at.is_none_or(|t| t <= ev.now);
+    let delivered_at = immediate.then_some(ev.now);
+    let inserted = ctx
+        .conn
+        .prepare_cached(
+            "INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![
+            ev.id,
+            ev.name,
+            payload_text,
+            context_text,
+            ev.source,
+            ev.parent_run_id,
+            ev.now,
+            ev.deliver_at,
+            delivered_at
+        ])?;
+    if inserted == 0 {
+        let event = event_by_id(ctx.conn, &ev.id)?.ok_or_else(|| Error::NotFound {
+            what: "event",
+            id: ev.id.clone(),
+        })?;
+        return Ok(Inserted {
+            event,
+            created: false,
+        });
+    }
+    let run_ids = if immediate {
+        fanout(ctx, &ev.id, &ev.name, &ev.payload, ev.now)?
+    } else {
+        Vec::new()
+    };
+    if !immediate {
+        ctx.wake = true; // the scheduler may need to wake earlier than it planned
+    }
+    let t = crate::model::ms_to_time;
+    Ok(Inserted {
+        event: StoredEvent {
+            id: ev.id.clone(),
+            name: ev.name.clone(),
+            payload: ev.payload.clone(),
+            context: ev.context.clone(),
+            source: ev.source.clone(),
+            timestamp: t(ev.now),
+            deliver_at: ev.deliver_at.map(t),
+            delivered_at: delivered_at.map(t),
+            cancelled_at: None,
+            parent_run_id: ev.parent_run_id.clone(),
+            run_ids,
+        },
+        created: true,
+    })
+}
+
+fn record_attempt(
+    conn: &Connection,
+    run_id: &str,
+    attempt: u32,
+    outcome: &str,
+    started: Option<i64>,
+    finished: i64,
+    error: Option<&str>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![run_id, attempt, outcome, started, finished, error])?;
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Stores a job definition.
+    pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
+        self.write(move |ctx| {
+            let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
+            ctx.conn
+                .prepare_cached(
+                    "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
+                     filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
+                     concurrency = excluded.concurrency, updated_at = excluded.updated_at",
+                )?
+                .execute(params![
+                    spec.id,
+                    spec.name,
+                    spec.version,
+                    spec.event,
+                    filter,
+                    spec.retry.max_attempts,
+                    i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
+                    spec.concurrency,
+                    chrono::Utc::now().timestamp_millis()
+                ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::event_insert`].
+    pub async fn event_insert(&self, ev: NewEvent) -> Result<Inserted> {
+        // Serialize on the caller's task, not on the writer thread.
+        let payload_text = ev.payload.to_string();
+        let context_text = ev.context.as_ref().map(Value::to_string);
+        self.write(move |ctx| insert_event(ctx, &ev, &payload_text, context_text.as_deref()))
+            .await
+    }
+
+    /// See [`crate::store::Store::event_cancel`].
+    pub async fn event_cancel(&self, id: String, now: i64) -> Result<StoredEvent> {
+        self.write(move |ctx| {
+            let n = ctx
+                .conn
+                .prepare_cached(
+                    "UPDATE events SET cancelled_at = ?2 WHERE id = ?1 AND delivered_at IS NULL AND cancelled_at IS NULL",
+                )?
+                .execute(params![id, now])?;
+            let event = event_by_id(ctx.conn, &id)?.ok_or_else(|| Error::NotFound {
+                what: "event",
+                id: id.clone(),
+            })?;
+            if n == 0 {
+                let why = if event.cancelled_at.is_some() {
+                    "it was already cancelled"
+                } else {
+                    "it was already delivered"
+                };
+                return Err(Error::Conflict(format!("event {id:?} cannot be cancelled: {why}")));
+            }
+            Ok(event)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::events_deliver_due`].
+    pub async fn events_deliver_due(&self, now: i64, limit: usize) -> Result<usize> {
+        self.write(move |ctx| {
+            let due: Vec<(String, String, String)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT id, name, payload FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
+                     AND deliver_at <= ?1 ORDER BY deliver_at LIMIT ?2",
+                )?
+                .query_map(params![now, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (id, name, payload) in &due {
+                let payload = json_text(payload)?;
+                fanout(ctx, id, name, &payload, now)?;
+                ctx.conn
+                    .prepare_cached("UPDATE events SET delivered_at = ?2 WHERE id = ?1")?
+                    .execute(params![id, now])?;
+            }
+            Ok(due.len())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_claim`].
+    pub async fn runs_claim(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>> {
+        let token: i64 = rand::random::<i64>() & i64::MAX;
+        let groups: Vec<(String, usize)> = p
+            .groups
+            .iter()
+            .filter(|g| g.limit > 0 && !g.jobs.is_empty())
+            .map(|g| (serde_json::to_string(&g.jobs).unwrap_or_default(), g.limit))
+            .collect();
+        if groups.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(move |ctx| {
+            let mut claimed = Vec::new();
+            for (jobs, limit) in &groups {
+                let mut stmt = ctx.conn.prepare_cached(
+                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3 \
+                     WHERE seq IN (SELECT seq FROM runs WHERE status = 'queued' AND run_at <= ?1 \
+                       AND job_id IN (SELECT value FROM json_each(?4)) ORDER BY run_at, seq LIMIT ?5) \
+                     RETURNING id, event_id, job_id, attempt, max_attempts",
+                )?;
+                let rows: Vec<(String, String, String, u32, u32)> = stmt
+                    .query_map(params![p.now, p.lease_until, token, jobs, *limit as i64], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                let mut ev = ctx.conn.prepare_cached("SELECT name, payload FROM events WHERE id = ?1")?;
+                for (id, event_id, job_id, attempt, max_attempts) in rows {
+                    let (event_name, payload): (String, String) =
+                        ev.query_row([&event_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                    claimed.push(ClaimedRun {
+                        id,
+                        event_id,
+                        event_name,
+                        job_id,
+                        attempt,
+                        max_attempts,
+                        token,
+                        payload: json_text(&payload)?,
+                        started_at: p.now,
+                    });
+                }
+            }
+            Ok(claimed)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_complete`].
+    pub async fn runs_complete(&self, completions: Vec<Completion>) -> Result<Vec<bool>> {
+        self.write(move |ctx| {
+            let mut held = Vec::with_capacity(completions.len());
+            for c in &completions {
+                let (outcome, n, error) = match &c.finish {
+                    Finish::Succeeded(output) => ("succeeded", ctx.conn.prepare_cached(
+                        "UPDATE runs SET status = 'succeeded', finished_at = ?3, output = ?4, error = NULL, lease_until = NULL, lease_token = NULL \
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                    )?.execute(params![c.run_id, c.token, c.finished_at, output.to_string()])?, None),
+                    Finish::Retry { error, at } => {
+                        ctx.wake = true;
+                        ("retrying", ctx.conn.prepare_cached(
+                            "UPDATE runs SET status = 'queued', run_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
+                             WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                        )?.execute(params![c.run_id, c.token, at, error])?, Some(error.as_str()))
+                    }
+                    Finish::Failed(error) => ("failed", ctx.conn.prepare_cached(
+                        "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                    )?.execute(params![c.run_id, c.token, c.finished_at, error])?, Some(error.as_str())),
+                };
+                let ok = n == 1;
+                if ok {
+                    record_attempt(ctx.conn, &c.run_id, c.attempt, outcome, Some(c.started_at), c.finished_at, error)?;
+                    let mut log = ctx.conn.prepare_cached(
+                        "INSERT INTO run_logs (run_id, attempt, level, message, fields, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?;
+                    for line in &c.logs {
+                        log.execute(params![
+                            c.run_id,
+                            line.attempt,
+                            line.level.as_str(),
+                            line.message,
+                            line.fields.as_ref().map(Value::to_string),
+                            line.at.timestamp_millis()
+                        ])?;
+                    }
+                }
+                held.push(ok);
+            }
+            Ok(held)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_heartbeat`].
+    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+        self.write(move |ctx| {
+            let mut stmt = ctx.conn.prepare_cached(
+                "UPDATE runs SET lease_until = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+            )?;
+            let mut n = 0;
+            for l in &leases {
+                n += stmt.execute(params![l.run_id, l.token, lease_until])?;
+            }
+            Ok(n)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_release`].
+    pub async fn runs_release(&self, leases: Vec<Lease>, now: i64) -> Result<usize> {
+        self.write(move |ctx| {
+            let mut n = 0;
+            for l in &leases {
+                let released: Option<(u32, Option<i64>)> = ctx
+                    .conn
+                    .prepare_cached(
+                        "UPDATE runs SET status = 'queued', attempt = attempt - 1, run_at = ?3, lease_until = NULL, lease_token = NULL \
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING attempt + 1, started_at",
+                    )?
+                    .query_row(params![l.run_id, l.token, now], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                if let Some((attempt, started)) = released {
+                    record_attempt(ctx.conn, &l.run_id, attempt, "released", started, now, Some("released at shutdown before it finished"))?;
+                    n += 1;
+                }
+            }
+            if n > 0 {
+                ctx.wake = true;
+            }
+            Ok(n)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_rescue`].
+    pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
+        self.write(move |ctx| {
+            let rescued: Vec<(String, u32, Option<i64>, String)> = ctx
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET \
+                       status = CASE WHEN attempt < max_attempts THEN 'queued' ELSE 'failed' END, \
+                       finished_at = CASE WHEN attempt < max_attempts THEN NULL ELSE ?1 END, \
+                       run_at = ?1, lease_until = NULL, lease_token = NULL, \
+                       error = 'lease expired: the worker running attempt ' || attempt || ' stopped responding' \
+                     WHERE seq IN (SELECT seq FROM runs WHERE status = 'running' AND lease_until < ?1 LIMIT 1000) \
+                     RETURNING id, attempt, started_at, error",
+                )?
+                .query_map([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (id, attempt, started, error) in &rescued {
+                record_attempt(ctx.conn, id, *attempt, "lost", *started, now, Some(error))?;
+            }
+            if !rescued.is_empty() {
+                ctx.wake = true;
+            }
+            Ok(rescued.len())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::run_cancel`].
+    pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
+        self.write(move |ctx| {
+            let n = ctx
+                .conn
+                .prepare_cached("UPDATE runs SET status = 'cancelled', finished_at = ?2 WHERE id = ?1 AND status = 'queued'")?
+                .execute(params![id, now])?;
+            if n == 1 {
+                return Ok(());
+            }
+            run_state_error(ctx.conn, &id, "cancelled", "only a queued run can be cancelled")
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::run_retry`].
+    pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
+        self.write(move |ctx| {
+            let n = ctx
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = attempt + 1 \
+                     WHERE id = ?1 AND status IN ('failed', 'cancelled')",
+                )?
+                .execute(params![id, now])?;
+            if n == 1 {
+                ctx.wake = true;
+                return Ok(());
+            }
+            run_state_error(ctx.conn, &id, "retried", "only a failed or cancelled run can be retried")
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::prune`].
+    pub async fn prune(&self, before: i64, limit: usize) -> Result<usize> {
+        self.write(move |ctx| {
+            let ids: Vec<String> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT e.id FROM events e WHERE e.timestamp < ?1 \
+                       AND (e.delivered_at IS NOT NULL OR e.cancelled_at IS NOT NULL) \
+                       AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.event_id = e.id AND r.status IN ('queued', 'running')) \
+                     ORDER BY e.timestamp LIMIT ?2",
+                )?
+                .query_map(params![before, limit as i64], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            let list = serde_json::to_string(&ids).unwrap_or_default();
+            ctx.conn.execute(
+                "DELETE FROM run_logs WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
+                [&list],
+            )?;
+            ctx.conn.execute(
+                "DELETE FROM run_attempts WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
+                [&list],
+            )?;
+            ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
+            ctx.conn.execute("DELETE FROM events WHERE id IN (SELECT value FROM json_each(?1))", [&list])?;
+            Ok(ids.len())
+        })
+        .await
+    }
+}
+
+fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: &str) -> Result<T> {
+    let status: Option<String> = conn
+        .query_row("SELECT status FROM runs WHERE id = ?1", [id], |r| r.get(0))
+        .optional()?;
+    match status {
+        None => Err(Error::NotFound {
+            what: "run",
+            id: id.to_string(),
+        }),
+        Some(s) => Err(Error::Conflict(format!(
+            "run {id:?} cannot be {verb}: it is {s}; {rule}"
+        ))),
+    }
+}
