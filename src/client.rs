@@ -279,6 +279,14 @@ impl Client {
         Ok(())
     }
 
+    /// Defines a job and waits until its definition is stored, so other processes (and the
+    /// dashboard) see it at once.
+    pub async fn register_job(&self, job: Job) -> Result<(), Error> {
+        let spec = self.inner.engine.define(job)?;
+        self.inner.store.job_define(spec).await?;
+        Ok(())
+    }
+
     /// Sends `name` with `payload` now. Resolves once the event and the runs it started are
     /// committed.
     pub async fn send_event<T: Serialize + ?Sized>(

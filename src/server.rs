@@ -30,7 +30,7 @@ pub async fn start(config: &ServeConfig) -> Result<Client, Error> {
         .connect()
         .await?;
     client.make_default();
-    reference_jobs::define_all(&client)?;
+    reference_jobs::define_all(&client).await?;
     Ok(client)
 }
 

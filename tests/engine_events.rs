@@ -317,7 +317,30 @@ async fn invalid_job_definitions_are_refused(db: TestDb) {
     assert!(err.unwrap_err().to_string().contains("semver"));
 }
 
+async fn jobs_defined_by_another_process_are_started(db: TestDb) {
+    let clock = flare::ManualClock::new(chrono::Utc::now().timestamp_millis());
+    // The sender connects first and knows no job.
+    let sender = db.sender(&clock).await;
+    let (worker, _clock) = db.client().await;
+    worker
+        .register_job(echo("late", "user.created"))
+        .await
+        .unwrap();
+    let ev = sender
+        .send_event("user.created", &json!({"n": 1}))
+        .await
+        .unwrap();
+    assert_eq!(
+        ev.run_ids.len(),
+        1,
+        "fan-out sees the definition stored by the other client"
+    );
+    let detail = settled(&worker, &ev.id).await;
+    assert_eq!(detail.runs[0].status, RunStatus::Succeeded);
+}
+
 backend_tests!(
+    jobs_defined_by_another_process_are_started,
     send_commits_the_event_with_its_runs,
     one_event_starts_every_matching_job,
     an_existing_id_returns_the_stored_event_and_starts_nothing,

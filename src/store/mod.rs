@@ -209,11 +209,45 @@ pub struct RunDetail {
 #[derive(Debug, Default)]
 pub struct Triggers {
     specs: RwLock<HashMap<String, JobSpec>>,
+    /// Ids of jobs defined in this process.
+    local: RwLock<std::collections::HashSet<String>>,
+    /// The stored job table's revision last loaded (count, latest update), so definitions written
+    /// by other processes are picked up.
+    revision: std::sync::Mutex<Option<(i64, i64)>>,
 }
 
 impl Triggers {
+    /// Records the stored revision; returns true when it differs from the last one seen.
+    pub fn revision_changed(&self, revision: (i64, i64)) -> bool {
+        match self.revision.lock() {
+            Ok(mut seen) if *seen != Some(revision) => {
+                *seen = Some(revision);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Adds or replaces a definition.
     pub fn upsert(&self, spec: JobSpec) {
+        if let Ok(mut local) = self.local.write() {
+            local.insert(spec.id.clone());
+        }
+        if let Ok(mut specs) = self.specs.write() {
+            specs.insert(spec.id.clone(), spec);
+        }
+    }
+
+    /// Adds a definition read from storage; one defined in this process takes precedence.
+    pub fn upsert_stored(&self, spec: JobSpec) {
+        let is_local = self
+            .local
+            .read()
+            .map(|l| l.contains(&spec.id))
+            .unwrap_or(false);
+        if is_local {
+            return;
+        }
         if let Ok(mut specs) = self.specs.write() {
             specs.insert(spec.id.clone(), spec);
         }

@@ -168,7 +168,7 @@ impl SqliteStore {
 
         let triggers = Arc::new(Triggers::default());
         for spec in specs {
-            triggers.upsert(spec);
+            triggers.upsert_stored(spec);
         }
         let work = Arc::new(Notify::new());
         let (tx, rx) = mpsc::channel(MAX_BATCH * 4);
@@ -326,6 +326,9 @@ fn run_batch(
             op.finish(Err(err.clone()));
         }
         return;
+    }
+    if let Err(e) = ops::triggers_refresh(conn, triggers) {
+        tracing::warn!(error = %e, "could not reload job definitions");
     }
     let mut ctx = WriteCtx {
         conn,

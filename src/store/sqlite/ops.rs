@@ -63,6 +63,20 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
     Ok(specs)
 }
 
+/// Reloads stored job definitions when the job table changed (another process defined a job), so
+/// fan-out starts every job known to the database. One tiny query per batch.
+pub(super) fn triggers_refresh(conn: &Connection, triggers: &crate::store::Triggers) -> Result<()> {
+    let revision: (i64, i64) = conn
+        .prepare_cached("SELECT count(*), coalesce(max(updated_at), 0) FROM jobs")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if triggers.revision_changed(revision) {
+        for spec in jobs_load(conn)? {
+            triggers.upsert_stored(spec);
+        }
+    }
+    Ok(())
+}
+
 /// Creates one queued run per matching job. Returns the run ids.
 fn fanout(
     ctx: &mut WriteCtx<'_>,
