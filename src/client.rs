@@ -184,6 +184,7 @@ pub(crate) async fn send_with(
             now,
         })
         .await?;
+    crate::metrics::event_inserted(&inserted);
     Ok(inserted)
 }
 

@@ -31,6 +31,7 @@
 //! - [`store`]: storage; the only module that speaks SQL.
 //! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
 //! - [`http`]: the HTTP application (health today; `/trigger`, webhooks and the API build on it).
+//! - [`metrics`]: Prometheus counters and their text rendering for `GET /metrics`.
 //! - [`reference_jobs`]: the seed's jobs that `flare serve` runs.
 //! - [`server`]: `run(config, listener, shutdown)`, wiring it all.
 
@@ -42,6 +43,7 @@ pub mod filter;
 pub mod http;
 pub mod io;
 pub mod job;
+pub mod metrics;
 pub mod model;
 pub mod reference_jobs;
 pub mod server;

@@ -5,7 +5,9 @@
 //! authenticated by their signatures) and [`protected_routes`] (everything else), which need the API
 //! key when one is configured.
 
+pub mod api;
 pub mod error;
+pub mod openapi;
 
 use std::sync::Arc;
 
@@ -47,7 +49,7 @@ pub fn public_routes() -> Router<AppState> {
 
 /// Routes that need the API key when one is configured.
 pub fn protected_routes() -> Router<AppState> {
-    Router::new()
+    Router::new().merge(api::routes())
 }
 
 async fn healthz() -> Response {

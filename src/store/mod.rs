@@ -6,6 +6,7 @@
 //! callers are grouped into one transaction by a single writer thread (group commit) and each is
 //! answered only after that transaction committed.
 
+pub mod query;
 pub mod sqlite;
 
 use std::collections::HashMap;
@@ -16,6 +17,9 @@ use serde_json::Value;
 
 use crate::job::JobSpec;
 use crate::model::{Attempt, LogLine, Run, RunStatus, StoredEvent};
+use query::{
+    EventQuery, EventSummary, JobSummary, Page, QueueDepth, RunQuery, RunSummary, Stats, StatsQuery,
+};
 
 /// A storage failure.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -401,5 +405,35 @@ impl Store {
     /// down. Uses the database's own read-only switch, so the failure is a real one.
     pub async fn set_read_only(&self, on: bool) -> Result<()> {
         dispatch!(self, s => s.set_read_only(on).await)
+    }
+}
+
+/// The read side for the JSON API and the dashboard (types in [`query`]). Lists are newest first
+/// and keyset-paginated; every query uses an index.
+impl Store {
+    /// One page of events matching `q`, each with its outcome and run counts.
+    pub async fn events_list(&self, q: EventQuery) -> Result<Page<EventSummary>> {
+        dispatch!(self, s => s.events_list(q).await)
+    }
+
+    /// One page of runs matching `q`, each with its event's name.
+    pub async fn runs_list(&self, q: RunQuery) -> Result<Page<RunSummary>> {
+        dispatch!(self, s => s.runs_list(q).await)
+    }
+
+    /// Every stored job definition (ordered by id) with its queued and running runs now and its
+    /// outcomes over the hour and the 24 hours before `now`.
+    pub async fn jobs_list(&self, now: chrono::DateTime<chrono::Utc>) -> Result<Vec<JobSummary>> {
+        dispatch!(self, s => s.jobs_list(now.timestamp_millis()).await)
+    }
+
+    /// Events received and runs finished per time bucket, outcomes per job, and the queue.
+    pub async fn stats(&self, q: StatsQuery) -> Result<Stats> {
+        dispatch!(self, s => s.stats(q).await)
+    }
+
+    /// What is waiting to run at `now`.
+    pub async fn queue_depth(&self, now: chrono::DateTime<chrono::Utc>) -> Result<QueueDepth> {
+        dispatch!(self, s => s.queue_depth(now.timestamp_millis()).await)
     }
 }

@@ -8,6 +8,7 @@
 //! writer.
 
 mod ops;
+mod query;
 mod read;
 
 use std::path::{Path, PathBuf};
@@ -22,7 +23,10 @@ use super::{Error, Result, Triggers};
 /// Most operations grouped into one transaction.
 pub const MAX_BATCH: usize = 4096;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("0001_init.sql")),
+    (2, include_str!("0002_read_indexes.sql")),
+];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
 pub fn path_from_url(url: &str) -> Option<PathBuf> {
