@@ -30,9 +30,11 @@
 //! - [`engine`]: worker, executor, retry policy, scheduler, rescuer, pruner.
 //! - [`store`]: storage; the only module that speaks SQL.
 //! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
-//! - [`http`]: the HTTP application (health today; `/trigger`, webhooks and the API build on it).
+//! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
+//!   Inngest), access control, health.
 //! - [`reference_jobs`]: the seed's jobs that `flare serve` runs.
 //! - [`server`]: `run(config, listener, shutdown)`, wiring it all.
+//! - [`remote`]: sending through a running server over HTTP (`flare send`).
 
 pub mod client;
 pub mod clock;
@@ -44,6 +46,7 @@ pub mod io;
 pub mod job;
 pub mod model;
 pub mod reference_jobs;
+pub mod remote;
 pub mod server;
 pub mod store;
 pub mod webhooks;

@@ -9,6 +9,7 @@
 
 mod ops;
 mod read;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,10 @@ use super::{Error, Result, Triggers};
 /// Most operations grouped into one transaction.
 pub const MAX_BATCH: usize = 4096;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("0001_init.sql")),
+    (3, include_str!("0003_webhook_deliveries.sql")),
+];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
 pub fn path_from_url(url: &str) -> Option<PathBuf> {

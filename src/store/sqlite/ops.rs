@@ -96,7 +96,8 @@ fn fanout(
     Ok(ids)
 }
 
-fn insert_event(
+/// Inserts one event (and, when immediate, its runs) inside the caller's write operation.
+pub(super) fn insert_event(
     ctx: &mut WriteCtx<'_>,
     ev: &NewEvent,
     payload_text: &str,
@@ -210,6 +211,27 @@ impl SqliteStore {
         let context_text = ev.context.as_ref().map(Value::to_string);
         self.write(move |ctx| insert_event(ctx, &ev, &payload_text, context_text.as_deref()))
             .await
+    }
+
+    /// See [`crate::store::Store::event_insert_many`].
+    pub async fn event_insert_many(&self, events: Vec<NewEvent>) -> Result<Vec<Inserted>> {
+        let texts: Vec<(String, Option<String>)> = events
+            .iter()
+            .map(|ev| {
+                (
+                    ev.payload.to_string(),
+                    ev.context.as_ref().map(Value::to_string),
+                )
+            })
+            .collect();
+        self.write(move |ctx| {
+            events
+                .iter()
+                .zip(&texts)
+                .map(|(ev, (payload, context))| insert_event(ctx, ev, payload, context.as_deref()))
+                .collect()
+        })
+        .await
     }
 
     /// See [`crate::store::Store::event_cancel`].
