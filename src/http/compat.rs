@@ -13,7 +13,9 @@
 //!   plus Trigger.dev's `GetEvent` fields: `createdAt`, `updatedAt`, `runs: [{id, status,
 //!   startedAt, completedAt}]` with Trigger.dev's status names.
 //!
-//! The caller's `timestamp` is not kept: Flare's `timestamp` is when it received the event.
+//! The caller's `timestamp` is not kept: Flare's `timestamp` is when it received the event. The
+//! SDK refuses API keys not shaped `tr_<env>_<letters and digits>` before sending anything, so a
+//! Flare used by Trigger.dev clients needs a `FLARE_API_KEY` of that shape (e.g. `tr_prod_…`).
 //!
 //! **Inngest** (`inngest` 3.x): `POST /e/{key}` — one event or an array of `{name, data, id?,
 //! ts?, user?, v?}`; `data` becomes the payload (`{}` when absent), `id` the event id (sending it
