@@ -198,6 +198,48 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn plain_error_answers_become_json_and_others_are_left_alone() {
+        let plain = (StatusCode::BAD_REQUEST, "Failed to parse the request body").into_response();
+        let res = json_errors(plain).await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            res.headers().get(CONTENT_TYPE).map(|v| v.as_bytes()),
+            Some(&b"application/json"[..])
+        );
+        let body = axum::body::to_bytes(res.into_body(), 1024)
+            .await
+            .expect("body");
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&body).expect("json"),
+            serde_json::json!({"error": "Failed to parse the request body"})
+        );
+
+        let empty = json_errors(StatusCode::METHOD_NOT_ALLOWED.into_response()).await;
+        let body = axum::body::to_bytes(empty.into_body(), 1024)
+            .await
+            .expect("body");
+        assert_eq!(&body[..], br#"{"error":"method not allowed"}"#);
+
+        let html = (
+            StatusCode::NOT_FOUND,
+            [(CONTENT_TYPE, "text/html")],
+            "<p>gone</p>",
+        )
+            .into_response();
+        let kept = json_errors(html).await;
+        let body = axum::body::to_bytes(kept.into_body(), 1024)
+            .await
+            .expect("body");
+        assert_eq!(&body[..], b"<p>gone</p>");
+
+        let ok = json_errors((StatusCode::OK, "fine").into_response()).await;
+        let body = axum::body::to_bytes(ok.into_body(), 1024)
+            .await
+            .expect("body");
+        assert_eq!(&body[..], b"fine");
+    }
+
     #[test]
     fn syntax_and_shape_errors_read_differently() {
         let syntax = parse::<serde_json::Value>(b"{nope").unwrap_err();

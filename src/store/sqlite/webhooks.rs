@@ -118,3 +118,113 @@ fn event_ids(text: &str) -> Result<Vec<String>> {
     serde_json::from_value(json_text(text)?)
         .map_err(|e| Error::Corrupt(format!("webhook delivery event ids: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::store::{NewEvent, NewWebhookDelivery, Store};
+
+    fn delivery(provider: &str, id: &str, n: usize, at: i64) -> NewWebhookDelivery {
+        NewWebhookDelivery {
+            provider: provider.into(),
+            delivery_id: id.into(),
+            event_type: "thing.happened".into(),
+            raw_body: format!("{{\"id\":\"{id}\"}}").into_bytes(),
+            received_at: at,
+            events: (0..n)
+                .map(|i| NewEvent {
+                    id: format!("{provider}:{id}:{i}"),
+                    name: "thing.happened".into(),
+                    payload: json!({"i": i}),
+                    context: None,
+                    source: format!("webhook:{provider}"),
+                    parent_run_id: None,
+                    deliver_at: None,
+                    now: at,
+                })
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn deliveries_dedupe_per_provider_and_list_newest_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&format!("sqlite://{}/f.db", dir.path().display()))
+            .await
+            .expect("open");
+        let first = store
+            .webhook_record(delivery("payments", "evt_1", 2, 1000))
+            .await
+            .expect("record");
+        assert!(!first.duplicate);
+        assert_eq!(first.event_ids, ["payments:evt_1:0", "payments:evt_1:1"]);
+        assert_eq!(first.events.len(), 2);
+
+        // Same delivery again, even with other events: nothing new, the original ids.
+        let again = store
+            .webhook_record(delivery("payments", "evt_1", 3, 2000))
+            .await
+            .expect("record");
+        assert!(again.duplicate);
+        assert_eq!(again.event_ids, first.event_ids);
+        assert!(again.events.is_empty());
+        assert!(store
+            .event_get("payments:evt_1:2")
+            .await
+            .expect("read")
+            .is_none());
+
+        // The same id from another provider is another delivery.
+        let other = store
+            .webhook_record(delivery("auth", "evt_1", 1, 3000))
+            .await
+            .expect("record");
+        assert!(!other.duplicate);
+
+        let all = store.webhook_deliveries_list(None, 10).await.expect("list");
+        assert_eq!(
+            all.iter().map(|d| d.provider.as_str()).collect::<Vec<_>>(),
+            ["auth", "payments"]
+        );
+        assert_eq!(all[1].raw_body, "{\"id\":\"evt_1\"}");
+        assert_eq!(all[1].outcome, "accepted");
+        let payments = store
+            .webhook_deliveries_list(Some("payments"), 10)
+            .await
+            .expect("list");
+        assert_eq!(payments.len(), 1);
+        assert_eq!(
+            store
+                .webhook_deliveries_list(None, 1)
+                .await
+                .expect("list")
+                .len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_records_neither_the_delivery_nor_its_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&format!("sqlite://{}/f.db", dir.path().display()))
+            .await
+            .expect("open");
+        store.set_read_only(true).await.expect("switch");
+        assert!(store
+            .webhook_record(delivery("payments", "evt_9", 2, 1000))
+            .await
+            .is_err());
+        store.set_read_only(false).await.expect("switch");
+        assert!(store
+            .webhook_deliveries_list(None, 10)
+            .await
+            .expect("list")
+            .is_empty());
+        assert!(store
+            .event_get("payments:evt_9:0")
+            .await
+            .expect("read")
+            .is_none());
+    }
+}
