@@ -186,10 +186,7 @@ async fn fixture() -> Fixture {
     }
     .validate()
     .expect("config");
-    let app = app(AppState {
-        client: client.clone(),
-        config: Arc::new(config),
-    });
+    let app = app(AppState::new(client.clone(), config));
     Fixture {
         _dir: dir,
         users: ids[0..5].to_vec(),

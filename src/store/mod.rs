@@ -282,6 +282,60 @@ impl Triggers {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Ingest: batches of events and verified webhook deliveries.
+// ---------------------------------------------------------------------------------------------
+
+/// A verified webhook delivery to record, with the events it produces. See
+/// [`Store::webhook_record`].
+#[derive(Debug, Clone)]
+pub struct NewWebhookDelivery {
+    /// Which webhook route received it: `payments` or `auth`.
+    pub provider: String,
+    /// The provider's id for the delivery (Stripe event id, `svix-id`): the dedupe key.
+    pub delivery_id: String,
+    /// The provider's event type, e.g. `payment_intent.succeeded`.
+    pub event_type: String,
+    /// The exact bytes that were signed.
+    pub raw_body: Vec<u8>,
+    /// Receive time, ms.
+    pub received_at: i64,
+    /// The events to send; their ids should be derived from the delivery so a retry cannot
+    /// send them twice.
+    pub events: Vec<NewEvent>,
+}
+
+/// What recording a webhook delivery did.
+#[derive(Debug, Clone)]
+pub struct WebhookRecorded {
+    /// The ids of the delivery's events: the new ones, or for a duplicate the original ones.
+    pub event_ids: Vec<String>,
+    /// True when the delivery had been recorded before: nothing was stored or started.
+    pub duplicate: bool,
+    /// The events stored now, with their run ids (empty for a duplicate).
+    pub events: Vec<StoredEvent>,
+}
+
+/// A recorded webhook delivery, for the dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookDelivery {
+    /// `payments` or `auth`.
+    pub provider: String,
+    /// The provider's id for the delivery.
+    pub delivery_id: String,
+    /// When it was received.
+    pub received_at: chrono::DateTime<chrono::Utc>,
+    /// The provider's event type.
+    pub event_type: String,
+    /// `accepted`.
+    pub outcome: String,
+    /// The events it produced.
+    pub event_ids: Vec<String>,
+    /// The raw body (lossy UTF-8; the database keeps the exact bytes).
+    pub raw_body: String,
+}
+
 /// The store: one of the backends.
 #[derive(Clone, Debug)]
 pub enum Store {
@@ -405,6 +459,33 @@ impl Store {
     /// down. Uses the database's own read-only switch, so the failure is a real one.
     pub async fn set_read_only(&self, on: bool) -> Result<()> {
         dispatch!(self, s => s.set_read_only(on).await)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Ingest: batches of events and verified webhook deliveries.
+    // -----------------------------------------------------------------------------------------
+
+    /// Inserts several events in ONE transaction (all or nothing); each immediate one gets its
+    /// runs. An existing id is a no-op for that event, as in [`Store::event_insert`].
+    pub async fn event_insert_many(&self, events: Vec<NewEvent>) -> Result<Vec<Inserted>> {
+        dispatch!(self, s => s.event_insert_many(events).await)
+    }
+
+    /// Records a verified webhook delivery and inserts ALL its events (with their runs) in ONE
+    /// transaction. A delivery already recorded for the provider stores nothing and returns the
+    /// original event ids with `duplicate: true`.
+    pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
+        dispatch!(self, s => s.webhook_record(delivery).await)
+    }
+
+    /// The latest recorded deliveries, newest first: of one provider, or of all when `None`.
+    pub async fn webhook_deliveries_list(
+        &self,
+        provider: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<WebhookDelivery>> {
+        let provider = provider.map(str::to_string);
+        dispatch!(self, s => s.webhook_deliveries_list(provider, limit).await)
     }
 }
 

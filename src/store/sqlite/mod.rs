@@ -10,6 +10,7 @@
 mod ops;
 mod query;
 mod read;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -26,6 +27,7 @@ pub const MAX_BATCH: usize = 4096;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_read_indexes.sql")),
+    (3, include_str!("0003_webhook_deliveries.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

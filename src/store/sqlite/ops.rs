@@ -16,6 +16,13 @@ use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, Inserted, Lease, NewEvent, Result,
 };
 
+/// The runs a claim takes: runnable runs of the given jobs (`?4`, a JSON array), oldest due first,
+/// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so
+/// its cost does not grow with the depth of the queue.
+pub(super) const CLAIM_SELECT: &str = "SELECT seq FROM runs INDEXED BY runs_runnable \
+     WHERE status = 'queued' AND run_at <= ?1 AND job_id IN (SELECT value FROM json_each(?4)) \
+     ORDER BY run_at, seq LIMIT ?5";
+
 /// A new run id: time-ordered, so ids sort by creation.
 pub(crate) fn new_run_id() -> String {
     format!("run_{}", uuid::Uuid::now_v7().simple())
@@ -110,7 +117,8 @@ fn fanout(
     Ok(ids)
 }
 
-fn insert_event(
+/// Inserts one event (and, when immediate, its runs) inside the caller's write operation.
+pub(super) fn insert_event(
     ctx: &mut WriteCtx<'_>,
     ev: &NewEvent,
     payload_text: &str,
@@ -226,6 +234,27 @@ impl SqliteStore {
             .await
     }
 
+    /// See [`crate::store::Store::event_insert_many`].
+    pub async fn event_insert_many(&self, events: Vec<NewEvent>) -> Result<Vec<Inserted>> {
+        let texts: Vec<(String, Option<String>)> = events
+            .iter()
+            .map(|ev| {
+                (
+                    ev.payload.to_string(),
+                    ev.context.as_ref().map(Value::to_string),
+                )
+            })
+            .collect();
+        self.write(move |ctx| {
+            events
+                .iter()
+                .zip(&texts)
+                .map(|(ev, (payload, context))| insert_event(ctx, ev, payload, context.as_deref()))
+                .collect()
+        })
+        .await
+    }
+
     /// See [`crate::store::Store::event_cancel`].
     pub async fn event_cancel(&self, id: String, now: i64) -> Result<StoredEvent> {
         self.write(move |ctx| {
@@ -290,12 +319,10 @@ impl SqliteStore {
         self.write(move |ctx| {
             let mut claimed = Vec::new();
             for (jobs, limit) in &groups {
-                let mut stmt = ctx.conn.prepare_cached(
+                let mut stmt = ctx.conn.prepare_cached(&format!(
                     "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3 \
-                     WHERE seq IN (SELECT seq FROM runs WHERE status = 'queued' AND run_at <= ?1 \
-                       AND job_id IN (SELECT value FROM json_each(?4)) ORDER BY run_at, seq LIMIT ?5) \
-                     RETURNING id, event_id, job_id, attempt, max_attempts",
-                )?;
+                     WHERE seq IN ({CLAIM_SELECT}) RETURNING id, event_id, job_id, attempt, max_attempts"
+                ))?;
                 let rows: Vec<(String, String, String, u32, u32)> = stmt
                     .query_map(params![p.now, p.lease_until, token, jobs, *limit as i64], |r| {
                         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
