@@ -33,7 +33,9 @@
 //! - [`http`]: the HTTP application (health today; `/trigger`, webhooks and the API build on it).
 //! - [`reference_jobs`]: the seed's jobs that `flare serve` runs.
 //! - [`server`]: `run(config, listener, shutdown)`, wiring it all.
+//! - [`bench`]: `flare bench`, the throughput, latency and memory measurements.
 
+pub mod bench;
 pub mod client;
 pub mod clock;
 pub mod config;

@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Run the service: HTTP API, dashboard, scheduler and workers with the reference jobs.
     Serve(ServeArgs),
+    /// Measure send throughput, end-to-end throughput, latency and memory on temp databases.
+    Bench(flare::bench::Args),
 }
 
 #[derive(clap::Args)]
@@ -69,6 +71,10 @@ fn run() -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve(args).await,
+            Command::Bench(args) => flare::bench::run(args)
+                .await
+                .map(|_| ExitCode::SUCCESS)
+                .context("benchmark failed"),
         }
     })
 }
