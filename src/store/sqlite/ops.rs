@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::read::{event_by_id, json_text};
-use super::{SqliteStore, WriteCtx};
+use super::{Guard, SqliteStore, WriteCtx};
 use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
 use crate::job::JobSpec;
@@ -208,8 +208,11 @@ impl SqliteStore {
         // Serialize on the caller's task, not on the writer thread.
         let payload_text = ev.payload.to_string();
         let context_text = ev.context.as_ref().map(Value::to_string);
-        self.write(move |ctx| insert_event(ctx, &ev, &payload_text, context_text.as_deref()))
-            .await
+        // No savepoint: once the event row is written, only database errors can follow.
+        self.write_guarded(Guard::Batch, move |ctx| {
+            insert_event(ctx, &ev, &payload_text, context_text.as_deref())
+        })
+        .await
     }
 
     /// See [`crate::store::Store::event_cancel`].
@@ -311,7 +314,8 @@ impl SqliteStore {
 
     /// See [`crate::store::Store::runs_complete`].
     pub async fn runs_complete(&self, completions: Vec<Completion>) -> Result<Vec<bool>> {
-        self.write(move |ctx| {
+        // No savepoint: every failure here is a database error.
+        self.write_guarded(Guard::Batch, move |ctx| {
             let mut held = Vec::with_capacity(completions.len());
             for c in &completions {
                 let (outcome, n, error) = match &c.finish {
