@@ -16,6 +16,18 @@ use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, Inserted, Lease, NewEvent, Result,
 };
 
+/// Claims runnable runs of a job list (`?4`, JSON array), up to `?5`, in due order.
+///
+/// `INDEXED BY runs_runnable`: left to itself the planner picks `runs_job` for the job list, walks
+/// every run those jobs ever had (finished ones included) and sorts them, so each claim costs
+/// O(all runs) and slows as history grows. The partial index holds only queued runs, already in
+/// claim order.
+pub(super) const CLAIM_SQL: &str =
+    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3 \
+     WHERE seq IN (SELECT seq FROM runs INDEXED BY runs_runnable WHERE status = 'queued' AND run_at <= ?1 \
+       AND job_id IN (SELECT value FROM json_each(?4)) ORDER BY run_at, seq LIMIT ?5) \
+     RETURNING id, event_id, job_id, attempt, max_attempts";
+
 /// A new run id: time-ordered, so ids sort by creation.
 pub(crate) fn new_run_id() -> String {
     format!("run_{}", uuid::Uuid::now_v7().simple())
@@ -279,18 +291,16 @@ impl SqliteStore {
         self.write(move |ctx| {
             let mut claimed = Vec::new();
             for (jobs, limit) in &groups {
-                let mut stmt = ctx.conn.prepare_cached(
-                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3 \
-                     WHERE seq IN (SELECT seq FROM runs WHERE status = 'queued' AND run_at <= ?1 \
-                       AND job_id IN (SELECT value FROM json_each(?4)) ORDER BY run_at, seq LIMIT ?5) \
-                     RETURNING id, event_id, job_id, attempt, max_attempts",
-                )?;
+                let mut stmt = ctx.conn.prepare_cached(CLAIM_SQL)?;
                 let rows: Vec<(String, String, String, u32, u32)> = stmt
-                    .query_map(params![p.now, p.lease_until, token, jobs, *limit as i64], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                    })?
+                    .query_map(
+                        params![p.now, p.lease_until, token, jobs, *limit as i64],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    )?
                     .collect::<rusqlite::Result<_>>()?;
-                let mut ev = ctx.conn.prepare_cached("SELECT name, payload FROM events WHERE id = ?1")?;
+                let mut ev = ctx
+                    .conn
+                    .prepare_cached("SELECT name, payload FROM events WHERE id = ?1")?;
                 for (id, event_id, job_id, attempt, max_attempts) in rows {
                     let (event_name, payload): (String, String) =
                         ev.query_row([&event_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -506,5 +516,42 @@ fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: &str) -> Re
         Some(s) => Err(Error::Conflict(format!(
             "run {id:?} cannot be {verb}: it is {s}; {rule}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan SQLite picks for `sql`, one line per step.
+    fn plan(sql: &str) -> String {
+        let mut conn = Connection::open_in_memory().expect("open");
+        super::super::migrate(&mut conn).expect("migrate");
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("prepare");
+        let n = stmt.parameter_count();
+        let params: Vec<i64> = vec![0; n];
+        stmt.query_map(rusqlite::params_from_iter(params), |r| {
+            r.get::<_, String>(3)
+        })
+        .expect("query")
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .expect("rows")
+        .join("\n")
+    }
+
+    #[test]
+    fn claims_walk_only_queued_runs_in_order() {
+        let plan = plan(CLAIM_SQL);
+        assert!(plan.contains("runs_runnable"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
+
+    #[test]
+    fn next_due_walks_only_queued_runs_in_order() {
+        let plan = plan(super::super::read::NEXT_RUN_SQL);
+        assert!(plan.contains("runs_runnable"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     }
 }
