@@ -129,6 +129,19 @@ pub(crate) async fn send_with(
     source: Source,
     parent_run_id: Option<String>,
 ) -> Result<Inserted, Error> {
+    let new = prepare(event, &source, parent_run_id, clock.now_ms())?;
+    let inserted = store.event_insert(new).await?;
+    crate::metrics::event_inserted(&inserted);
+    Ok(inserted)
+}
+
+/// Validates `event` (name, id, delay) and turns it into the row to insert, received at `now`.
+pub(crate) fn prepare(
+    event: SendEvent,
+    source: &Source,
+    parent_run_id: Option<String>,
+    now: i64,
+) -> Result<NewEvent, Error> {
     validate_event_name(&event.name)?;
     let payload = event.payload.map_err(|e| {
         Error::Payload(
@@ -146,7 +159,6 @@ pub(crate) async fn send_with(
         Some(id) => id,
         None => new_event_id(),
     };
-    let now = clock.now_ms();
     let max_ms = i64::try_from(MAX_DELAY.as_millis()).unwrap_or(i64::MAX);
     let deliver_at = match (event.delay, event.deliver_at) {
         (Some(_), Some(_)) => {
@@ -172,19 +184,16 @@ pub(crate) async fn send_with(
         }
         (None, None) => None,
     };
-    let inserted = store
-        .event_insert(NewEvent {
-            id,
-            name: event.name,
-            payload,
-            context: event.context,
-            source: source.to_string(),
-            parent_run_id,
-            deliver_at,
-            now,
-        })
-        .await?;
-    Ok(inserted)
+    Ok(NewEvent {
+        id,
+        name: event.name,
+        payload,
+        context: event.context,
+        source: source.to_string(),
+        parent_run_id,
+        deliver_at,
+        now,
+    })
 }
 
 /// Builds a [`Client`] with non-default settings.
@@ -279,6 +288,14 @@ impl Client {
         Ok(())
     }
 
+    /// Defines a job and waits until its definition is stored, so other processes (and the
+    /// dashboard) see it at once.
+    pub async fn register_job(&self, job: Job) -> Result<(), Error> {
+        let spec = self.inner.engine.define(job)?;
+        self.inner.store.job_define(spec).await?;
+        Ok(())
+    }
+
     /// Sends `name` with `payload` now. Resolves once the event and the runs it started are
     /// committed.
     pub async fn send_event<T: Serialize + ?Sized>(
@@ -302,6 +319,24 @@ impl Client {
     /// Sends on behalf of `source`, telling whether the event was new. For the HTTP routes.
     pub async fn send_inserted(&self, event: SendEvent, source: Source) -> Result<Inserted, Error> {
         send_with(&self.inner.store, &self.inner.clock, event, source, None).await
+    }
+
+    /// Sends several events on behalf of `source` in ONE transaction: either all are stored (with
+    /// their runs) or none is. Every event is validated first; the first invalid one fails the
+    /// whole batch and nothing is stored. Results are in the order given.
+    pub async fn send_batch(
+        &self,
+        events: Vec<SendEvent>,
+        source: Source,
+    ) -> Result<Vec<Inserted>, Error> {
+        let now = self.inner.clock.now_ms();
+        let rows = events
+            .into_iter()
+            .map(|e| prepare(e, &source, None, now))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inserted = self.inner.store.event_insert_many(rows).await?;
+        inserted.iter().for_each(crate::metrics::event_inserted);
+        Ok(inserted)
     }
 
     /// Cancels a scheduled event that has not been delivered yet.

@@ -18,6 +18,14 @@ pub enum Error {
     /// An API key that is too short to be a secret.
     #[error("FLARE_API_KEY is too short: use at least 16 characters")]
     WeakKey,
+    /// A webhook signing secret is unusable (the message never shows the secret).
+    #[error("invalid {name}: {reason}")]
+    WebhookSecret {
+        /// The variable.
+        name: &'static str,
+        /// What is wrong.
+        reason: crate::webhooks::VerifyError,
+    },
     /// A numeric setting out of range.
     #[error("invalid {name}: {reason}")]
     Value {
@@ -41,6 +49,8 @@ pub struct ServeConfig {
     pub stripe_secrets: Vec<String>,
     /// Clerk/Svix signing secrets.
     pub clerk_secrets: Vec<String>,
+    /// Largest request body accepted, in bytes (webhooks, `/trigger`, …).
+    pub body_limit: usize,
     /// Engine settings.
     pub engine: EngineConfig,
 }
@@ -59,6 +69,7 @@ impl std::fmt::Debug for ServeConfig {
                 "clerk_secrets",
                 &format_args!("<{} redacted>", self.clerk_secrets.len()),
             )
+            .field("body_limit", &self.body_limit)
             .field("engine", &self.engine)
             .finish()
     }
@@ -85,6 +96,8 @@ pub struct RawServe {
     pub lease_secs: u64,
     /// `--shutdown-grace-secs`.
     pub shutdown_grace_secs: u64,
+    /// `--max-body-bytes`; `None` means [`crate::http::body::DEFAULT_BODY_LIMIT`] (1 MiB).
+    pub max_body_bytes: Option<usize>,
 }
 
 fn secrets(raw: Option<String>) -> Vec<String> {
@@ -122,6 +135,33 @@ impl RawServe {
                 reason: "must be at least 1".into(),
             });
         }
+        let body_limit = self
+            .max_body_bytes
+            .unwrap_or(crate::http::body::DEFAULT_BODY_LIMIT);
+        if body_limit == 0 {
+            return Err(Error::Value {
+                name: "--max-body-bytes",
+                reason: "must be at least 1".into(),
+            });
+        }
+        let stripe_secrets = secrets(self.stripe_secrets);
+        let clerk_secrets = secrets(self.clerk_secrets);
+        if !stripe_secrets.is_empty() {
+            crate::webhooks::stripe::StripeVerifier::new(stripe_secrets.clone()).map_err(
+                |reason| Error::WebhookSecret {
+                    name: "STRIPE_WEBHOOK_SECRET",
+                    reason,
+                },
+            )?;
+        }
+        if !clerk_secrets.is_empty() {
+            crate::webhooks::svix::SvixVerifier::new(clerk_secrets.clone()).map_err(|reason| {
+                Error::WebhookSecret {
+                    name: "CLERK_WEBHOOK_SECRET",
+                    reason,
+                }
+            })?;
+        }
         let engine = EngineConfig {
             concurrency: self.concurrency,
             lease: Duration::from_secs(self.lease_secs),
@@ -134,8 +174,9 @@ impl RawServe {
             listen,
             database_url: self.database_url,
             api_key,
-            stripe_secrets: secrets(self.stripe_secrets),
-            clerk_secrets: secrets(self.clerk_secrets),
+            stripe_secrets,
+            clerk_secrets,
+            body_limit,
             engine,
         })
     }
@@ -181,6 +222,23 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--concurrency"));
+    }
+
+    #[test]
+    fn unusable_webhook_secrets_are_refused_without_showing_them() {
+        let mut r = raw("127.0.0.1:1");
+        r.clerk_secrets = Some("whsec_not!base64!at-all".into());
+        let err = r.validate().unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.contains("CLERK_WEBHOOK_SECRET"), "{shown}");
+        assert!(!shown.contains("not!base64"), "{shown}");
+        let mut zero = raw("127.0.0.1:1");
+        zero.max_body_bytes = Some(0);
+        assert!(zero.validate().is_err());
+        assert_eq!(
+            raw("127.0.0.1:1").validate().expect("valid").body_limit,
+            1024 * 1024
+        );
     }
 
     #[test]

@@ -30,9 +30,12 @@
 //! - [`engine`]: worker, executor, retry policy, scheduler, rescuer, pruner.
 //! - [`store`]: storage; the only module that speaks SQL.
 //! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
-//! - [`http`]: the HTTP application (health today; `/trigger`, webhooks and the API build on it).
+//! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
+//!   Inngest), access control, health.
+//! - [`metrics`]: Prometheus counters and their text rendering for `GET /metrics`.
 //! - [`reference_jobs`]: the seed's jobs that `flare serve` runs.
 //! - [`server`]: `run(config, listener, shutdown)`, wiring it all.
+//! - [`remote`]: sending through a running server over HTTP (`flare send`).
 //! - [`bench`]: `flare bench`, the throughput, latency and memory measurements.
 
 pub mod bench;
@@ -44,8 +47,10 @@ pub mod filter;
 pub mod http;
 pub mod io;
 pub mod job;
+pub mod metrics;
 pub mod model;
 pub mod reference_jobs;
+pub mod remote;
 pub mod server;
 pub mod store;
 pub mod webhooks;

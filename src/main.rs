@@ -24,6 +24,23 @@ enum Command {
     Serve(ServeArgs),
     /// Measure send throughput, end-to-end throughput, latency and memory on temp databases.
     Bench(flare::bench::Args),
+    /// Send an event through a running server (POST /trigger; FLARE_API_KEY as Bearer key).
+    Send(SendArgs),
+}
+
+#[derive(clap::Args)]
+struct SendArgs {
+    /// Event name, e.g. user.created.
+    name: String,
+    /// Payload as JSON.
+    #[arg(long)]
+    payload: Option<String>,
+    /// Deliver later, e.g. 90s, 15m, 2h, 1d, 1h30m.
+    #[arg(long)]
+    delay: Option<String>,
+    /// The server.
+    #[arg(long, env = "FLARE_URL", default_value = "http://127.0.0.1:3000")]
+    url: String,
 }
 
 #[derive(clap::Args)]
@@ -46,6 +63,9 @@ struct ServeArgs {
     /// Seconds running jobs get to finish on SIGTERM/SIGINT.
     #[arg(long, env = "FLARE_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     shutdown_grace_secs: u64,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "FLARE_MAX_BODY_BYTES", default_value_t = flare::http::body::DEFAULT_BODY_LIMIT)]
+    max_body_bytes: usize,
 }
 
 fn main() -> ExitCode {
@@ -71,6 +91,7 @@ fn run() -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve(args).await,
+            Command::Send(args) => send(args).await,
             Command::Bench(args) => flare::bench::run(args)
                 .await
                 .map(|_| ExitCode::SUCCESS)
@@ -90,12 +111,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         retention_days: args.retention_days,
         lease_secs: args.lease_secs,
         shutdown_grace_secs: args.shutdown_grace_secs,
+        max_body_bytes: Some(args.max_body_bytes),
     }
     .validate()?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     flare::server::run(config, listener, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
+    let key = std::env::var("FLARE_API_KEY").ok();
+    let request = flare::remote::SendRequest {
+        name: args.name,
+        payload: args.payload,
+        delay: args.delay,
+    };
+    let answer = flare::remote::send(&args.url, key.as_deref(), &request).await?;
+    println!("{}", serde_json::to_string_pretty(&answer)?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -173,10 +173,10 @@ pub fn all() -> Vec<Job> {
     ]
 }
 
-/// Defines every reference job on `client`.
-pub fn define_all(client: &Client) -> Result<(), Error> {
+/// Defines every reference job on `client` and waits until the definitions are stored.
+pub async fn define_all(client: &Client) -> Result<(), Error> {
     for job in all() {
-        client.define_job(job)?;
+        client.register_job(job).await?;
     }
     Ok(())
 }

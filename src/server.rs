@@ -3,7 +3,6 @@
 //! Tests call it on a port-0 listener.
 
 use std::future::Future;
-use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
@@ -30,7 +29,7 @@ pub async fn start(config: &ServeConfig) -> Result<Client, Error> {
         .connect()
         .await?;
     client.make_default();
-    reference_jobs::define_all(&client)?;
+    reference_jobs::define_all(&client).await?;
     Ok(client)
 }
 
@@ -41,10 +40,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let client = start(&config).await?;
-    let state = AppState {
-        client: client.clone(),
-        config: Arc::new(config),
-    };
+    let state = AppState::new(client.clone(), config);
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
     let served = axum::serve(listener, app(state))

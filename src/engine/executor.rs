@@ -80,6 +80,7 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
             Finish::Failed(message)
         }
     };
+    crate::metrics::attempt_finished(&run.job_id, &finish_as, finished_at - run.started_at);
     let completion = Completion {
         run_id: run.id.clone(),
         token: run.token,

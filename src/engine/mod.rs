@@ -148,7 +148,7 @@ impl Engine {
 
     /// Validates and registers a job; fan-out sees it at once, the job table is written in the
     /// background.
-    pub(crate) fn define(&self, job: Job) -> Result<(), InvalidJob> {
+    pub(crate) fn define(&self, job: Job) -> Result<JobSpec, InvalidJob> {
         let (spec, handler) = job.validate()?;
         self.shared.store.triggers().upsert(spec.clone());
         if let Ok(mut jobs) = self.shared.jobs.write() {
@@ -162,6 +162,7 @@ impl Engine {
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let store = self.shared.store.clone();
+            let spec = spec.clone();
             handle.spawn(async move {
                 if let Err(e) = store.job_define(spec).await {
                     tracing::warn!(error = %e, "could not store a job definition");
@@ -169,7 +170,7 @@ impl Engine {
             });
         }
         self.shared.wake.notify_one();
-        Ok(())
+        Ok(spec)
     }
 
     /// Replaces the jitter source of retry backoff (tests pin it).

@@ -3,16 +3,28 @@
 //!
 //! Routes are split in two: [`public_routes`] (health, readiness, and the webhook routes, which are
 //! authenticated by their signatures) and [`protected_routes`] (everything else), which need the API
-//! key when one is configured.
+//! key when one is configured: [`app`] puts [`auth::require_api_key`] on that whole group, so a
+//! route added to [`protected_routes`] is covered without further work.
+//!
+//! Every error answer is JSON `{"error": …}`: handlers return [`ApiError`], the extractors in
+//! [`body`] answer bad bodies with it, and [`body::json_errors`] rewrites whatever else axum
+//! produces (method not allowed, another extractor's plain-text rejection).
 
+pub mod api;
+pub mod auth;
+pub mod body;
+pub mod compat;
 pub mod error;
+pub mod openapi;
+pub mod trigger;
+pub mod webhooks;
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{middleware, Json, Router};
 use serde_json::json;
 
 pub use error::ApiError;
@@ -27,14 +39,33 @@ pub struct AppState {
     pub client: Client,
     /// The server's configuration.
     pub config: Arc<ServeConfig>,
+    /// Webhook verifiers (built once from the configured secrets) and recent rejections.
+    pub webhooks: Arc<webhooks::Webhooks>,
+}
+
+impl AppState {
+    /// The state for `client` under `config`; builds the webhook verifiers.
+    pub fn new(client: Client, config: ServeConfig) -> Self {
+        Self {
+            webhooks: Arc::new(webhooks::Webhooks::from_config(&config)),
+            client,
+            config: Arc::new(config),
+        }
+    }
 }
 
 /// Builds the router.
 pub fn app(state: AppState) -> Router {
+    let protected = protected_routes().route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_api_key,
+    ));
     Router::new()
         .merge(public_routes())
-        .merge(protected_routes())
+        .merge(protected)
         .fallback(not_found)
+        .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .layer(middleware::map_response(body::json_errors))
         .with_state(state)
 }
 
@@ -43,11 +74,15 @@ pub fn public_routes() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .merge(webhooks::routes())
 }
 
 /// Routes that need the API key when one is configured.
 pub fn protected_routes() -> Router<AppState> {
     Router::new()
+        .merge(api::routes())
+        .merge(trigger::routes())
+        .merge(compat::routes())
 }
 
 async fn healthz() -> Response {

@@ -6,6 +6,7 @@
 //! callers are grouped into one transaction by a single writer thread (group commit) and each is
 //! answered only after that transaction committed.
 
+pub mod query;
 pub mod sqlite;
 
 use std::collections::HashMap;
@@ -16,6 +17,9 @@ use serde_json::Value;
 
 use crate::job::JobSpec;
 use crate::model::{Attempt, LogLine, Run, RunStatus, StoredEvent};
+use query::{
+    EventQuery, EventSummary, JobSummary, Page, QueueDepth, RunQuery, RunSummary, Stats, StatsQuery,
+};
 
 /// A storage failure.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -209,11 +213,45 @@ pub struct RunDetail {
 #[derive(Debug, Default)]
 pub struct Triggers {
     specs: RwLock<HashMap<String, JobSpec>>,
+    /// Ids of jobs defined in this process.
+    local: RwLock<std::collections::HashSet<String>>,
+    /// The stored job table's revision last loaded (count, latest update), so definitions written
+    /// by other processes are picked up.
+    revision: std::sync::Mutex<Option<(i64, i64)>>,
 }
 
 impl Triggers {
+    /// Records the stored revision; returns true when it differs from the last one seen.
+    pub fn revision_changed(&self, revision: (i64, i64)) -> bool {
+        match self.revision.lock() {
+            Ok(mut seen) if *seen != Some(revision) => {
+                *seen = Some(revision);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Adds or replaces a definition.
     pub fn upsert(&self, spec: JobSpec) {
+        if let Ok(mut local) = self.local.write() {
+            local.insert(spec.id.clone());
+        }
+        if let Ok(mut specs) = self.specs.write() {
+            specs.insert(spec.id.clone(), spec);
+        }
+    }
+
+    /// Adds a definition read from storage; one defined in this process takes precedence.
+    pub fn upsert_stored(&self, spec: JobSpec) {
+        let is_local = self
+            .local
+            .read()
+            .map(|l| l.contains(&spec.id))
+            .unwrap_or(false);
+        if is_local {
+            return;
+        }
         if let Ok(mut specs) = self.specs.write() {
             specs.insert(spec.id.clone(), spec);
         }
@@ -242,6 +280,60 @@ impl Triggers {
         all.sort_by(|a, b| a.id.cmp(&b.id));
         all
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ingest: batches of events and verified webhook deliveries.
+// ---------------------------------------------------------------------------------------------
+
+/// A verified webhook delivery to record, with the events it produces. See
+/// [`Store::webhook_record`].
+#[derive(Debug, Clone)]
+pub struct NewWebhookDelivery {
+    /// Which webhook route received it: `payments` or `auth`.
+    pub provider: String,
+    /// The provider's id for the delivery (Stripe event id, `svix-id`): the dedupe key.
+    pub delivery_id: String,
+    /// The provider's event type, e.g. `payment_intent.succeeded`.
+    pub event_type: String,
+    /// The exact bytes that were signed.
+    pub raw_body: Vec<u8>,
+    /// Receive time, ms.
+    pub received_at: i64,
+    /// The events to send; their ids should be derived from the delivery so a retry cannot
+    /// send them twice.
+    pub events: Vec<NewEvent>,
+}
+
+/// What recording a webhook delivery did.
+#[derive(Debug, Clone)]
+pub struct WebhookRecorded {
+    /// The ids of the delivery's events: the new ones, or for a duplicate the original ones.
+    pub event_ids: Vec<String>,
+    /// True when the delivery had been recorded before: nothing was stored or started.
+    pub duplicate: bool,
+    /// The events stored now, with their run ids (empty for a duplicate).
+    pub events: Vec<StoredEvent>,
+}
+
+/// A recorded webhook delivery, for the dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookDelivery {
+    /// `payments` or `auth`.
+    pub provider: String,
+    /// The provider's id for the delivery.
+    pub delivery_id: String,
+    /// When it was received.
+    pub received_at: chrono::DateTime<chrono::Utc>,
+    /// The provider's event type.
+    pub event_type: String,
+    /// `accepted`.
+    pub outcome: String,
+    /// The events it produced.
+    pub event_ids: Vec<String>,
+    /// The raw body (lossy UTF-8; the database keeps the exact bytes).
+    pub raw_body: String,
 }
 
 /// The store: one of the backends.
@@ -367,5 +459,62 @@ impl Store {
     /// down. Uses the database's own read-only switch, so the failure is a real one.
     pub async fn set_read_only(&self, on: bool) -> Result<()> {
         dispatch!(self, s => s.set_read_only(on).await)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Ingest: batches of events and verified webhook deliveries.
+    // -----------------------------------------------------------------------------------------
+
+    /// Inserts several events in ONE transaction (all or nothing); each immediate one gets its
+    /// runs. An existing id is a no-op for that event, as in [`Store::event_insert`].
+    pub async fn event_insert_many(&self, events: Vec<NewEvent>) -> Result<Vec<Inserted>> {
+        dispatch!(self, s => s.event_insert_many(events).await)
+    }
+
+    /// Records a verified webhook delivery and inserts ALL its events (with their runs) in ONE
+    /// transaction. A delivery already recorded for the provider stores nothing and returns the
+    /// original event ids with `duplicate: true`.
+    pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
+        dispatch!(self, s => s.webhook_record(delivery).await)
+    }
+
+    /// The latest recorded deliveries, newest first: of one provider, or of all when `None`.
+    pub async fn webhook_deliveries_list(
+        &self,
+        provider: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<WebhookDelivery>> {
+        let provider = provider.map(str::to_string);
+        dispatch!(self, s => s.webhook_deliveries_list(provider, limit).await)
+    }
+}
+
+/// The read side for the JSON API and the dashboard (types in [`query`]). Lists are newest first
+/// and keyset-paginated; every query uses an index.
+impl Store {
+    /// One page of events matching `q`, each with its outcome and run counts.
+    pub async fn events_list(&self, q: EventQuery) -> Result<Page<EventSummary>> {
+        dispatch!(self, s => s.events_list(q).await)
+    }
+
+    /// One page of runs matching `q`, each with its event's name.
+    pub async fn runs_list(&self, q: RunQuery) -> Result<Page<RunSummary>> {
+        dispatch!(self, s => s.runs_list(q).await)
+    }
+
+    /// Every stored job definition (ordered by id) with its queued and running runs now and its
+    /// outcomes over the hour and the 24 hours before `now`.
+    pub async fn jobs_list(&self, now: chrono::DateTime<chrono::Utc>) -> Result<Vec<JobSummary>> {
+        dispatch!(self, s => s.jobs_list(now.timestamp_millis()).await)
+    }
+
+    /// Events received and runs finished per time bucket, outcomes per job, and the queue.
+    pub async fn stats(&self, q: StatsQuery) -> Result<Stats> {
+        dispatch!(self, s => s.stats(q).await)
+    }
+
+    /// What is waiting to run at `now`.
+    pub async fn queue_depth(&self, now: chrono::DateTime<chrono::Utc>) -> Result<QueueDepth> {
+        dispatch!(self, s => s.queue_depth(now.timestamp_millis()).await)
     }
 }

@@ -8,7 +8,9 @@
 //! writer.
 
 mod ops;
+mod query;
 mod read;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,7 +24,11 @@ use super::{Error, Result, Triggers};
 /// Most operations grouped into one transaction.
 pub const MAX_BATCH: usize = 4096;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("0001_init.sql")),
+    (2, include_str!("0002_read_indexes.sql")),
+    (3, include_str!("0003_webhook_deliveries.sql")),
+];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
 pub fn path_from_url(url: &str) -> Option<PathBuf> {
@@ -202,7 +208,7 @@ impl SqliteStore {
 
         let triggers = Arc::new(Triggers::default());
         for spec in specs {
-            triggers.upsert(spec);
+            triggers.upsert_stored(spec);
         }
         let work = Arc::new(Notify::new());
         let (tx, rx) = mpsc::channel(MAX_BATCH * 4);
@@ -371,6 +377,9 @@ fn run_batch(
             op.finish(Err(err.clone()));
         }
         return;
+    }
+    if let Err(e) = ops::triggers_refresh(conn, triggers) {
+        tracing::warn!(error = %e, "could not reload job definitions");
     }
     let mut ctx = WriteCtx {
         conn,

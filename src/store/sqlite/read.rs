@@ -15,14 +15,14 @@ pub(crate) fn json_text(text: &str) -> Result<Value> {
     serde_json::from_str(text).map_err(|e| Error::Corrupt(format!("invalid stored JSON: {e}")))
 }
 
-fn opt_json(text: Option<String>) -> Result<Option<Value>> {
+pub(super) fn opt_json(text: Option<String>) -> Result<Option<Value>> {
     text.as_deref().map(json_text).transpose()
 }
 
-const EVENT_COLUMNS: &str =
+pub(super) const EVENT_COLUMNS: &str =
     "id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at, cancelled_at";
 
-fn event_from_row(conn: &Connection, r: &Row<'_>) -> Result<StoredEvent> {
+pub(super) fn event_from_row(conn: &Connection, r: &Row<'_>) -> Result<StoredEvent> {
     let id: String = r.get(0)?;
     let run_ids = run_ids_of(conn, &id)?;
     Ok(StoredEvent {
@@ -60,16 +60,16 @@ pub(crate) fn event_by_id(conn: &Connection, id: &str) -> Result<Option<StoredEv
 }
 
 /// The earliest queued run of a job list (`?1`, JSON array). `INDEXED BY`: see
-/// [`super::ops::CLAIM_SQL`]; without it this walks every run the jobs ever had.
+/// [`super::ops::CLAIM_SELECT`]; without it this walks every run the jobs ever had.
 pub(super) const NEXT_RUN_SQL: &str =
     "SELECT run_at FROM runs INDEXED BY runs_runnable WHERE status = 'queued' \
      AND job_id IN (SELECT value FROM json_each(?1)) ORDER BY run_at LIMIT 1";
 
-const RUN_COLUMNS: &str =
+pub(super) const RUN_COLUMNS: &str =
     "id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, \
      started_at, finished_at, output, error, created_at";
 
-fn run_from_row(r: &Row<'_>) -> Result<Run> {
+pub(super) fn run_from_row(r: &Row<'_>) -> Result<Run> {
     let status: String = r.get(4)?;
     Ok(Run {
         id: r.get(0)?,

@@ -1,0 +1,276 @@
+//! The OpenAPI 3.1 document of the JSON API, served at `GET /api/openapi.json`.
+//!
+//! Written by hand rather than derived (utoipa): the types it describes live in `model` and
+//! `store`, which stay free of HTTP-documentation derives, and a static document costs no
+//! proc-macro build time. `tests/api.rs` checks that every path documented here is routed, so the
+//! document cannot name a route that does not exist. It describes the `/api/…` read and action
+//! routes and `/metrics`; `/trigger`, the webhooks and the compatible ingest routes are not
+//! described yet.
+
+use serde_json::{json, Value};
+
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn ok(description: &str, schema: Value) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": schema } } })
+}
+
+fn error(description: &str) -> Value {
+    ok(description, schema_ref("Error"))
+}
+
+fn query(name: &str, description: &str, schema: Value) -> Value {
+    json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema })
+}
+
+fn id_param(what: &str) -> Value {
+    json!({ "name": "id", "in": "path", "required": true, "description": format!("The {what} id."), "schema": { "type": "string" } })
+}
+
+fn string() -> Value {
+    json!({ "type": "string" })
+}
+
+fn time() -> Value {
+    json!({ "type": "string", "format": "date-time" })
+}
+
+fn nullable(schema: Value) -> Value {
+    json!({ "oneOf": [schema, { "type": "null" }] })
+}
+
+fn page_params() -> [Value; 2] {
+    [
+        query(
+            "limit",
+            "Page size, 1 to 500.",
+            json!({ "type": "integer", "minimum": 1, "maximum": 500, "default": 50 }),
+        ),
+        query("cursor", "The nextCursor of the previous page.", string()),
+    ]
+}
+
+fn paths() -> Value {
+    let [limit, cursor] = page_params();
+    let bad = error("A query parameter is unknown, repeated or invalid; the message names it.");
+    json!({
+        "/api/events": { "get": {
+            "summary": "List events, newest first",
+            "parameters": [
+                query("name", "Exact event name.", string()),
+                query("source", "Exact source, or its kind before the colon (`job`, `replay`, `webhook`).", string()),
+                query("status", "Outcome of the event.", schema_ref("EventStatus")),
+                query("from", "Received at or after (RFC 3339).", time()),
+                query("to", "Received before (RFC 3339).", time()),
+                query("q", "Text the payload JSON contains.", string()),
+                limit, cursor,
+            ],
+            "responses": {
+                "200": ok("A page of events.", json!({ "type": "object", "properties": {
+                    "events": { "type": "array", "items": schema_ref("EventSummary") },
+                    "nextCursor": nullable(string()) } })),
+                "400": bad,
+            }
+        }},
+        "/api/events/{id}": { "get": {
+            "summary": "An event with its runs and the events its runs sent",
+            "parameters": [id_param("event")],
+            "responses": { "200": ok("The event.", schema_ref("EventDetail")), "404": error("No such event.") }
+        }},
+        "/api/events/{id}/replay": { "post": {
+            "summary": "Send a new event with the same name and context (source `replay:<id>`)",
+            "parameters": [id_param("event")],
+            "requestBody": { "required": false, "content": { "application/json": { "schema": {
+                "type": "object", "additionalProperties": false,
+                "properties": { "payload": { "description": "Replaces the original payload." } } } } } },
+            "responses": {
+                "200": ok("The new event.", schema_ref("Event")),
+                "400": error("The body is not a JSON object with only `payload`."),
+                "404": error("No such event."),
+            }
+        }},
+        "/api/events/{id}/cancel": { "post": {
+            "summary": "Cancel a scheduled event before it is delivered",
+            "parameters": [id_param("event")],
+            "responses": {
+                "200": ok("The cancelled event.", schema_ref("Event")),
+                "404": error("No such event."),
+                "409": error("Already delivered or cancelled."),
+            }
+        }},
+        "/api/runs": { "get": {
+            "summary": "List runs, newest first",
+            "parameters": [
+                query("jobId", "Job id.", string()),
+                query("status", "Run state.", schema_ref("RunStatus")),
+                query("eventId", "The event that started the run.", string()),
+                limit, cursor,
+            ],
+            "responses": {
+                "200": ok("A page of runs.", json!({ "type": "object", "properties": {
+                    "runs": { "type": "array", "items": schema_ref("RunSummary") },
+                    "nextCursor": nullable(string()) } })),
+                "400": bad,
+            }
+        }},
+        "/api/runs/{id}": { "get": {
+            "summary": "A run with its logs and attempts",
+            "parameters": [id_param("run")],
+            "responses": { "200": ok("The run.", schema_ref("RunDetail")), "404": error("No such run.") }
+        }},
+        "/api/runs/{id}/retry": { "post": {
+            "summary": "Queue a failed or cancelled run for one more attempt",
+            "parameters": [id_param("run")],
+            "responses": {
+                "200": ok("The queued run.", schema_ref("Run")),
+                "404": error("No such run."),
+                "409": error("The run is not failed or cancelled."),
+            }
+        }},
+        "/api/jobs": { "get": {
+            "summary": "Job definitions with current load and recent success rates",
+            "responses": { "200": ok("The jobs.", json!({ "type": "object", "properties": {
+                "jobs": { "type": "array", "items": schema_ref("JobSummary") } } })) }
+        }},
+        "/api/stats": { "get": {
+            "summary": "Events and run outcomes per time bucket, per job, and the queue",
+            "parameters": [query("window", "`1h` (minute buckets) or `24h` (hour buckets).",
+                json!({ "type": "string", "enum": ["1h", "24h"], "default": "1h" }))],
+            "responses": { "200": ok("The statistics.", schema_ref("Stats")), "400": error("Unknown window.") }
+        }},
+        "/api/openapi.json": { "get": {
+            "summary": "This document",
+            "responses": { "200": { "description": "OpenAPI 3.1 document." } }
+        }},
+        "/metrics": { "get": {
+            "summary": "Prometheus metrics (text format)",
+            "responses": { "200": { "description": "Counters, histograms and queue gauges.",
+                "content": { "text/plain": { "schema": string() } } } }
+        }},
+    })
+}
+
+fn outcomes() -> Value {
+    let rate = nullable(json!({ "type": "number", "minimum": 0, "maximum": 1 }));
+    json!({ "type": "object", "properties": {
+        "succeeded": { "type": "integer" }, "failed": { "type": "integer" },
+        "cancelled": { "type": "integer" }, "successRate": rate, "failureRate": rate } })
+}
+
+fn schemas() -> Value {
+    let json_any = json!({ "description": "Any JSON value." });
+    let counts = json!({ "type": "object", "properties": {
+        "queued": { "type": "integer" }, "running": { "type": "integer" },
+        "succeeded": { "type": "integer" }, "failed": { "type": "integer" },
+        "cancelled": { "type": "integer" } } });
+    json!({
+        "Error": { "type": "object", "required": ["error"], "properties": { "error": string() } },
+        "EventStatus": { "type": "string",
+            "enum": ["scheduled", "cancelled", "no_runs", "running", "failed", "succeeded"],
+            "description": "Decided in this order: cancelled (the event was cancelled, or all its runs were); scheduled (not delivered yet); no_runs (no job matched); running (a run is queued or running); failed (all runs finished, one failed); succeeded (all finished, none failed, one succeeded)." },
+        "RunStatus": { "type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"] },
+        "Event": { "type": "object", "properties": {
+            "id": string(), "name": string(), "payload": json_any, "context": json_any,
+            "source": { "type": "string", "description": "api, http, webhook:payments, webhook:auth, job:<run id>, replay:<event id>" },
+            "timestamp": time(), "deliverAt": nullable(time()), "deliveredAt": nullable(time()),
+            "cancelledAt": nullable(time()), "parentRunId": nullable(string()),
+            "runIds": { "type": "array", "items": string() } } },
+        "RunCounts": counts,
+        "EventSummary": { "allOf": [schema_ref("Event"), { "type": "object", "properties": {
+            "status": schema_ref("EventStatus"), "runCounts": schema_ref("RunCounts") } }] },
+        "EventDetail": { "allOf": [schema_ref("Event"), { "type": "object", "properties": {
+            "status": schema_ref("EventStatus"), "runCounts": schema_ref("RunCounts"),
+            "runs": { "type": "array", "items": schema_ref("Run") },
+            "children": { "type": "array", "items": schema_ref("Event") } } }] },
+        "Run": { "type": "object", "properties": {
+            "id": string(), "eventId": string(), "jobId": string(), "jobVersion": string(),
+            "status": schema_ref("RunStatus"), "attempt": { "type": "integer" },
+            "maxAttempts": { "type": "integer" }, "runAt": time(), "startedAt": nullable(time()),
+            "finishedAt": nullable(time()), "output": json_any, "error": nullable(string()),
+            "createdAt": time() } },
+        "RunSummary": { "allOf": [schema_ref("Run"), { "type": "object", "properties": { "eventName": string() } }] },
+        "LogLine": { "type": "object", "properties": {
+            "attempt": { "type": "integer" },
+            "level": { "type": "string", "enum": ["debug", "info", "warn", "error"] },
+            "message": string(), "fields": json_any, "at": time() } },
+        "Attempt": { "type": "object", "properties": {
+            "attempt": { "type": "integer" },
+            "outcome": { "type": "string", "enum": ["succeeded", "failed", "retrying", "lost", "released"] },
+            "startedAt": nullable(time()), "finishedAt": time(), "error": nullable(string()) } },
+        "RunDetail": { "allOf": [schema_ref("Run"), { "type": "object", "properties": {
+            "logs": { "type": "array", "items": schema_ref("LogLine") },
+            "attempts": { "type": "array", "items": schema_ref("Attempt") } } }] },
+        "Outcomes": outcomes(),
+        "JobSummary": { "type": "object", "properties": {
+            "id": string(), "name": string(), "version": string(), "event": string(),
+            "filter": json_any, "maxAttempts": { "type": "integer" }, "timeoutMs": { "type": "integer" },
+            "concurrency": nullable(json!({ "type": "integer" })), "updatedAt": time(),
+            "queued": { "type": "integer" }, "running": { "type": "integer" },
+            "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes") } },
+        "Stats": { "type": "object", "properties": {
+            "window": { "type": "string", "enum": ["1h", "24h"] },
+            "bucketSeconds": { "type": "integer" }, "from": time(), "to": time(),
+            "events": { "type": "integer" }, "runs": schema_ref("Outcomes"),
+            "buckets": { "type": "array", "items": { "allOf": [schema_ref("Outcomes"), { "type": "object",
+                "properties": { "start": time(), "events": { "type": "integer" } } }] } },
+            "jobs": { "type": "array", "items": { "allOf": [schema_ref("Outcomes"), { "type": "object",
+                "properties": { "jobId": string() } }] } },
+            "queue": { "type": "object", "properties": {
+                "ready": { "type": "integer" }, "delayed": { "type": "integer" },
+                "running": { "type": "integer" }, "scheduledEvents": { "type": "integer" } } } } },
+    })
+}
+
+/// The document.
+pub fn document() -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Flare API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The JSON API for the dashboard and scripts. JSON fields are camelCase; errors are {\"error\": \"…\"}. With FLARE_API_KEY set, send Authorization: Bearer <key>. Not described here yet: POST /trigger, the webhook routes and the compatible ingest routes.",
+        },
+        "components": {
+            "schemas": schemas(),
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+        },
+        "security": [{ "bearer": [] }],
+        "paths": paths(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `$ref` in the document names a schema it defines.
+    #[test]
+    fn every_reference_resolves() {
+        let doc = document();
+        let schemas = doc["components"]["schemas"]
+            .as_object()
+            .expect("schemas")
+            .clone();
+        fn walk(v: &Value, found: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::String(r)) = m.get("$ref") {
+                        found.push(r.clone());
+                    }
+                    m.values().for_each(|x| walk(x, found));
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(x, found)),
+                _ => {}
+            }
+        }
+        let mut refs = Vec::new();
+        walk(&doc, &mut refs);
+        assert!(refs.len() > 20);
+        for r in refs {
+            let name = r.trim_start_matches("#/components/schemas/");
+            assert!(schemas.contains_key(name), "{r} is not defined");
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Prometheus metrics: what the process counts and how `GET /metrics` renders it.
+//!
+//! - `flare_events_received_total{source}` — events stored (new ids only), by source kind
+//!   (`api`, `http`, `webhook:payments`, `webhook:auth`, `job`, `replay`: the run or event id
+//!   after `job:`/`replay:` is dropped so the label stays bounded);
+//! - `flare_runs_finished_total{job, outcome}` — runs that reached a final outcome by job
+//!   (`succeeded`, `failed`);
+//! - `flare_run_retries_total{job}` — attempts that failed and were queued again;
+//! - `flare_run_duration_seconds{job}` — attempt durations, histogram;
+//! - `flare_queue_depth{state}` — read from the store at scrape time (`ready`, `delayed`,
+//!   `running`, `scheduled_events`).
+//!
+//! The counters are process-wide (one registry per process), recorded with one call from the
+//! code that knows: [`event_inserted`] after a committed insert, [`attempt_finished`] when the
+//! executor has an attempt's outcome.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
+
+use crate::store::query::QueueDepth;
+use crate::store::{Finish, Inserted};
+
+/// Histogram buckets for attempt durations, seconds: jobs range from milliseconds to minutes.
+const DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+struct Metrics {
+    registry: Registry,
+    events: IntCounterVec,
+    finished: IntCounterVec,
+    retries: IntCounterVec,
+    duration: HistogramVec,
+}
+
+impl Metrics {
+    fn new() -> prometheus::Result<Self> {
+        let registry = Registry::new();
+        let events = IntCounterVec::new(
+            Opts::new(
+                "flare_events_received_total",
+                "Events stored, by source kind.",
+            ),
+            &["source"],
+        )?;
+        let finished = IntCounterVec::new(
+            Opts::new(
+                "flare_runs_finished_total",
+                "Runs that reached a final outcome (succeeded, failed), by job.",
+            ),
+            &["job", "outcome"],
+        )?;
+        let retries = IntCounterVec::new(
+            Opts::new(
+                "flare_run_retries_total",
+                "Run attempts that failed and were queued again, by job.",
+            ),
+            &["job"],
+        )?;
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "flare_run_duration_seconds",
+                "Duration of run attempts, by job.",
+            )
+            .buckets(DURATION_BUCKETS.to_vec()),
+            &["job"],
+        )?;
+        registry.register(Box::new(events.clone()))?;
+        registry.register(Box::new(finished.clone()))?;
+        registry.register(Box::new(retries.clone()))?;
+        registry.register(Box::new(duration.clone()))?;
+        Ok(Self {
+            registry,
+            events,
+            finished,
+            retries,
+            duration,
+        })
+    }
+}
+
+static METRICS: LazyLock<Option<Metrics>> = LazyLock::new(|| match Metrics::new() {
+    Ok(m) => Some(m),
+    Err(e) => {
+        tracing::error!(error = %e, "metrics are disabled: cannot create them");
+        None
+    }
+});
+
+/// The bounded label of a source: `job:<run>` and `replay:<event>` lose their id.
+pub fn source_kind(source: &str) -> &str {
+    match source.split_once(':') {
+        Some((kind @ ("job" | "replay"), _)) => kind,
+        _ => source,
+    }
+}
+
+/// Counts a committed insert (only when the event is new).
+pub fn event_inserted(inserted: &Inserted) {
+    if let (true, Some(m)) = (inserted.created, METRICS.as_ref()) {
+        m.events
+            .with_label_values(&[source_kind(&inserted.event.source)])
+            .inc();
+    }
+}
+
+/// Counts a finished attempt of `job` (a final outcome, or a retry) and records how long it took
+/// (`millis`).
+pub fn attempt_finished(job: &str, finish: &Finish, millis: i64) {
+    let Some(m) = METRICS.as_ref() else { return };
+    match finish {
+        Finish::Succeeded(_) => m.finished.with_label_values(&[job, "succeeded"]).inc(),
+        Finish::Failed(_) => m.finished.with_label_values(&[job, "failed"]).inc(),
+        Finish::Retry { .. } => m.retries.with_label_values(&[job]).inc(),
+    }
+    m.duration
+        .with_label_values(&[job])
+        .observe(millis.max(0) as f64 / 1000.0);
+}
+
+/// Renders every metric in the Prometheus text format, with the queue gauges set to `queue`.
+///
+/// The gauges live in a registry of this scrape only, so two stores in one process (tests, or
+/// two servers) never see each other's queue.
+pub fn render(queue: &QueueDepth) -> String {
+    let mut families = METRICS
+        .as_ref()
+        .map(|m| m.registry.gather())
+        .unwrap_or_default();
+    match queue_family(queue) {
+        Ok(mut gauge) => families.append(&mut gauge),
+        Err(e) => tracing::error!(error = %e, "cannot build the queue gauges"),
+    }
+    let mut out = Vec::new();
+    if let Err(e) = prometheus::TextEncoder::new().encode(&families, &mut out) {
+        tracing::error!(error = %e, "cannot encode metrics");
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn queue_family(queue: &QueueDepth) -> prometheus::Result<Vec<prometheus::proto::MetricFamily>> {
+    let registry = Registry::new();
+    let gauge = IntGaugeVec::new(
+        Opts::new(
+            "flare_queue_depth",
+            "Runs waiting or running and events scheduled, at scrape time.",
+        ),
+        &["state"],
+    )?;
+    registry.register(Box::new(gauge.clone()))?;
+    for (state, n) in [
+        ("ready", queue.ready),
+        ("delayed", queue.delayed),
+        ("running", queue.running),
+        ("scheduled_events", queue.scheduled_events),
+    ] {
+        gauge
+            .with_label_values(&[state])
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    Ok(registry.gather())
+}
+
+/// The content type of [`render`]'s output.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_keep_a_bounded_kind() {
+        assert_eq!(source_kind("job:run_123"), "job");
+        assert_eq!(source_kind("replay:evt_1"), "replay");
+        assert_eq!(source_kind("webhook:payments"), "webhook:payments");
+        assert_eq!(source_kind("api"), "api");
+    }
+
+    #[test]
+    fn attempts_and_the_queue_render_as_text() {
+        attempt_finished("metrics-unit-job", &Finish::Failed("x".into()), 1500);
+        let text = render(&QueueDepth {
+            ready: 3,
+            ..QueueDepth::default()
+        });
+        assert!(
+            text.contains(
+                r#"flare_runs_finished_total{job="metrics-unit-job",outcome="failed"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"flare_run_duration_seconds_bucket{job="metrics-unit-job",le="2.5"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"flare_queue_depth{state="ready"} 3"#),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,613 @@
+//! The read side of the SQLite backend: the list and statistics queries of
+//! [`crate::store::query`]. Lists are keyset-paginated on `seq` (newest first) and each filter
+//! has an index (`0001_init.sql`, `0002_read_indexes.sql`); the tests below check the query plans.
+//!
+//! The payload search (`q`) is a `LIKE` over the payload text: it walks events newest first and
+//! stops at a page, which is fine for recent matches but reads the whole table when nothing
+//! matches. At a million events the next step is a full-text index (an FTS5 table fed by the
+//! insert).
+
+use std::collections::HashMap;
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, params_from_iter, Connection};
+
+use super::read::{event_from_row, json_text, run_from_row, EVENT_COLUMNS, RUN_COLUMNS};
+use super::SqliteStore;
+use crate::model::{ms_to_time, RunStatus};
+use crate::store::query::{
+    clamp_limit, Cursor, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes,
+    JobSummary, Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket,
+    StatsQuery,
+};
+use crate::store::{Error, Result};
+
+/// The kind of a source, the part before the colon; indexed as `events_source_kind` (0002), whose
+/// expression must stay identical.
+const SOURCE_KIND: &str =
+    "(CASE WHEN instr(source, ':') > 0 THEN substr(source, 1, instr(source, ':') - 1) ELSE source END)";
+
+/// Runs of this event in any of these states exist.
+fn runs_exist(states: &str) -> String {
+    format!("EXISTS (SELECT 1 FROM runs r WHERE r.event_id = events.id AND r.status IN ({states}))")
+}
+
+/// The SQL condition selecting events in `status` (the rules of [`EventStatus`]).
+fn status_condition(status: EventStatus) -> String {
+    let active = runs_exist("'queued', 'running'");
+    let failed = runs_exist("'failed'");
+    let any = "EXISTS (SELECT 1 FROM runs r WHERE r.event_id = events.id)";
+    match status {
+        EventStatus::Scheduled => "delivered_at IS NULL AND cancelled_at IS NULL".into(),
+        EventStatus::Cancelled => format!(
+            "(cancelled_at IS NOT NULL OR (delivered_at IS NOT NULL AND {} AND NOT {}))",
+            runs_exist("'cancelled'"),
+            runs_exist("'queued', 'running', 'succeeded', 'failed'")
+        ),
+        EventStatus::NoRuns => {
+            format!("delivered_at IS NOT NULL AND cancelled_at IS NULL AND NOT {any}")
+        }
+        EventStatus::Running => format!("cancelled_at IS NULL AND {active}"),
+        EventStatus::Failed => format!("cancelled_at IS NULL AND NOT {active} AND {failed}"),
+        EventStatus::Succeeded => format!(
+            "cancelled_at IS NULL AND NOT {active} AND NOT {failed} AND {}",
+            runs_exist("'succeeded'")
+        ),
+    }
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
+fn like_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// Collects conditions with numbered parameters.
+#[derive(Default)]
+struct Where {
+    conds: Vec<String>,
+    params: Vec<SqlValue>,
+}
+
+impl Where {
+    /// Adds a parameter and returns its placeholder.
+    fn param(&mut self, v: impl Into<SqlValue>) -> String {
+        self.params.push(v.into());
+        format!("?{}", self.params.len())
+    }
+
+    fn cond(&mut self, c: String) {
+        self.conds.push(c);
+    }
+
+    fn sql(&self) -> String {
+        if self.conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", self.conds.join(" AND "))
+        }
+    }
+}
+
+/// The event list's SQL: columns of [`event_from_row`], then `seq`. Fetches one row more than a
+/// page to know whether another page follows.
+fn events_sql(q: &EventQuery) -> (String, Vec<SqlValue>) {
+    let mut w = Where::default();
+    if let Some(name) = &q.name {
+        let p = w.param(name.clone());
+        w.cond(format!("name = {p}"));
+    }
+    if let Some(source) = &q.source {
+        if source.contains(':') {
+            let p = w.param(source.clone());
+            w.cond(format!("source = {p}"));
+        } else {
+            // The kind before the colon (`job` matches `job:run_…`, and `api` itself).
+            let p = w.param(source.clone());
+            w.cond(format!("{SOURCE_KIND} = {p}"));
+        }
+    }
+    if let Some(from) = q.from {
+        let p = w.param(from.timestamp_millis());
+        w.cond(format!("timestamp >= {p}"));
+    }
+    if let Some(to) = q.to {
+        let p = w.param(to.timestamp_millis());
+        w.cond(format!("timestamp < {p}"));
+    }
+    if let Some(text) = &q.q {
+        let p = w.param(like_pattern(text));
+        w.cond(format!("payload LIKE {p} ESCAPE '\\'"));
+    }
+    if let Some(cursor) = q.cursor {
+        let p = w.param(cursor.seq());
+        w.cond(format!("seq < {p}"));
+    }
+    if let Some(status) = q.status {
+        w.cond(status_condition(status));
+    }
+    let limit = clamp_limit(q.limit) + 1;
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS}, seq FROM events {} ORDER BY seq DESC LIMIT {limit}",
+        w.sql()
+    );
+    (sql, w.params)
+}
+
+/// The run list's SQL: columns of [`run_from_row`], then `seq` and the event's name.
+fn runs_sql(q: &RunQuery) -> (String, Vec<SqlValue>) {
+    let mut w = Where::default();
+    if let Some(job) = &q.job_id {
+        let p = w.param(job.clone());
+        w.cond(format!("job_id = {p}"));
+    }
+    if let Some(status) = q.status {
+        let p = w.param(status.as_str().to_string());
+        w.cond(format!("status = {p}"));
+    }
+    if let Some(event) = &q.event_id {
+        let p = w.param(event.clone());
+        w.cond(format!("event_id = {p}"));
+    }
+    if let Some(cursor) = q.cursor {
+        let p = w.param(cursor.seq());
+        w.cond(format!("seq < {p}"));
+    }
+    let limit = clamp_limit(q.limit) + 1;
+    let sql = format!(
+        "SELECT {RUN_COLUMNS}, seq, (SELECT e.name FROM events e WHERE e.id = runs.event_id) \
+         FROM runs {} ORDER BY seq DESC LIMIT {limit}",
+        w.sql()
+    );
+    (sql, w.params)
+}
+
+/// Cuts the extra row off and names the cursor of the next page.
+fn page<T>(mut rows: Vec<(T, i64)>, limit: usize) -> Page<T> {
+    let limit = clamp_limit(limit);
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = if more {
+        rows.last().map(|(_, seq)| Cursor::after(*seq))
+    } else {
+        None
+    };
+    Page {
+        items: rows.into_iter().map(|(item, _)| item).collect(),
+        next_cursor,
+    }
+}
+
+/// Runs per state of each listed event.
+fn run_counts_of(conn: &Connection, ids: &[String]) -> Result<HashMap<String, RunCounts>> {
+    let list = serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT event_id, status, count(*) FROM runs \
+         WHERE event_id IN (SELECT value FROM json_each(?1)) GROUP BY event_id, status",
+    )?;
+    let mut rows = stmt.query([list])?;
+    let mut counts: HashMap<String, RunCounts> = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let status: String = r.get(1)?;
+        if let Some(s) = RunStatus::parse(&status) {
+            counts
+                .entry(r.get(0)?)
+                .or_default()
+                .add(s, r.get::<_, u64>(2)?);
+        }
+    }
+    Ok(counts)
+}
+
+/// Runs that finished at or after `since` (and before `until`, when given), by job and state.
+fn outcomes_by_job(
+    conn: &Connection,
+    since: i64,
+    until: Option<i64>,
+) -> Result<HashMap<String, Outcomes>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT job_id, status, count(*) FROM runs \
+         WHERE finished_at >= ?1 AND finished_at < ?2 GROUP BY job_id, status",
+    )?;
+    let mut rows = stmt.query(params![since, until.unwrap_or(i64::MAX)])?;
+    let mut out: HashMap<String, Outcomes> = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let status: String = r.get(1)?;
+        if let Some(s) = RunStatus::parse(&status) {
+            out.entry(r.get(0)?)
+                .or_default()
+                .add(s, r.get::<_, u64>(2)?);
+        }
+    }
+    Ok(out)
+}
+
+fn queue_depth_at(conn: &Connection, now: i64) -> Result<QueueDepth> {
+    let count = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<u64> {
+        Ok(conn.prepare_cached(sql)?.query_row(p, |r| r.get(0))?)
+    };
+    Ok(QueueDepth {
+        ready: count(
+            "SELECT count(*) FROM runs WHERE status = 'queued' AND run_at <= ?1",
+            &[&now],
+        )?,
+        delayed: count(
+            "SELECT count(*) FROM runs WHERE status = 'queued' AND run_at > ?1",
+            &[&now],
+        )?,
+        running: count("SELECT count(*) FROM runs WHERE status = 'running'", &[])?,
+        scheduled_events: count(
+            "SELECT count(*) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL",
+            &[],
+        )?,
+    })
+}
+
+impl SqliteStore {
+    /// See [`crate::store::Store::events_list`].
+    pub async fn events_list(&self, q: EventQuery) -> Result<Page<EventSummary>> {
+        self.read(move |c| {
+            let (sql, args) = events_sql(&q);
+            let mut stmt = c.prepare_cached(&sql)?;
+            let mut rows = stmt.query(params_from_iter(args))?;
+            let mut events = Vec::new();
+            while let Some(r) = rows.next()? {
+                events.push((event_from_row(c, r)?, r.get::<_, i64>(10)?));
+            }
+            let ids: Vec<String> = events.iter().map(|(e, _)| e.id.clone()).collect();
+            let mut counts = run_counts_of(c, &ids)?;
+            let rows = events
+                .into_iter()
+                .map(|(event, seq)| {
+                    let run_counts = counts.remove(&event.id).unwrap_or_default();
+                    let status = EventStatus::of(&event, &run_counts);
+                    let summary = EventSummary {
+                        event,
+                        status,
+                        run_counts,
+                    };
+                    (summary, seq)
+                })
+                .collect();
+            Ok(page(rows, q.limit))
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_list`].
+    pub async fn runs_list(&self, q: RunQuery) -> Result<Page<RunSummary>> {
+        self.read(move |c| {
+            let (sql, args) = runs_sql(&q);
+            let mut stmt = c.prepare_cached(&sql)?;
+            let mut rows = stmt.query(params_from_iter(args))?;
+            let mut runs = Vec::new();
+            while let Some(r) = rows.next()? {
+                let summary = RunSummary {
+                    run: run_from_row(r)?,
+                    event_name: r.get::<_, Option<String>>(14)?.unwrap_or_default(),
+                };
+                runs.push((summary, r.get::<_, i64>(13)?));
+            }
+            Ok(page(runs, q.limit))
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::jobs_list`].
+    pub async fn jobs_list(&self, now: i64) -> Result<Vec<JobSummary>> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at \
+                 FROM jobs ORDER BY id",
+            )?;
+            let mut rows = stmt.query([])?;
+            let mut defs = Vec::new();
+            while let Some(r) = rows.next()? {
+                let filter: Option<String> = r.get(4)?;
+                defs.push(JobDefinition {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    version: r.get(2)?,
+                    event: r.get(3)?,
+                    filter: filter.as_deref().map(json_text).transpose()?,
+                    max_attempts: r.get(5)?,
+                    timeout_ms: u64::try_from(r.get::<_, i64>(6)?).unwrap_or(0),
+                    concurrency: r.get(7)?,
+                    updated_at: ms_to_time(r.get(8)?),
+                });
+            }
+            let mut active: HashMap<String, RunCounts> = HashMap::new();
+            let mut stmt = c.prepare_cached(
+                "SELECT job_id, status, count(*) FROM runs WHERE status IN ('queued', 'running') \
+                 GROUP BY job_id, status",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let status: String = r.get(1)?;
+                if let Some(s) = RunStatus::parse(&status) {
+                    active
+                        .entry(r.get(0)?)
+                        .or_default()
+                        .add(s, r.get::<_, u64>(2)?);
+                }
+            }
+            let mut hour = outcomes_by_job(c, now - 3_600_000, None)?;
+            let mut day = outcomes_by_job(c, now - 86_400_000, None)?;
+            Ok(defs
+                .into_iter()
+                .map(|job| {
+                    let load = active.remove(&job.id).unwrap_or_default();
+                    JobSummary {
+                        queued: load.queued,
+                        running: load.running,
+                        last_hour: hour.remove(&job.id).unwrap_or_default(),
+                        last_day: day.remove(&job.id).unwrap_or_default(),
+                        job,
+                    }
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::stats`].
+    pub async fn stats(&self, q: StatsQuery) -> Result<Stats> {
+        self.read(move |c| {
+            let now = q.now.timestamp_millis();
+            let (from, to) = q.window.bounds(now);
+            let width = q.window.bucket_ms();
+            let mut buckets: Vec<StatsBucket> = (0..q.window.buckets())
+                .map(|i| StatsBucket {
+                    start: ms_to_time(from + i * width),
+                    ..StatsBucket::default()
+                })
+                .collect();
+            let n = buckets.len();
+            let slot = move |b: i64| usize::try_from(b).ok().filter(|&i| i < n);
+
+            let mut events = 0;
+            let mut stmt = c.prepare_cached(
+                "SELECT (timestamp - ?1) / ?3, count(*) FROM events \
+                 WHERE timestamp >= ?1 AND timestamp < ?2 GROUP BY 1",
+            )?;
+            let counted: Vec<(i64, u64)> = stmt
+                .query_map(params![from, to, width], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (b, n) in counted {
+                events += n;
+                if let Some(i) = slot(b) {
+                    buckets[i].events += n;
+                }
+            }
+
+            let mut runs = Outcomes::default();
+            let mut stmt = c.prepare_cached(
+                "SELECT (finished_at - ?1) / ?3, status, count(*) FROM runs \
+                 WHERE finished_at >= ?1 AND finished_at < ?2 GROUP BY 1, 2",
+            )?;
+            let counted: Vec<(i64, String, u64)> = stmt
+                .query_map(params![from, to, width], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            for (b, status, n) in counted {
+                let Some(s) = RunStatus::parse(&status) else {
+                    continue;
+                };
+                runs.add(s, n);
+                if let Some(i) = slot(b) {
+                    buckets[i].runs.add(s, n);
+                }
+            }
+
+            let mut jobs: Vec<JobOutcomes> = outcomes_by_job(c, from, Some(to))?
+                .into_iter()
+                .map(|(job_id, runs)| JobOutcomes { job_id, runs })
+                .collect();
+            jobs.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+            Ok(Stats {
+                window: q.window,
+                bucket_seconds: width / 1000,
+                from: ms_to_time(from),
+                to: ms_to_time(to),
+                events,
+                runs,
+                buckets,
+                jobs,
+                queue: queue_depth_at(c, now)?,
+            })
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::queue_depth`].
+    pub async fn queue_depth(&self, now: i64) -> Result<QueueDepth> {
+        self.read(move |c| queue_depth_at(c, now)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::query::Cursor;
+
+    /// The query plan of `sql`, one detail per line.
+    fn plan(conn: &Connection, sql: &str, args: &[SqlValue]) -> String {
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("prepare plan");
+        let rows: Vec<String> = stmt
+            .query_map(params_from_iter(args.iter()), |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("plan rows");
+        rows.join("\n")
+    }
+
+    fn db() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
+        super::super::migrate(&mut conn).expect("migrate");
+        (dir, conn)
+    }
+
+    #[test]
+    fn like_patterns_escape_wildcards() {
+        assert_eq!(like_pattern("a%b_c\\"), "%a\\%b\\_c\\\\%");
+    }
+
+    #[test]
+    fn event_filters_walk_an_index_newest_first() {
+        let (_dir, conn) = db();
+        let cursor = Some(Cursor::after(100));
+        let by_name = EventQuery {
+            name: Some("user.created".into()),
+            cursor,
+            ..EventQuery::default()
+        };
+        let (sql, args) = events_sql(&by_name);
+        let p = plan(&conn, &sql, &args);
+        assert!(p.contains("events_name"), "{p}");
+        assert!(!p.contains("TEMP B-TREE"), "{p}");
+
+        for (source, index) in [
+            ("webhook:payments", "events_source "),
+            ("job", "events_source_kind"),
+        ] {
+            let q = EventQuery {
+                source: Some(source.into()),
+                cursor,
+                ..EventQuery::default()
+            };
+            let (sql, args) = events_sql(&q);
+            let p = plan(&conn, &sql, &args);
+            assert!(p.contains(index), "{source}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{source}: {p}");
+        }
+
+        // Unfiltered, status-only and search pages walk the primary key from the cursor down.
+        for status in EventStatus::ALL {
+            let q = EventQuery {
+                status: Some(status),
+                q: Some("ada".into()),
+                cursor,
+                ..EventQuery::default()
+            };
+            let (sql, args) = events_sql(&q);
+            let p = plan(&conn, &sql, &args);
+            assert!(p.contains("INTEGER PRIMARY KEY (rowid<?)"), "{status}: {p}");
+            assert!(!p.contains("TEMP B-TREE"), "{status}: {p}");
+            if p.contains("SCAN r") || p.contains("SCAN runs") {
+                panic!("{status}: run lookups must use an index: {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn run_filters_walk_an_index_newest_first() {
+        let (_dir, conn) = db();
+        let job = || Some("send-welcome-email".to_string());
+        let cases = [
+            (
+                RunQuery {
+                    job_id: job(),
+                    ..RunQuery::default()
+                },
+                "runs_job ",
+            ),
+            (
+                RunQuery {
+                    status: Some(RunStatus::Failed),
+                    ..RunQuery::default()
+                },
+                "runs_status",
+            ),
+            (
+                RunQuery {
+                    job_id: job(),
+                    status: Some(RunStatus::Failed),
+                    ..RunQuery::default()
+                },
+                "runs_job_status",
+            ),
+            (
+                RunQuery {
+                    event_id: Some("evt_1".into()),
+                    ..RunQuery::default()
+                },
+                "runs_event_status",
+            ),
+        ];
+        for (q, index) in cases {
+            let (sql, args) = runs_sql(&q);
+            let p = plan(&conn, &format!("{sql} "), &args);
+            assert!(p.contains(index), "{q:?} should use {index}: {p}");
+            if q.event_id.is_none() {
+                assert!(!p.contains("TEMP B-TREE"), "{q:?}: {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn windowed_counts_read_only_the_covering_index() {
+        let (_dir, conn) = db();
+        let args = [0, 1, 60_000].map(SqlValue::Integer);
+        for (sql, params) in [
+            (
+                "SELECT job_id, status, count(*) FROM runs \
+                 WHERE finished_at >= ?1 AND finished_at < ?2 GROUP BY job_id, status",
+                2,
+            ),
+            (
+                "SELECT (finished_at - ?1) / ?3, status, count(*) FROM runs \
+                 WHERE finished_at >= ?1 AND finished_at < ?2 GROUP BY 1, 2",
+                3,
+            ),
+        ] {
+            let p = plan(&conn, sql, &args[..params]);
+            assert!(p.contains("COVERING INDEX runs_finished"), "{p}");
+        }
+    }
+
+    #[test]
+    fn the_claim_walks_the_queue_index_in_due_order() {
+        let (_dir, conn) = db();
+        let sql = super::super::ops::CLAIM_SELECT
+            .replace("?4", "?2")
+            .replace("?5", "?3");
+        let p = plan(
+            &conn,
+            &sql,
+            &[
+                SqlValue::Integer(0),
+                SqlValue::Text("[\"a\"]".into()),
+                SqlValue::Integer(10),
+            ],
+        );
+        assert!(p.contains("runs_runnable"), "{p}");
+        assert!(
+            !p.contains("TEMP B-TREE"),
+            "no sort of the whole queue: {p}"
+        );
+    }
+
+    #[test]
+    fn next_due_walks_the_queue_index_in_due_order() {
+        let (_dir, conn) = db();
+        let p = plan(
+            &conn,
+            super::super::read::NEXT_RUN_SQL,
+            &[SqlValue::Text("[\"a\"]".into())],
+        );
+        assert!(p.contains("runs_runnable"), "{p}");
+        assert!(!p.contains("TEMP B-TREE"), "no sort of every run: {p}");
+    }
+}

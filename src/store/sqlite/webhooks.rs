@@ -1,0 +1,230 @@
+//! Verified webhook deliveries in SQLite: the delivery row and every event it produces are written
+//! by one operation of the writer, so they commit (or fail) together.
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
+
+use super::ops::insert_event;
+use super::read::json_text;
+use super::SqliteStore;
+use crate::model::ms_to_time;
+use crate::store::{Error, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
+
+/// Most deliveries one list returns.
+const MAX_LIST: usize = 1000;
+
+impl SqliteStore {
+    /// See [`crate::store::Store::webhook_record`].
+    pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
+        let texts: Vec<(String, Option<String>)> = delivery
+            .events
+            .iter()
+            .map(|ev| {
+                (
+                    ev.payload.to_string(),
+                    ev.context.as_ref().map(Value::to_string),
+                )
+            })
+            .collect();
+        self.write(move |ctx| {
+            let existing: Option<String> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT event_ids FROM webhook_deliveries WHERE provider = ?1 AND delivery_id = ?2",
+                )?
+                .query_row(params![delivery.provider, delivery.delivery_id], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if let Some(ids) = existing {
+                return Ok(WebhookRecorded {
+                    event_ids: event_ids(&ids)?,
+                    duplicate: true,
+                    events: Vec::new(),
+                });
+            }
+            let mut events = Vec::with_capacity(delivery.events.len());
+            for (ev, (payload, context)) in delivery.events.iter().zip(&texts) {
+                events.push(insert_event(ctx, ev, payload, context.as_deref())?.event);
+            }
+            let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+            let ids_text =
+                serde_json::to_string(&ids).map_err(|e| Error::Corrupt(e.to_string()))?;
+            ctx.conn
+                .prepare_cached(
+                    "INSERT INTO webhook_deliveries (provider, delivery_id, received_at, event_type, outcome, event_ids, raw_body) \
+                     VALUES (?1, ?2, ?3, ?4, 'accepted', ?5, ?6)",
+                )?
+                .execute(params![
+                    delivery.provider,
+                    delivery.delivery_id,
+                    delivery.received_at,
+                    delivery.event_type,
+                    ids_text,
+                    delivery.raw_body
+                ])?;
+            Ok(WebhookRecorded {
+                event_ids: ids,
+                duplicate: false,
+                events,
+            })
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::webhook_deliveries_list`].
+    pub async fn webhook_deliveries_list(
+        &self,
+        provider: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<WebhookDelivery>> {
+        let limit = i64::try_from(limit.min(MAX_LIST)).unwrap_or(0);
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT provider, delivery_id, received_at, event_type, outcome, event_ids, raw_body \
+                 FROM webhook_deliveries WHERE (?1 IS NULL OR provider = ?1) ORDER BY seq DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![provider, limit], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, Vec<u8>>(6)?,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (provider, delivery_id, received_at, event_type, outcome, ids, body) = row?;
+                out.push(WebhookDelivery {
+                    provider,
+                    delivery_id,
+                    received_at: ms_to_time(received_at),
+                    event_type,
+                    outcome,
+                    event_ids: event_ids(&ids)?,
+                    raw_body: String::from_utf8_lossy(&body).into_owned(),
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+fn event_ids(text: &str) -> Result<Vec<String>> {
+    serde_json::from_value(json_text(text)?)
+        .map_err(|e| Error::Corrupt(format!("webhook delivery event ids: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::store::{NewEvent, NewWebhookDelivery, Store};
+
+    fn delivery(provider: &str, id: &str, n: usize, at: i64) -> NewWebhookDelivery {
+        NewWebhookDelivery {
+            provider: provider.into(),
+            delivery_id: id.into(),
+            event_type: "thing.happened".into(),
+            raw_body: format!("{{\"id\":\"{id}\"}}").into_bytes(),
+            received_at: at,
+            events: (0..n)
+                .map(|i| NewEvent {
+                    id: format!("{provider}:{id}:{i}"),
+                    name: "thing.happened".into(),
+                    payload: json!({"i": i}),
+                    context: None,
+                    source: format!("webhook:{provider}"),
+                    parent_run_id: None,
+                    deliver_at: None,
+                    now: at,
+                })
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn deliveries_dedupe_per_provider_and_list_newest_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&format!("sqlite://{}/f.db", dir.path().display()))
+            .await
+            .expect("open");
+        let first = store
+            .webhook_record(delivery("payments", "evt_1", 2, 1000))
+            .await
+            .expect("record");
+        assert!(!first.duplicate);
+        assert_eq!(first.event_ids, ["payments:evt_1:0", "payments:evt_1:1"]);
+        assert_eq!(first.events.len(), 2);
+
+        // Same delivery again, even with other events: nothing new, the original ids.
+        let again = store
+            .webhook_record(delivery("payments", "evt_1", 3, 2000))
+            .await
+            .expect("record");
+        assert!(again.duplicate);
+        assert_eq!(again.event_ids, first.event_ids);
+        assert!(again.events.is_empty());
+        assert!(store
+            .event_get("payments:evt_1:2")
+            .await
+            .expect("read")
+            .is_none());
+
+        // The same id from another provider is another delivery.
+        let other = store
+            .webhook_record(delivery("auth", "evt_1", 1, 3000))
+            .await
+            .expect("record");
+        assert!(!other.duplicate);
+
+        let all = store.webhook_deliveries_list(None, 10).await.expect("list");
+        assert_eq!(
+            all.iter().map(|d| d.provider.as_str()).collect::<Vec<_>>(),
+            ["auth", "payments"]
+        );
+        assert_eq!(all[1].raw_body, "{\"id\":\"evt_1\"}");
+        assert_eq!(all[1].outcome, "accepted");
+        let payments = store
+            .webhook_deliveries_list(Some("payments"), 10)
+            .await
+            .expect("list");
+        assert_eq!(payments.len(), 1);
+        assert_eq!(
+            store
+                .webhook_deliveries_list(None, 1)
+                .await
+                .expect("list")
+                .len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_records_neither_the_delivery_nor_its_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&format!("sqlite://{}/f.db", dir.path().display()))
+            .await
+            .expect("open");
+        store.set_read_only(true).await.expect("switch");
+        assert!(store
+            .webhook_record(delivery("payments", "evt_9", 2, 1000))
+            .await
+            .is_err());
+        store.set_read_only(false).await.expect("switch");
+        assert!(store
+            .webhook_deliveries_list(None, 10)
+            .await
+            .expect("list")
+            .is_empty());
+        assert!(store
+            .event_get("payments:evt_9:0")
+            .await
+            .expect("read")
+            .is_none());
+    }
+}

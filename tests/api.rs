@@ -1,0 +1,712 @@
+//! The JSON API, `/metrics` and the OpenAPI document, driven through the router with real events
+//! and jobs: a job that succeeds and logs, one that fails once without retries, and a chain.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use chrono::{DateTime, Utc};
+use flare::config::RawServe;
+use flare::http::{app, AppState};
+use flare::model::Source;
+use flare::{event_trigger, Client, Delay, Io, Job, JobError, ManualClock, RetryPolicy, SendEvent};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+/// 2024-05-01T12:00:00Z.
+const T0: i64 = 1_714_564_800_000;
+const MINUTE: Duration = Duration::from_secs(60);
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    client: Client,
+    clock: ManualClock,
+    app: Router,
+    users: Vec<String>,
+    order: String,
+    upload: String,
+    child: String,
+    audit: String,
+    hook: String,
+    later: String,
+}
+
+fn time(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .expect("time")
+        .to_rfc3339()
+}
+
+/// Waits until no run is queued or running (bounded).
+async fn settle(client: &Client) {
+    for _ in 0..1000 {
+        let counts = client.store().run_counts().await.expect("counts");
+        let active: u64 = [flare::RunStatus::Queued, flare::RunStatus::Running]
+            .iter()
+            .map(|s| counts.get(s).copied().unwrap_or(0))
+            .sum();
+        if active == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("runs did not finish in time");
+}
+
+/// Sends the fixture's events one minute apart, each settled before the next:
+/// 5 × `user.created` (greet succeeds and logs), `order.placed` (explode fails on its first
+/// call; later calls succeed), `file.uploaded` (upload sends `file.processed`, which processed
+/// handles), `audit.noted` over http and `stripe.ping` from a webhook (no jobs), and a
+/// `reminder.send` delayed by an hour.
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}/flare.db", dir.path().display());
+    let clock = ManualClock::new(T0);
+    let client = Client::builder(&url)
+        .clock(Arc::new(clock.clone()))
+        .connect()
+        .await
+        .expect("connect");
+    client
+        .define_job(
+            Job::new("greet", "Greet", "1.0.0")
+                .trigger(event_trigger("user.created"))
+                .run(|p: Value, io: Io| async move {
+                    io.logger
+                        .info(format!("welcome {}", p["email"].as_str().unwrap_or("?")));
+                    Ok(json!({"sent": true}))
+                }),
+        )
+        .expect("greet");
+    let calls = Arc::new(AtomicUsize::new(0));
+    client
+        .define_job(
+            Job::new("explode", "Explode", "2.1.0")
+                .trigger(event_trigger("order.placed"))
+                .retry(RetryPolicy::default().max_attempts(1))
+                .run(move |_: Value, _io: Io| {
+                    let calls = Arc::clone(&calls);
+                    async move {
+                        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                            return Err(JobError::from("card declined"));
+                        }
+                        Ok(json!({"charged": true}))
+                    }
+                }),
+        )
+        .expect("explode");
+    client
+        .define_job(
+            Job::new("upload", "Process upload", "1.0.0")
+                .trigger(event_trigger("file.uploaded"))
+                .run(|p: Value, io: Io| async move {
+                    io.send_event(
+                        "file.processed",
+                        &json!({"file": p["file"], "thumb": "a-small.png"}),
+                    )
+                    .await?;
+                    Ok(json!({"processed": true}))
+                }),
+        )
+        .expect("upload");
+    client
+        .define_job(
+            Job::new("processed", "File processed", "1.0.0")
+                .trigger(event_trigger("file.processed"))
+                .run(|_: Value, _io: Io| async move { Ok(Value::Null) }),
+        )
+        .expect("processed");
+
+    let mut ids = Vec::new();
+    let sends: Vec<(SendEvent, Source)> = (0..5)
+        .map(|i| {
+            (
+                SendEvent::new(
+                    "user.created",
+                    &json!({"email": format!("user{i}@example.com")}),
+                ),
+                Source::Api,
+            )
+        })
+        .chain([
+            (
+                SendEvent::new(
+                    "order.placed",
+                    &json!({"orderId": "o-1", "note": "50% off_sale"}),
+                )
+                .context(json!({"requestId": "req-9"})),
+                Source::Api,
+            ),
+            (
+                SendEvent::new("file.uploaded", &json!({"file": "a.png"})),
+                Source::Api,
+            ),
+            (
+                SendEvent::new("audit.noted", &json!({"who": "ada"})),
+                Source::Http,
+            ),
+            (
+                SendEvent::new("stripe.ping", &json!({"type": "ping"})),
+                Source::Webhook("payments".into()),
+            ),
+            (
+                SendEvent::new("reminder.send", &json!({"userId": "u1"})).delay(Delay::hours(1)),
+                Source::Api,
+            ),
+        ])
+        .collect();
+    for (i, (send, source)) in sends.into_iter().enumerate() {
+        if i > 0 {
+            clock.advance(MINUTE);
+        }
+        let inserted = client.send_inserted(send, source).await.expect("send");
+        ids.push(inserted.event.id);
+        settle(&client).await;
+    }
+    let upload = ids[6].clone();
+    let detail = client
+        .store()
+        .event_detail(&upload)
+        .await
+        .expect("detail")
+        .expect("upload event");
+    let child = detail.children[0].id.clone();
+    let config = RawServe {
+        listen: "127.0.0.1:0".into(),
+        database_url: url,
+        concurrency: 10,
+        retention_days: 7,
+        lease_secs: 30,
+        shutdown_grace_secs: 5,
+        ..Default::default()
+    }
+    .validate()
+    .expect("config");
+    let app = app(AppState::new(client.clone(), config));
+    Fixture {
+        _dir: dir,
+        users: ids[0..5].to_vec(),
+        order: ids[5].clone(),
+        upload,
+        child,
+        audit: ids[7].clone(),
+        hook: ids[8].clone(),
+        later: ids[9].clone(),
+        client,
+        clock,
+        app,
+    }
+}
+
+impl Fixture {
+    async fn call(&self, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let (status, text) = self.call_text(method, uri, body).await;
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    async fn call_text(
+        &self,
+        method: &str,
+        uri: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, String) {
+        let mut req = Request::builder().method(method).uri(uri);
+        let body = match body {
+            Some(v) => {
+                req = req.header("content-type", "application/json");
+                Body::from(v.to_string())
+            }
+            None => Body::empty(),
+        };
+        let res = self
+            .app
+            .clone()
+            .oneshot(req.body(body).expect("request"))
+            .await
+            .expect("response");
+        let status = res.status();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    async fn get(&self, uri: &str) -> Value {
+        let (status, body) = self.call("GET", uri, None).await;
+        assert_eq!(status, StatusCode::OK, "GET {uri}: {body}");
+        body
+    }
+
+    /// The ids of the events listed at `uri`.
+    async fn event_ids(&self, uri: &str) -> Vec<String> {
+        ids(&self.get(uri).await["events"])
+    }
+
+    /// Every event, newest first, as the fixture sent them.
+    fn all_newest_first(&self) -> Vec<String> {
+        let mut all = self.users.clone();
+        all.extend([
+            self.order.clone(),
+            self.upload.clone(),
+            self.child.clone(),
+            self.audit.clone(),
+            self.hook.clone(),
+            self.later.clone(),
+        ]);
+        all.reverse();
+        all
+    }
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list.as_array()
+        .expect("array")
+        .iter()
+        .map(|e| e["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_list_filters_by_every_parameter() {
+    let f = fixture().await;
+    assert_eq!(f.event_ids("/api/events").await, f.all_newest_first());
+
+    let users: Vec<String> = f.users.iter().rev().cloned().collect();
+    assert_eq!(f.event_ids("/api/events?name=user.created").await, users);
+    assert_eq!(
+        f.event_ids("/api/events?source=http").await,
+        vec![f.audit.clone()]
+    );
+    assert_eq!(
+        f.event_ids("/api/events?source=webhook").await,
+        vec![f.hook.clone()]
+    );
+    assert_eq!(
+        f.event_ids("/api/events?source=webhook:payments").await,
+        vec![f.hook.clone()]
+    );
+    assert_eq!(
+        f.event_ids("/api/events?source=job").await,
+        vec![f.child.clone()]
+    );
+    assert!(f.event_ids("/api/events?source=web").await.is_empty());
+    assert_eq!(f.event_ids("/api/events?source=api").await.len(), 8);
+
+    // Outcomes partition the events.
+    let mut succeeded = vec![f.child.clone(), f.upload.clone()];
+    succeeded.extend(users.clone());
+    assert_eq!(f.event_ids("/api/events?status=succeeded").await, succeeded);
+    assert_eq!(
+        f.event_ids("/api/events?status=failed").await,
+        vec![f.order.clone()]
+    );
+    assert_eq!(
+        f.event_ids("/api/events?status=no_runs").await,
+        vec![f.hook.clone(), f.audit.clone()]
+    );
+    assert_eq!(
+        f.event_ids("/api/events?status=scheduled").await,
+        vec![f.later.clone()]
+    );
+    assert!(f.event_ids("/api/events?status=running").await.is_empty());
+    assert!(f.event_ids("/api/events?status=cancelled").await.is_empty());
+
+    // Time range: [from, to) on the receive time; users 1 and 2 were sent at T0+1m and T0+2m.
+    let uri = format!(
+        "/api/events?from={}&to={}",
+        urlencode(&time(T0 + 60_000)),
+        urlencode(&time(T0 + 180_000))
+    );
+    assert_eq!(
+        f.event_ids(&uri).await,
+        vec![f.users[2].clone(), f.users[1].clone()]
+    );
+
+    // Payload search: case-insensitive, with % and _ taken literally.
+    assert_eq!(
+        f.event_ids("/api/events?q=USER3%40").await,
+        vec![f.users[3].clone()]
+    );
+    assert_eq!(
+        f.event_ids("/api/events?q=50%25").await,
+        vec![f.order.clone()]
+    );
+    assert_eq!(f.event_ids("/api/events?q=_").await, vec![f.order.clone()]);
+    assert_eq!(
+        f.event_ids("/api/events?q=user&name=user.created&status=succeeded&limit=2")
+            .await,
+        users[..2].to_vec()
+    );
+
+    // Each row carries its outcome and run counts; empty parameters count as absent.
+    let body = f.get("/api/events?name=order.placed&source=").await;
+    let order = &body["events"][0];
+    assert_eq!(order["status"], "failed");
+    assert_eq!(order["runCounts"]["failed"], 1);
+    assert_eq!(order["context"], json!({"requestId": "req-9"}));
+    assert_eq!(order["timestamp"], json!("2024-05-01T12:05:00Z"));
+    assert_eq!(body["nextCursor"], Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursors_walk_every_page_once_newest_first() {
+    let f = fixture().await;
+    let mut seen = Vec::new();
+    let mut uri = "/api/events?limit=3".to_string();
+    let mut pages = 0;
+    loop {
+        let body = f.get(&uri).await;
+        let page = ids(&body["events"]);
+        assert!(page.len() <= 3);
+        seen.extend(page);
+        pages += 1;
+        match body["nextCursor"].as_str() {
+            Some(c) => uri = format!("/api/events?limit=3&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 4);
+    assert_eq!(seen, f.all_newest_first());
+
+    // Filters hold across pages.
+    let first = f.get("/api/events?name=user.created&limit=4").await;
+    let cursor = first["nextCursor"].as_str().expect("cursor");
+    let rest = f
+        .event_ids(&format!(
+            "/api/events?name=user.created&limit=4&cursor={cursor}"
+        ))
+        .await;
+    assert_eq!(rest, vec![f.users[0].clone()]);
+
+    // Runs paginate the same way: 8 runs, no duplicates, newest first.
+    let mut runs = Vec::new();
+    let mut uri = "/api/runs?limit=3".to_string();
+    loop {
+        let body = f.get(&uri).await;
+        runs.extend(ids(&body["runs"]));
+        match body["nextCursor"].as_str() {
+            Some(c) => uri = format!("/api/runs?limit=3&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(runs.len(), 8);
+    assert_eq!(runs.iter().collect::<HashSet<_>>().len(), 8);
+    let mut sorted = runs.clone();
+    sorted.sort();
+    sorted.reverse();
+    assert_eq!(
+        runs, sorted,
+        "run ids are time-ordered, so newest first sorts descending"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn details_show_runs_children_logs_and_attempts() {
+    let f = fixture().await;
+    let upload = f.get(&format!("/api/events/{}", f.upload)).await;
+    assert_eq!(upload["name"], "file.uploaded");
+    assert_eq!(upload["status"], "succeeded");
+    let runs = upload["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert_eq!(run["jobId"], "upload");
+    assert_eq!(run["jobVersion"], "1.0.0");
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["attempt"], 1);
+    assert_eq!(run["error"], Value::Null);
+    assert_eq!(run["output"], json!({"processed": true}));
+    let run_id = run["id"].as_str().expect("run id");
+    let children = upload["children"].as_array().expect("children");
+    assert_eq!(ids(&upload["children"]), vec![f.child.clone()]);
+    assert_eq!(children[0]["parentRunId"], run_id);
+    assert_eq!(children[0]["source"], format!("job:{run_id}"));
+
+    let child = f.get(&format!("/api/events/{}", f.child)).await;
+    assert_eq!(child["parentRunId"], run_id);
+    assert_eq!(child["runs"][0]["jobId"], "processed");
+
+    let order = f.get(&format!("/api/events/{}", f.order)).await;
+    assert_eq!(order["status"], "failed");
+    assert_eq!(order["runs"][0]["status"], "failed");
+    assert_eq!(order["runs"][0]["jobVersion"], "2.1.0");
+    assert_eq!(order["runs"][0]["error"], "card declined");
+
+    let greet = f.get(&format!("/api/events/{}", f.users[0])).await;
+    let greet_run = greet["runs"][0]["id"].as_str().expect("greet run");
+    let detail = f.get(&format!("/api/runs/{greet_run}")).await;
+    assert_eq!(detail["status"], "succeeded");
+    assert_eq!(detail["logs"][0]["message"], "welcome user0@example.com");
+    assert_eq!(detail["logs"][0]["level"], "info");
+    assert_eq!(detail["attempts"][0]["outcome"], "succeeded");
+
+    // Run list filters.
+    let greet_runs = f.get("/api/runs?jobId=greet").await;
+    assert_eq!(greet_runs["runs"].as_array().expect("runs").len(), 5);
+    assert_eq!(greet_runs["runs"][0]["eventName"], "user.created");
+    let failed = f.get("/api/runs?status=failed").await;
+    assert_eq!(failed["runs"][0]["jobId"], "explode");
+    assert_eq!(failed["runs"].as_array().expect("runs").len(), 1);
+    let of_upload = f.get(&format!("/api/runs?eventId={}", f.upload)).await;
+    assert_eq!(ids(&of_upload["runs"]), vec![run_id.to_string()]);
+    let none = f.get("/api/runs?jobId=greet&status=failed").await;
+    assert!(none["runs"].as_array().expect("runs").is_empty());
+
+    for uri in ["/api/events/nope", "/api/runs/nope"] {
+        let (status, body) = f.call("GET", uri, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+        assert!(
+            body["error"].as_str().expect("error").contains("nope"),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_retry_and_cancel_act_and_refuse_the_wrong_state() {
+    let f = fixture().await;
+
+    // Replay with an edited payload: a new event, same name and context, source replay:<id>.
+    let uri = format!("/api/events/{}/replay", f.order);
+    let (status, replay) = f
+        .call("POST", &uri, Some(json!({"payload": {"orderId": "o-2"}})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{replay}");
+    assert_ne!(replay["id"], f.order.as_str());
+    assert_eq!(replay["name"], "order.placed");
+    assert_eq!(replay["source"], format!("replay:{}", f.order));
+    assert_eq!(replay["payload"], json!({"orderId": "o-2"}));
+    assert_eq!(replay["context"], json!({"requestId": "req-9"}));
+    assert_eq!(replay["runIds"].as_array().expect("run ids").len(), 1);
+    // Without a body the original payload is sent again.
+    let (status, again) = f
+        .call("POST", &format!("/api/events/{}/replay", f.users[1]), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again["payload"], json!({"email": "user1@example.com"}));
+    settle(&f.client).await;
+    let replayed = f
+        .event_ids(&format!("/api/events?source=replay:{}", f.order))
+        .await;
+    assert_eq!(
+        replayed,
+        vec![replay["id"].as_str().expect("id").to_string()]
+    );
+    let (status, body) = f
+        .call("POST", &uri, Some(json!({"payload": 1, "x": 2})))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // Retry: the failed run is queued again and runs again (explode fails only on its first
+    // call ever, so this attempt succeeds).
+    let order = f.get(&format!("/api/events/{}", f.order)).await;
+    let run_id = order["runs"][0]["id"].as_str().expect("run").to_string();
+    assert_eq!(order["runs"][0]["status"], "failed");
+    let (status, run) = f
+        .call("POST", &format!("/api/runs/{run_id}/retry"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_ne!(run["status"], "failed", "{run}");
+    settle(&f.client).await;
+    let detail = f.get(&format!("/api/runs/{run_id}")).await;
+    assert_eq!(detail["status"], "succeeded", "{detail}");
+    assert_eq!(detail["attempt"], 2);
+    let outcomes: Vec<&str> = detail["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| a["outcome"].as_str().expect("outcome"))
+        .collect();
+    assert_eq!(outcomes, ["failed", "succeeded"]);
+    let (status, _) = f
+        .call("POST", &format!("/api/runs/{run_id}/retry"), None)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a succeeded run is not retried"
+    );
+
+    // Cancel: a delayed event once; a delivered one never.
+    let (status, cancelled) = f
+        .call("POST", &format!("/api/events/{}/cancel", f.later), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert!(cancelled["cancelledAt"].is_string());
+    assert_eq!(
+        f.event_ids("/api/events?status=cancelled").await,
+        vec![f.later.clone()]
+    );
+    assert!(f.event_ids("/api/events?status=scheduled").await.is_empty());
+    for id in [&f.later, &f.audit] {
+        let (status, body) = f
+            .call("POST", &format!("/api/events/{id}/cancel"), None)
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{id}: {body}");
+    }
+    f.clock.advance(Duration::from_secs(7200));
+    f.client
+        .engine()
+        .maintenance()
+        .schedule_once()
+        .await
+        .expect("schedule");
+    let later = f.get(&format!("/api/events/{}", f.later)).await;
+    assert!(later["runs"].as_array().expect("runs").is_empty());
+    assert_eq!(later["status"], "cancelled");
+
+    for (method, uri) in [
+        ("POST", "/api/events/nope/replay"),
+        ("POST", "/api/events/nope/cancel"),
+        ("POST", "/api/runs/nope/retry"),
+    ] {
+        let (status, body) = f.call(method, uri, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_parameters_are_400_and_name_the_parameter() {
+    let f = fixture().await;
+    for (uri, name) in [
+        ("/api/events?limit=0", "limit"),
+        ("/api/events?limit=501", "limit"),
+        ("/api/events?limit=ten", "limit"),
+        ("/api/events?status=done", "status"),
+        ("/api/events?from=yesterday", "from"),
+        ("/api/events?to=2024-05-01", "to"),
+        ("/api/events?cursor=garbage", "cursor"),
+        ("/api/events?nme=user.created", "nme"),
+        ("/api/events?name=a.b&name=c.d", "name"),
+        ("/api/runs?status=done", "status"),
+        ("/api/runs?limit=-1", "limit"),
+        ("/api/runs?job=greet", "job"),
+        ("/api/stats?window=7d", "window"),
+        ("/api/jobs?x=1", "x"),
+    ] {
+        let (status, body) = f.call("GET", uri, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {body}");
+        let message = body["error"].as_str().expect("error message");
+        assert!(message.contains(name), "{uri}: {message}");
+    }
+    let max = f.get("/api/events?limit=500").await;
+    assert_eq!(max["events"].as_array().expect("events").len(), 11);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_stats_metrics_and_the_openapi_document() {
+    let f = fixture().await;
+
+    let jobs = f.get("/api/jobs").await;
+    let list = jobs["jobs"].as_array().expect("jobs");
+    let names: Vec<&str> = list.iter().map(|j| j["id"].as_str().expect("id")).collect();
+    assert_eq!(names, ["explode", "greet", "processed", "upload"]);
+    let greet = &list[1];
+    assert_eq!(greet["version"], "1.0.0");
+    assert_eq!(greet["event"], "user.created");
+    assert_eq!(greet["lastHour"]["succeeded"], 5);
+    assert_eq!(greet["lastHour"]["successRate"], 1.0);
+    assert_eq!(greet["lastDay"]["succeeded"], 5);
+    let explode = &list[0];
+    assert_eq!(explode["maxAttempts"], 1);
+    assert_eq!(explode["lastHour"]["failed"], 1);
+    assert_eq!(explode["lastHour"]["successRate"], 0.0);
+    assert_eq!(explode["lastHour"]["failureRate"], 1.0);
+    assert_eq!(explode["queued"], 0);
+
+    let stats = f.get("/api/stats?window=1h").await;
+    assert_eq!(stats["window"], "1h");
+    assert_eq!(stats["bucketSeconds"], 60);
+    assert_eq!(stats["events"], 11);
+    assert_eq!(stats["runs"]["succeeded"], 7);
+    assert_eq!(stats["runs"]["failed"], 1);
+    assert_eq!(stats["runs"]["successRate"], 7.0 / 8.0);
+    let buckets = stats["buckets"].as_array().expect("buckets");
+    assert_eq!(buckets.len(), 60);
+    let per_bucket: Vec<u64> = buckets
+        .iter()
+        .map(|b| b["events"].as_u64().expect("n"))
+        .collect();
+    assert_eq!(per_bucket.iter().sum::<u64>(), 11);
+    // The last ten buckets hold one event per minute (two at the upload's minute, none after).
+    assert_eq!(&per_bucket[50..], &[1, 1, 1, 1, 1, 1, 2, 1, 1, 1]);
+    assert_eq!(buckets[55]["failed"], 1);
+    assert_eq!(stats["to"], json!("2024-05-01T12:10:00Z"));
+    assert_eq!(stats["queue"]["scheduledEvents"], 1);
+    assert_eq!(stats["queue"]["ready"], 0);
+    let per_job: Vec<(&str, u64)> = stats["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|j| {
+            (
+                j["jobId"].as_str().expect("id"),
+                j["succeeded"].as_u64().expect("n"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        per_job,
+        [
+            ("explode", 0),
+            ("greet", 5),
+            ("processed", 1),
+            ("upload", 1)
+        ]
+    );
+    let day = f.get("/api/stats?window=24h").await;
+    assert_eq!(day["buckets"].as_array().expect("buckets").len(), 24);
+    assert_eq!(day["events"], 11);
+    assert_eq!(f.get("/api/stats").await["window"], "1h");
+
+    let (status, text) = f.call_text("GET", "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    for needle in [
+        "flare_events_received_total{source=\"api\"}",
+        "flare_events_received_total{source=\"job\"}",
+        "flare_events_received_total{source=\"webhook:payments\"}",
+        "flare_runs_finished_total{job=\"greet\",outcome=\"succeeded\"}",
+        "flare_runs_finished_total{job=\"explode\",outcome=\"failed\"}",
+        "flare_run_duration_seconds_bucket{job=\"greet\",le=\"0.005\"}",
+        "flare_queue_depth{state=\"scheduled_events\"} 1",
+        "flare_queue_depth{state=\"ready\"} 0",
+    ] {
+        assert!(text.contains(needle), "missing {needle} in\n{text}");
+    }
+
+    // Every documented route is routed (the fallback answers "no such route").
+    let doc = f.get("/api/openapi.json").await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().expect("paths");
+    for expected in [
+        "/api/events",
+        "/api/events/{id}",
+        "/api/events/{id}/replay",
+        "/api/events/{id}/cancel",
+        "/api/runs",
+        "/api/runs/{id}",
+        "/api/runs/{id}/retry",
+        "/api/jobs",
+        "/api/stats",
+        "/api/openapi.json",
+        "/metrics",
+    ] {
+        assert!(paths.contains_key(expected), "{expected} is not documented");
+    }
+    for (path, item) in paths {
+        for method in item.as_object().expect("path item").keys() {
+            let uri = path.replace("{id}", "missing-id");
+            let (status, body) = f.call(&method.to_uppercase(), &uri, None).await;
+            assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            assert_ne!(body["error"], "no such route", "{method} {path}");
+        }
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.replace('+', "%2B").replace(':', "%3A")
+}

@@ -1,0 +1,160 @@
+//! `flare send` against a real server: the built binary, spawned as a user would run it.
+
+use std::process::Output;
+use std::time::Duration;
+
+use flare::config::RawServe;
+use flare::Client;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+const KEY: &str = "cli-send-test-key-0123456789";
+
+struct Server {
+    url: String,
+    db_url: String,
+    _dir: tempfile::TempDir,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn serve(api_key: Option<&str>) -> Server {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db_url = format!("sqlite://{}/flare.db", dir.path().display());
+    let config = RawServe {
+        listen: "127.0.0.1:0".into(),
+        database_url: db_url.clone(),
+        api_key: api_key.map(str::to_string),
+        concurrency: 4,
+        lease_secs: 30,
+        shutdown_grace_secs: 5,
+        ..RawServe::default()
+    }
+    .validate()
+    .expect("config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        flare::server::run(config, listener, async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("server");
+    });
+    Server {
+        url,
+        db_url,
+        _dir: dir,
+        stop,
+        task,
+    }
+}
+
+impl Server {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
+    }
+}
+
+async fn flare_send(args: &[&str], key: Option<&str>) -> Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_flare"));
+    cmd.arg("send").args(args).env_remove("FLARE_URL");
+    match key {
+        Some(k) => cmd.env("FLARE_API_KEY", k),
+        None => cmd.env_remove("FLARE_API_KEY"),
+    };
+    tokio::time::timeout(Duration::from_secs(60), cmd.kill_on_drop(true).output())
+        .await
+        .expect("flare send finished in time")
+        .expect("flare send runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_with_payload_and_delay_and_prints_the_result() {
+    let server = serve(Some(KEY)).await;
+    let out = flare_send(
+        &[
+            "user.created",
+            "--payload",
+            r#"{"userId":"u-cli","email":"cli@example.com"}"#,
+            "--url",
+            &server.url,
+        ],
+        Some(KEY),
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("prints JSON");
+    assert_eq!(printed["success"], json!(true));
+    let id = printed["result"]["id"].as_str().expect("id").to_string();
+
+    let delayed = flare_send(
+        &["reminder.send", "--delay", "2h", "--url", &server.url],
+        Some(KEY),
+    )
+    .await;
+    assert!(delayed.status.success(), "{}", stderr(&delayed));
+    let printed: Value = serde_json::from_slice(&delayed.stdout).expect("prints JSON");
+    let delayed_id = printed["result"]["id"].as_str().expect("id").to_string();
+
+    let reader = Client::builder(&server.db_url)
+        .workers(false)
+        .connect()
+        .await
+        .expect("reader");
+    let sent = reader.event(&id).await.expect("read").expect("stored");
+    assert_eq!(sent.payload["email"], json!("cli@example.com"));
+    assert_eq!(sent.source, "http");
+    assert_eq!(sent.run_ids.len(), 2);
+    let later = reader
+        .event(&delayed_id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(later.payload, Value::Null);
+    let delay = later.deliver_at.expect("scheduled") - later.timestamp;
+    assert_eq!(delay.num_seconds(), 7200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_one_clear_line_and_a_failure_exit() {
+    let server = serve(Some(KEY)).await;
+    let cases: [(&[&str], Option<&str>, &str); 4] = [
+        (&["user.created"], None, "401"),
+        (&["Bad Name"], Some(KEY), "invalid event name"),
+        (&["a.b", "--delay", "2y"], Some(KEY), "unknown unit"),
+        (
+            &["a.b", "--payload", "{oops"],
+            Some(KEY),
+            "--payload is not valid JSON",
+        ),
+    ];
+    for (args, key, needle) in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--url", &server.url]);
+        let out = flare_send(&all, key).await;
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = stderr(&out);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("flare: "))
+            .unwrap_or_else(|| panic!("no error line in {err:?}"));
+        assert!(line.contains(needle), "{args:?}: {line}");
+        assert!(!err.contains(KEY), "the key is never printed");
+        assert!(out.stdout.is_empty());
+    }
+    server.stop().await;
+
+    let unreachable = flare_send(&["a.b", "--url", "http://127.0.0.1:1"], None).await;
+    assert!(!unreachable.status.success());
+    assert!(stderr(&unreachable).contains("cannot reach the Flare server"));
+}

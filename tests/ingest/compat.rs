@@ -1,0 +1,301 @@
+//! Trigger.dev v2 and Inngest ingest, over plain HTTP (the real SDKs run in `tests/sdk_compat.rs`).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use flare::model::ms_to_time;
+use serde_json::json;
+
+use crate::support::{start, START_MS};
+
+#[tokio::test]
+async fn trigger_dev_send_answers_an_event_log() {
+    let app = start(|_| {}).await;
+    let res = app
+        .post_json(
+            "/api/v1/events",
+            &json!({"event": {"name": "user.created", "payload": {"userId": "u1", "email": "a@b.c"},
+                              "id": "td-1", "context": {"from": "sdk"}, "timestamp": "2020-01-01T00:00:00Z"}}),
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.text);
+    assert_eq!(
+        res.json,
+        json!({
+            "id": "td-1", "name": "user.created", "payload": {"userId": "u1", "email": "a@b.c"},
+            "context": {"from": "sdk"}, "timestamp": ms_to_time(START_MS),
+            "deliverAt": null, "deliveredAt": ms_to_time(START_MS), "cancelledAt": null,
+        })
+    );
+    let stored = app
+        .client
+        .event("td-1")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.source, "http");
+    assert_eq!(stored.run_ids.len(), 2);
+}
+
+#[tokio::test]
+async fn trigger_dev_delays_cancel_and_get() {
+    let app = start(|_| {}).await;
+    let later = app
+        .post_json(
+            "/api/v1/events",
+            &json!({"event": {"name": "reminder.send", "payload": {}}, "options": {"deliverAfter": 3600}}),
+        )
+        .await;
+    assert_eq!(later.status, StatusCode::OK, "{}", later.text);
+    assert_eq!(
+        later.json["deliverAt"],
+        json!(ms_to_time(START_MS + 3_600_000))
+    );
+    assert_eq!(later.json["deliveredAt"], json!(null));
+    let id = later.json["id"].as_str().expect("generated id").to_string();
+
+    let at = app
+        .post_json(
+            "/api/v1/events",
+            &json!({"event": {"name": "reminder.send"}, "options": {"deliverAt": "2030-01-01T06:00:00.000Z"}}),
+        )
+        .await;
+    assert_eq!(
+        at.json["deliverAt"],
+        json!("2030-01-01T06:00:00Z"),
+        "{}",
+        at.text
+    );
+
+    let cancel = |id: &str| {
+        Request::post(format!("/api/v1/events/{id}/cancel"))
+            .header("content-type", "application/json")
+            .body(Body::empty())
+            .expect("request")
+    };
+    let cancelled = app.call(cancel(&id)).await;
+    assert_eq!(cancelled.status, StatusCode::OK, "{}", cancelled.text);
+    assert_eq!(cancelled.json["cancelledAt"], json!(ms_to_time(START_MS)));
+    let again = app.call(cancel(&id)).await;
+    assert_eq!(again.status, StatusCode::OK, "cancelling twice is harmless");
+    assert_eq!(again.json["cancelledAt"], cancelled.json["cancelledAt"]);
+
+    app.clock.advance(Duration::from_secs(7200));
+    app.client
+        .engine()
+        .maintenance()
+        .schedule_once()
+        .await
+        .expect("schedule");
+    let got = app
+        .call(
+            Request::get(format!("/api/v2/events/{id}"))
+                .body(Body::empty())
+                .expect("req"),
+        )
+        .await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(
+        got.json["runs"],
+        json!([]),
+        "a cancelled event starts nothing"
+    );
+
+    let now = app
+        .post_json(
+            "/api/v1/events",
+            &json!({"event": {"name": "reminder.send", "id": "now-1", "payload": {"userId": "u1", "message": "hi"}}}),
+        )
+        .await;
+    assert_eq!(now.status, StatusCode::OK);
+    let run_id = app
+        .client
+        .event("now-1")
+        .await
+        .expect("read")
+        .expect("event")
+        .run_ids[0]
+        .clone();
+    assert_eq!(app.wait_run(&run_id).await, flare::RunStatus::Succeeded);
+    let delivered = app.call(cancel("now-1")).await;
+    assert_eq!(delivered.status, StatusCode::CONFLICT);
+    assert!(delivered.error().contains("already delivered"));
+    assert_eq!(
+        app.call(cancel("missing")).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let got = app
+        .call(
+            Request::get("/api/v1/events/now-1")
+                .body(Body::empty())
+                .expect("req"),
+        )
+        .await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text);
+    assert_eq!(got.json["name"], json!("reminder.send"));
+    assert_eq!(got.json["createdAt"], got.json["timestamp"]);
+    let runs = got.json["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["jobId"], json!("send-reminder"));
+    assert_eq!(runs[0]["status"], json!("SUCCESS"));
+    assert!(runs[0]["completedAt"].is_string());
+    let missing = app
+        .call(
+            Request::get("/api/v1/events/nope")
+                .body(Body::empty())
+                .expect("req"),
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    missing.error();
+}
+
+#[tokio::test]
+async fn trigger_dev_bulk_is_all_or_nothing() {
+    let app = start(|_| {}).await;
+    let res = app
+        .post_json(
+            "/api/v1/events/bulk",
+            &json!({"events": [{"name": "a.one", "id": "b1"}, {"name": "a.two", "id": "b2"}]}),
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.text);
+    assert_eq!(res.json.as_array().expect("array").len(), 2);
+    let bad = app
+        .post_json(
+            "/api/v1/events/bulk",
+            &json!({"events": [{"name": "a.one", "id": "b3"}, {"name": "Bad Name"}]}),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(app.client.event("b3").await.expect("read").is_none());
+}
+
+#[tokio::test]
+async fn trigger_dev_bad_bodies_are_400() {
+    let app = start(|_| {}).await;
+    for body in [
+        json!({}),
+        json!({"event": {"payload": {}}}),
+        json!({"event": {"name": "app/user.created"}}),
+        json!({"event": {"name": "a.b"}, "options": {"deliverAfter": -5}}),
+        json!({"event": {"name": "a.b"}, "options": {"deliverAt": "soon"}}),
+    ] {
+        let res = app.post_json("/api/v1/events", &body).await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST, "{body}: {}", res.text);
+        res.error();
+    }
+}
+
+#[tokio::test]
+async fn inngest_one_or_many_with_ids_and_ts() {
+    let app = start(|_| {}).await;
+    let one = app
+        .post_json(
+            "/e/key",
+            &json!({"name": "user.created", "data": {"userId": "u1", "email": "a@b.c"}}),
+        )
+        .await;
+    assert_eq!(one.status, StatusCode::OK, "{}", one.text);
+    assert_eq!(one.json["status"], json!(200));
+    let id = one.json["ids"][0].as_str().expect("id");
+    let stored = app.client.event(id).await.expect("read").expect("stored");
+    assert_eq!(stored.payload["email"], json!("a@b.c"));
+    assert_eq!(stored.run_ids.len(), 2);
+
+    let many = app
+        .post_json(
+            "/e/key",
+            &json!([
+                {"name": "a.one", "id": "inn-1", "user": {"id": "u9"}},
+                {"name": "a.two", "ts": START_MS + 500},
+                {"name": "a.three", "ts": START_MS + 3_600_000},
+                {"name": "a.four", "ts": START_MS - 86_400_000},
+            ]),
+        )
+        .await;
+    assert_eq!(many.status, StatusCode::OK, "{}", many.text);
+    let ids: Vec<String> = serde_json::from_value(many.json["ids"].clone()).expect("ids");
+    assert_eq!(ids.len(), 4);
+    assert_eq!(ids[0], "inn-1");
+    let ev = |i: usize| {
+        let id = ids[i].clone();
+        let client = app.client.clone();
+        async move { client.event(&id).await.expect("read").expect("stored") }
+    };
+    let first = ev(0).await;
+    assert_eq!(first.payload, json!({}), "absent data is {{}}");
+    assert_eq!(first.context, Some(json!({"user": {"id": "u9"}})));
+    assert_eq!(
+        ev(1).await.deliver_at,
+        None,
+        "a ts within the grace delivers at once"
+    );
+    assert_eq!(
+        ev(2).await.deliver_at,
+        Some(ms_to_time(START_MS + 3_600_000))
+    );
+    assert_eq!(ev(3).await.deliver_at, None, "a past ts delivers at once");
+
+    let empty = app.post_json("/e/key", &json!([])).await;
+    assert_eq!(empty.json, json!({"ids": [], "status": 200}));
+}
+
+#[tokio::test]
+async fn inngest_retries_of_one_send_store_once() {
+    let app = start(|_| {}).await;
+    let send = || {
+        Request::post("/e/key")
+            .header("x-inngest-event-id-seed", "1893456000000,AAECAwQFBgcICQ==")
+            // Inngest accepts JSON sent with any content type; so does Flare on this route.
+            .header("content-type", "text/plain")
+            .body(Body::from(
+                json!([{"name": "user.created", "data": {"userId": "u", "email": "e"}}])
+                    .to_string(),
+            ))
+            .expect("request")
+    };
+    let a = app.call(send()).await;
+    let b = app.call(send()).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.json["ids"], b.json["ids"]);
+    let id = a.json["ids"][0].as_str().expect("id");
+    assert_eq!(
+        app.client
+            .event(id)
+            .await
+            .expect("read")
+            .expect("event")
+            .run_ids
+            .len(),
+        2
+    );
+    assert_eq!(
+        app.client
+            .store()
+            .run_counts()
+            .await
+            .expect("counts")
+            .values()
+            .sum::<u64>(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn inngest_bad_events_refuse_the_whole_batch() {
+    let app = start(|_| {}).await;
+    for body in [
+        json!([{"name": "ok.one", "id": "x1"}, {"data": {}}]),
+        json!([{"name": "ok.one", "id": "x1"}, {"name": "app/user.created"}]),
+        json!([{"name": "ok.one", "id": "x1"}, {"name": "a.b", "ts": START_MS + 400 * 86_400_000_i64}]),
+        json!("just a string"),
+    ] {
+        let res = app.post_json("/e/key", &body).await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST, "{body}: {}", res.text);
+        res.error();
+    }
+    assert!(app.client.event("x1").await.expect("read").is_none());
+}
