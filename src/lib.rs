@@ -36,7 +36,9 @@
 //! - [`reference_jobs`]: the seed's jobs that `flare serve` runs.
 //! - [`server`]: `run(config, listener, shutdown)`, wiring it all.
 //! - [`remote`]: sending through a running server over HTTP (`flare send`).
+//! - [`bench`]: `flare bench`, the throughput, latency and memory measurements.
 
+pub mod bench;
 pub mod client;
 pub mod clock;
 pub mod config;

@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Run the service: HTTP API, dashboard, scheduler and workers with the reference jobs.
     Serve(ServeArgs),
+    /// Measure send throughput, end-to-end throughput, latency and memory on temp databases.
+    Bench(flare::bench::Args),
     /// Send an event through a running server (POST /trigger; FLARE_API_KEY as Bearer key).
     Send(SendArgs),
 }
@@ -90,6 +92,10 @@ fn run() -> anyhow::Result<ExitCode> {
         match cli.command {
             Command::Serve(args) => serve(args).await,
             Command::Send(args) => send(args).await,
+            Command::Bench(args) => flare::bench::run(args)
+                .await
+                .map(|_| ExitCode::SUCCESS)
+                .context("benchmark failed"),
         }
     })
 }

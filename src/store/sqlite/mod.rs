@@ -79,21 +79,55 @@ pub(crate) struct WriteCtx<'a> {
 }
 
 trait WriteOp: Send {
-    fn apply(&mut self, ctx: &mut WriteCtx<'_>);
+    /// Runs the operation. `Err` means it failed after writing and could not be undone on its
+    /// own: the whole transaction must be rolled back.
+    fn apply(&mut self, ctx: &mut WriteCtx<'_>) -> Result<()>;
     fn finish(self: Box<Self>, commit: Result<()>);
+}
+
+/// How an operation is isolated from the others of its batch when it fails.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// Inside its own savepoint: a failure undoes only its own writes.
+    Savepoint,
+    /// No savepoint. For operations whose only failures after a write are database errors: a
+    /// failure that wrote nothing fails the operation alone; one that wrote something fails the
+    /// whole batch (rolled back, every caller answered with the error, as when `COMMIT` fails).
+    /// A savepoint per operation copies every page it touches into the statement journal, which
+    /// is most of the cost of a small insert.
+    Batch,
 }
 
 struct TypedOp<T, F> {
     f: Option<F>,
+    guard: Guard,
     result: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
 }
 
 impl<T: Send, F: FnOnce(&mut WriteCtx<'_>) -> Result<T> + Send> WriteOp for TypedOp<T, F> {
-    fn apply(&mut self, ctx: &mut WriteCtx<'_>) {
-        let Some(f) = self.f.take() else { return };
-        let result = savepoint(ctx, f);
+    fn apply(&mut self, ctx: &mut WriteCtx<'_>) -> Result<()> {
+        let Some(f) = self.f.take() else {
+            return Ok(());
+        };
+        let result = match self.guard {
+            Guard::Savepoint => savepoint(ctx, f),
+            Guard::Batch => {
+                let (changes_before, wake_before) = (ctx.conn.total_changes(), ctx.wake);
+                let result = f(ctx);
+                if let Err(e) = &result {
+                    ctx.wake = wake_before;
+                    if ctx.conn.total_changes() != changes_before {
+                        let poison = e.clone();
+                        self.result = Some(result);
+                        return Err(poison);
+                    }
+                }
+                result
+            }
+        };
         self.result = Some(result);
+        Ok(())
     }
 
     fn finish(self: Box<Self>, commit: Result<()>) {
@@ -111,11 +145,11 @@ fn savepoint<T>(
     ctx: &mut WriteCtx<'_>,
     f: impl FnOnce(&mut WriteCtx<'_>) -> Result<T>,
 ) -> Result<T> {
-    ctx.conn.execute_batch("SAVEPOINT op")?;
+    ctx.conn.prepare_cached("SAVEPOINT op")?.execute([])?;
     let wake_before = ctx.wake;
     match f(ctx) {
         Ok(v) => {
-            ctx.conn.execute_batch("RELEASE op")?;
+            ctx.conn.prepare_cached("RELEASE op")?.execute([])?;
             Ok(v)
         }
         Err(e) => {
@@ -204,8 +238,18 @@ impl SqliteStore {
         &self.inner.work
     }
 
-    /// Runs `f` in the writer's next transaction and answers after it committed.
+    /// Runs `f` in the writer's next transaction, inside its own savepoint, and answers after it
+    /// committed.
     pub(crate) async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut WriteCtx<'_>) -> Result<T> + Send + 'static,
+    {
+        self.write_guarded(Guard::Savepoint, f).await
+    }
+
+    /// Like [`Self::write`], isolated from the batch's other operations as `guard` says.
+    pub(crate) async fn write_guarded<T, F>(&self, guard: Guard, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut WriteCtx<'_>) -> Result<T> + Send + 'static,
@@ -213,6 +257,7 @@ impl SqliteStore {
         let (reply, rx) = oneshot::channel();
         let op = TypedOp {
             f: Some(f),
+            guard,
             result: None,
             reply,
         };
@@ -341,13 +386,21 @@ fn run_batch(
         triggers,
         wake: false,
     };
+    let mut poisoned = None;
     for op in batch.iter_mut() {
-        op.apply(&mut ctx);
+        if let Err(e) = op.apply(&mut ctx) {
+            poisoned = Some(e);
+            break;
+        }
     }
     let wake = ctx.wake;
-    let commit = conn.execute_batch("COMMIT").map_err(Error::from);
+    let commit = match poisoned {
+        None => conn.execute_batch("COMMIT").map_err(Error::from),
+        // An operation without a savepoint failed half-way: nothing of the batch may commit.
+        Some(e) => Err(e),
+    };
     if let Err(e) = &commit {
-        tracing::error!(error = %e, ops = batch.len(), "commit failed; every operation of the batch is answered with the error");
+        tracing::error!(error = %e, ops = batch.len(), "the batch failed (commit, or an operation without a savepoint after writing); it is rolled back and every operation answered with the error");
         let _ = conn.execute_batch("ROLLBACK");
     }
     let committed = commit.is_ok();
@@ -362,6 +415,86 @@ fn run_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    type Reply = oneshot::Receiver<Result<()>>;
+
+    /// An operation that inserts `x` into `t`, then fails with a conflict if `fail`.
+    fn op(guard: Guard, x: i64, fail: bool, write: bool) -> (Box<dyn WriteOp>, Reply) {
+        let (reply, rx) = oneshot::channel();
+        let f = move |ctx: &mut WriteCtx<'_>| -> Result<()> {
+            if write {
+                ctx.conn.execute("INSERT INTO t (x) VALUES (?1)", [x])?;
+            }
+            if fail {
+                return Err(Error::Conflict(format!("op {x} refused")));
+            }
+            Ok(())
+        };
+        let op = TypedOp {
+            f: Some(f),
+            guard,
+            result: None,
+            reply,
+        };
+        (Box::new(op), rx)
+    }
+
+    /// Runs `ops` as one batch; returns each answer and the committed rows of `t`.
+    fn batch_of(ops: Vec<(Box<dyn WriteOp>, Reply)>) -> (Vec<Result<()>>, Vec<i64>) {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch("CREATE TABLE t (x INTEGER)")
+            .expect("table");
+        let (triggers, work) = (Triggers::default(), Notify::new());
+        let (mut batch, replies): (Vec<_>, Vec<_>) = ops.into_iter().unzip();
+        run_batch(&conn, &triggers, &work, &mut batch);
+        let answers = replies
+            .into_iter()
+            .map(|mut rx| rx.try_recv().expect("answered"))
+            .collect();
+        let rows = conn
+            .prepare("SELECT x FROM t ORDER BY x")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows");
+        (answers, rows)
+    }
+
+    #[test]
+    fn a_failed_savepoint_op_undoes_only_itself() {
+        let (answers, rows) = batch_of(vec![
+            op(Guard::Savepoint, 1, false, true),
+            op(Guard::Savepoint, 2, true, true),
+            op(Guard::Savepoint, 3, false, true),
+        ]);
+        assert!(answers[0].is_ok() && answers[2].is_ok());
+        assert!(matches!(answers[1], Err(Error::Conflict(_))));
+        assert_eq!(rows, vec![1, 3]);
+    }
+
+    #[test]
+    fn a_batch_op_failing_before_any_write_fails_alone() {
+        let (answers, rows) = batch_of(vec![
+            op(Guard::Batch, 1, false, true),
+            op(Guard::Batch, 2, true, false),
+            op(Guard::Batch, 3, false, true),
+        ]);
+        assert!(answers[0].is_ok() && answers[2].is_ok());
+        assert!(matches!(answers[1], Err(Error::Conflict(_))));
+        assert_eq!(rows, vec![1, 3]);
+    }
+
+    #[test]
+    fn a_batch_op_failing_after_a_write_rolls_the_whole_batch_back() {
+        let (answers, rows) = batch_of(vec![
+            op(Guard::Savepoint, 1, false, true),
+            op(Guard::Batch, 2, true, true),
+            op(Guard::Batch, 3, false, true),
+        ]);
+        assert!(answers.iter().all(|a| matches!(a, Err(Error::Conflict(_)))));
+        assert_eq!(rows, Vec::<i64>::new());
+    }
 
     #[test]
     fn urls_name_a_file() {

@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::read::{event_by_id, json_text};
-use super::{SqliteStore, WriteCtx};
+use super::{Guard, SqliteStore, WriteCtx};
 use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
 use crate::job::JobSpec;
@@ -230,8 +230,11 @@ impl SqliteStore {
         // Serialize on the caller's task, not on the writer thread.
         let payload_text = ev.payload.to_string();
         let context_text = ev.context.as_ref().map(Value::to_string);
-        self.write(move |ctx| insert_event(ctx, &ev, &payload_text, context_text.as_deref()))
-            .await
+        // No savepoint: once the event row is written, only database errors can follow.
+        self.write_guarded(Guard::Batch, move |ctx| {
+            insert_event(ctx, &ev, &payload_text, context_text.as_deref())
+        })
+        .await
     }
 
     /// See [`crate::store::Store::event_insert_many`].
@@ -324,11 +327,14 @@ impl SqliteStore {
                      WHERE seq IN ({CLAIM_SELECT}) RETURNING id, event_id, job_id, attempt, max_attempts"
                 ))?;
                 let rows: Vec<(String, String, String, u32, u32)> = stmt
-                    .query_map(params![p.now, p.lease_until, token, jobs, *limit as i64], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                    })?
+                    .query_map(
+                        params![p.now, p.lease_until, token, jobs, *limit as i64],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    )?
                     .collect::<rusqlite::Result<_>>()?;
-                let mut ev = ctx.conn.prepare_cached("SELECT name, payload FROM events WHERE id = ?1")?;
+                let mut ev = ctx
+                    .conn
+                    .prepare_cached("SELECT name, payload FROM events WHERE id = ?1")?;
                 for (id, event_id, job_id, attempt, max_attempts) in rows {
                     let (event_name, payload): (String, String) =
                         ev.query_row([&event_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -352,7 +358,8 @@ impl SqliteStore {
 
     /// See [`crate::store::Store::runs_complete`].
     pub async fn runs_complete(&self, completions: Vec<Completion>) -> Result<Vec<bool>> {
-        self.write(move |ctx| {
+        // No savepoint: every failure here is a database error.
+        self.write_guarded(Guard::Batch, move |ctx| {
             let mut held = Vec::with_capacity(completions.len());
             for c in &completions {
                 let (outcome, n, error) = match &c.finish {

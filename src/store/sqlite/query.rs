@@ -598,4 +598,16 @@ mod tests {
             "no sort of the whole queue: {p}"
         );
     }
+
+    #[test]
+    fn next_due_walks_the_queue_index_in_due_order() {
+        let (_dir, conn) = db();
+        let p = plan(
+            &conn,
+            super::super::read::NEXT_RUN_SQL,
+            &[SqlValue::Text("[\"a\"]".into())],
+        );
+        assert!(p.contains("runs_runnable"), "{p}");
+        assert!(!p.contains("TEMP B-TREE"), "no sort of every run: {p}");
+    }
 }

@@ -59,6 +59,12 @@ pub(crate) fn event_by_id(conn: &Connection, id: &str) -> Result<Option<StoredEv
     }
 }
 
+/// The earliest queued run of a job list (`?1`, JSON array). `INDEXED BY`: see
+/// [`super::ops::CLAIM_SELECT`]; without it this walks every run the jobs ever had.
+pub(super) const NEXT_RUN_SQL: &str =
+    "SELECT run_at FROM runs INDEXED BY runs_runnable WHERE status = 'queued' \
+     AND job_id IN (SELECT value FROM json_each(?1)) ORDER BY run_at LIMIT 1";
+
 pub(super) const RUN_COLUMNS: &str =
     "id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, \
      started_at, finished_at, output, error, created_at";
@@ -179,10 +185,7 @@ impl SqliteStore {
         let jobs = serde_json::to_string(&jobs).unwrap_or_default();
         self.read(move |c| {
             let run: Option<i64> = c
-                .prepare_cached(
-                    "SELECT run_at FROM runs WHERE status = 'queued' AND job_id IN (SELECT value FROM json_each(?1)) \
-                     ORDER BY run_at LIMIT 1",
-                )?
+                .prepare_cached(NEXT_RUN_SQL)?
                 .query_row([&jobs], |r| r.get(0))
                 .optional()?;
             let event: Option<i64> = c

@@ -1,0 +1,240 @@
+//! `flare bench`: measures this build on this machine.
+//!
+//! Scenarios (each on a fresh temporary SQLite database, durable: WAL + `synchronous=FULL`):
+//! - **send**: [`Client::send_event`](crate::Client::send_event) throughput, each event starting
+//!   one no-op run, with 1 and with 64 concurrent senders, workers off (ingest only);
+//! - **e2e**: no-op runs per second from the first send until the last run is `succeeded`, workers
+//!   on;
+//! - **latency**: send → run-start latency at a paced rate (default 1,000 events/s for 10 s);
+//! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database).
+//!
+//! Every scenario is repeated (default 3×); the report gives the median and the min–max, the load
+//! average seen at the start of each repetition, and the peak resident memory of this process
+//! during the repetition (`VmHWM`, reset before each one). Output is a table, or with `--json` one
+//! JSON line per scenario variant.
+
+mod report;
+mod scenarios;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub use report::Figure;
+
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The client failed (store could not open, a send failed, …).
+    #[error(transparent)]
+    Client(#[from] crate::client::Error),
+    /// The store failed a query.
+    #[error(transparent)]
+    Store(#[from] crate::store::Error),
+    /// A temp directory, `/proc` or the child process failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The work did not finish in time or a count came out wrong.
+    #[error("{0}")]
+    Stalled(String),
+}
+
+/// Which scenarios to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// Send throughput, 1 and 64 senders, workers off.
+    Send,
+    /// End-to-end no-op runs per second, workers on.
+    E2e,
+    /// Send → run-start latency at a paced rate.
+    Latency,
+    /// Idle memory of `flare serve`.
+    Memory,
+    /// All of the above.
+    All,
+}
+
+/// `flare bench` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Scenario to run.
+    #[arg(value_enum, default_value = "all")]
+    pub scenario: Scenario,
+    /// Repetitions of each scenario; the report gives the median and min–max.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Seconds each send measurement lasts.
+    #[arg(long, default_value_t = 5.0)]
+    pub send_secs: f64,
+    /// Events of the end-to-end scenario (each starts one no-op run).
+    #[arg(long, default_value_t = 100_000)]
+    pub events: usize,
+    /// Concurrent senders in the end-to-end scenario.
+    #[arg(long, default_value_t = 64)]
+    pub e2e_senders: usize,
+    /// Engine concurrency (runs executing at once) for e2e and latency.
+    #[arg(long, default_value_t = 1000)]
+    pub concurrency: usize,
+    /// Engine claim batch (most runs claimed per transaction) for e2e and latency.
+    #[arg(long, default_value_t = 1000)]
+    pub claim_batch: usize,
+    /// Events per second in the latency scenario.
+    #[arg(long, default_value_t = 1000)]
+    pub latency_rate: u32,
+    /// Seconds the latency scenario sends for.
+    #[arg(long, default_value_t = 10)]
+    pub latency_secs: u64,
+    /// Seconds `flare serve` idles before its memory is read.
+    #[arg(long, default_value_t = 3)]
+    pub idle_secs: u64,
+    /// The `flare` binary for the memory scenario (default: this executable).
+    #[arg(long)]
+    pub flare_bin: Option<PathBuf>,
+    /// One JSON line per scenario variant on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One repetition's figures, by metric name.
+pub type Sample = BTreeMap<&'static str, f64>;
+
+/// Runs the selected scenarios and prints the report. Returns the figures.
+pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
+    let want = |s: Scenario| args.scenario == s || args.scenario == Scenario::All;
+    let reps = args.reps.max(1);
+    // The first client connected becomes the process-wide default and lives until exit. Let that
+    // be a small idle one, so every measured client is dropped after its scenario.
+    let anchor_dir = tempfile::tempdir()?;
+    let _anchor = crate::Client::builder(&db_url(anchor_dir.path()))
+        .workers(false)
+        .connect()
+        .await?;
+
+    let mut figures = Vec::new();
+    if want(Scenario::Send) {
+        for senders in [1usize, 64] {
+            let settings =
+                serde_json::json!({ "senders": senders, "secs": args.send_secs, "workers": false });
+            let mut samples = Vec::new();
+            for rep in 0..reps {
+                let pb = bar(
+                    format!("send, {senders} sender(s), rep {}/{reps}", rep + 1),
+                    None,
+                );
+                samples.push(measured(scenarios::send(senders, args.send_secs, &pb)).await?);
+                pb.finish_and_clear();
+            }
+            figures.push(emit(
+                &args,
+                Figure::new("send", format!("{senders} senders"), settings, samples),
+            ));
+        }
+    }
+    let engine = serde_json::json!({
+        "concurrency": args.concurrency,
+        "claim_batch": args.claim_batch,
+        "poll_interval_ms": 200,
+    });
+    if want(Scenario::E2e) {
+        let settings = serde_json::json!({ "events": args.events, "senders": args.e2e_senders, "engine": engine });
+        let mut samples = Vec::new();
+        for rep in 0..reps {
+            let pb = bar(
+                format!("e2e, rep {}/{reps}", rep + 1),
+                Some(args.events as u64),
+            );
+            samples.push(measured(scenarios::e2e(&args, &pb)).await?);
+            pb.finish_and_clear();
+        }
+        figures.push(emit(
+            &args,
+            Figure::new("e2e", format!("{} events", args.events), settings, samples),
+        ));
+    }
+    if want(Scenario::Latency) {
+        let settings = serde_json::json!({ "rate": args.latency_rate, "secs": args.latency_secs, "engine": engine });
+        let total = u64::from(args.latency_rate) * args.latency_secs;
+        let mut samples = Vec::new();
+        for rep in 0..reps {
+            let pb = bar(format!("latency, rep {}/{reps}", rep + 1), Some(total));
+            samples.push(measured(scenarios::latency(&args, &pb)).await?);
+            pb.finish_and_clear();
+        }
+        figures.push(emit(
+            &args,
+            Figure::new(
+                "latency",
+                format!("{}/s", args.latency_rate),
+                settings,
+                samples,
+            ),
+        ));
+    }
+    if want(Scenario::Memory) {
+        let bin = match &args.flare_bin {
+            Some(b) => b.clone(),
+            None => std::env::current_exe()?,
+        };
+        let settings =
+            serde_json::json!({ "idle_secs": args.idle_secs, "binary": bin.display().to_string() });
+        let mut samples = Vec::new();
+        for rep in 0..reps {
+            let pb = bar(format!("memory, rep {}/{reps}", rep + 1), None);
+            samples.push(measured(scenarios::idle_memory(&bin, args.idle_secs)).await?);
+            pb.finish_and_clear();
+        }
+        figures.push(emit(
+            &args,
+            Figure::new("memory", "idle flare serve".into(), settings, samples),
+        ));
+    }
+    if !args.json {
+        print!("{}", report::table(&figures));
+    }
+    Ok(figures)
+}
+
+/// Runs one repetition with the load average and this process's peak memory recorded around it.
+async fn measured(
+    f: impl std::future::Future<Output = Result<Sample, Error>>,
+) -> Result<Sample, Error> {
+    let load = report::load_average();
+    report::reset_peak_memory();
+    let mut sample = f.await?;
+    sample.insert("load1", load);
+    if let Some(kb) = report::proc_status_kb("self", "VmHWM") {
+        sample.insert("bench_peak_rss_mb", kb as f64 / 1024.0);
+    }
+    Ok(sample)
+}
+
+fn emit(args: &Args, figure: Figure) -> Figure {
+    if args.json {
+        println!("{}", figure.json_line());
+    }
+    figure
+}
+
+fn bar(message: String, len: Option<u64>) -> ProgressBar {
+    let pb = match len {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::new_spinner(),
+    };
+    let template = if len.is_some() {
+        "{msg} [{bar:30}] {pos}/{len} {per_sec}"
+    } else {
+        "{spinner} {msg} {pos} {per_sec}"
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(message);
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
+fn db_url(dir: &std::path::Path) -> String {
+    format!("sqlite://{}/flare.db", dir.display())
+}
