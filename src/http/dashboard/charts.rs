@@ -126,11 +126,13 @@ pub struct Span {
 
 /// Attempts on one time axis from `from` to `to` (ms), one row each.
 pub fn timeline(spans: &[Span], from: i64, to: i64) -> Markup {
+    // Wide enough that a full-width page shows it near 1:1, so the labels keep their size.
+    const WIDTH: f64 = 1200.0;
     let row = 18.0;
     let h = row * spans.len().max(1) as f64 + 4.0;
     let span_ms = (to - from).max(1) as f64;
     let mut svg = format!(
-        r#"<svg class="timeline" viewBox="0 0 {WIDTH} {h}" preserveAspectRatio="none" role="img" aria-label="attempts">"#
+        r#"<svg class="timeline" viewBox="0 0 {WIDTH} {h}" preserveAspectRatio="xMinYMin meet" role="img" aria-label="attempts">"#
     );
     for (i, s) in spans.iter().enumerate() {
         let x = LEFT + (s.start - from) as f64 / span_ms * (WIDTH - LEFT);

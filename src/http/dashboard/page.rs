@@ -295,12 +295,12 @@ pub fn run_href(id: &str) -> String {
 
 /// A link to an event, showing its id.
 pub fn event_link(id: &str) -> Markup {
-    html! { a.mono href=(event_href(id)) { (id) } }
+    html! { a.mono href=(event_href(id)) title=(id) { (id) } }
 }
 
 /// A link to a run, showing its id.
 pub fn run_link(id: &str) -> Markup {
-    html! { a.mono href=(run_href(id)) { (id) } }
+    html! { a.mono href=(run_href(id)) title=(id) { (id) } }
 }
 
 /// A source, linked to what it names: the run that sent the event, the replayed event, or the
