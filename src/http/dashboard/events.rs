@@ -79,16 +79,18 @@ pub async fn list(
                 p.muted.empty { "No event matches." }
             } @else {
                 table.events {
-                    thead { tr { th { "Received" } th { "Name" } th { "Outcome" } th { "Runs" } th { "Source" } th { "Id" } th { "Payload" } } }
+                    thead { tr { th { "Received" } th { "Name" } th { "Outcome" } th { "Runs" } th { "Source" } th { "Payload" } } }
                     tbody {
                         @for e in &events.items {
                             tr data-event-id=(e.event.id) {
                                 td { (page::time(e.event.timestamp)) }
-                                td { a href=(page::event_href(&e.event.id)) { (e.event.name) } }
+                                td {
+                                    a href=(page::event_href(&e.event.id)) { (e.event.name) }
+                                    br; span.id.mono.muted title=(e.event.id) { (page::short(&e.event.id, 40)) }
+                                }
                                 td { (page::badge(e.status.as_str())) }
                                 td { (run_counts(&e.run_counts)) }
                                 td { (page::source(&e.event.source)) }
-                                td { (page::event_link(&e.event.id)) }
                                 td.payload { (page::json_short(&e.event.payload, 80)) }
                             }
                         }

@@ -12,7 +12,7 @@ use super::charts::{self, Span};
 use super::events::retryable;
 use super::page::{self, layout, PageError, PageResult, Params};
 use crate::http::{api, AppState};
-use crate::model::{ms_to_time, RunStatus};
+use crate::model::RunStatus;
 use crate::store::query::{RunQuery, DEFAULT_LIMIT};
 
 /// `GET /runs`.
@@ -48,7 +48,7 @@ pub async fn list(
                 select name="jobId" {
                     option value="" { "any" }
                     @for j in &jobs {
-                        option value=(j.job.id) selected[shown.job_id.as_deref() == Some(j.job.id.as_str())] { (j.job.id) }
+                        option value=(j) selected[shown.job_id.as_deref() == Some(j.as_str())] { (j) }
                     }
                 }
             }
