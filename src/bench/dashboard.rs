@@ -218,7 +218,10 @@ pub(super) async fn run(args: &Args, pb: &ProgressBar) -> Result<Vec<Figure>, Er
         figures.push(figure);
     }
     if !args.json {
-        println!("{:<24} {:>10} {:>18}  uri", "page", "median ms", "min–max ms");
+        println!(
+            "{:<24} {:>10} {:>18}  uri",
+            "page", "median ms", "min–max ms"
+        );
         for f in &figures {
             let get = |m: &std::collections::BTreeMap<&str, f64>| {
                 m.get("server_ms").copied().unwrap_or(f64::NAN)

@@ -37,9 +37,9 @@ pub async fn list(
     let at_start = query.cursor.is_none();
     let shown = query.clone();
     let store = state.client.store();
-    let jobs = store
-        .jobs_list(ms_to_time(state.client.clock().now_ms()))
-        .await?;
+    // The job choices come from the definitions in memory: counting every job's outcomes (what
+    // `jobs_list` does) would cost more than the page itself at a million runs.
+    let jobs: Vec<String> = store.triggers().all().into_iter().map(|j| j.id).collect();
     let runs = store.runs_list(query).await?;
     let body = html! {
         h1 { "Runs" }
