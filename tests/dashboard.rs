@@ -306,6 +306,11 @@ async fn every_page_shows_what_happened_to_the_events() {
     assert!(events.contains("1 failed"), "run counts per state");
 
     // Chaining both ways: the upload lists its run and the event it sent; the child names the run.
+    let user = f.page(&format!("/events/{}", f.user)).await;
+    assert!(
+        user.contains("welcome ada@example.com"),
+        "its runs' logs, inline"
+    );
     let upload = f.page(&format!("/events/{}", f.upload)).await;
     assert!(upload.contains("data-job=\"upload\""));
     assert!(rows(&upload, "data-event-id").contains(&f.child));

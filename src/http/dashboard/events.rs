@@ -23,6 +23,8 @@ use crate::store::WebhookDelivery;
 const SOURCES: &[&str] = &["api", "http", "webhook", "job", "replay"];
 /// Recent deliveries of the provider searched for the one an event came from.
 const DELIVERY_LOOKBACK: usize = 100;
+/// Runs whose log lines the event page shows inline (the rest: on each run's page).
+const RUNS_WITH_LOGS: usize = 20;
 
 /// `GET /events`.
 pub async fn list(
@@ -153,6 +155,17 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
         }
         None => None,
     };
+    let mut logs = Vec::new();
+    for run in detail.runs.iter().take(RUNS_WITH_LOGS) {
+        if let Some(d) = store.run_detail(&run.id).await? {
+            logs.extend(
+                d.logs
+                    .into_iter()
+                    .map(|l| (run.job_id.clone(), run.id.clone(), l)),
+            );
+        }
+    }
+    logs.sort_by_key(|(_, _, l)| l.at);
     let scheduled = status == EventStatus::Scheduled;
     let payload_text =
         serde_json::to_string_pretty(&event.payload).unwrap_or_else(|_| event.payload.to_string());
@@ -217,6 +230,25 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                                         @else if let Some(o) = &r.output { code { (page::json_short(o, 120)) } }
                                     }
                                     td { (page::run_link(&r.id)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if !logs.is_empty() {
+                section {
+                    h2 { "What its runs logged (" (logs.len()) ")" }
+                    table.logs {
+                        thead { tr { th { "Time" } th { "Job" } th { "Level" } th { "Message" } th { "Fields" } } }
+                        tbody {
+                            @for (job, run, l) in &logs {
+                                tr class={ "lvl-" (l.level.as_str()) } {
+                                    td { (page::time(l.at)) }
+                                    td { a href=(page::run_href(run)) { (job) } " #" (l.attempt) }
+                                    td { (l.level.as_str()) }
+                                    td.msg { (l.message) }
+                                    td { @if let Some(f) = &l.fields { code { (page::json_short(f, 160)) } } }
                                 }
                             }
                         }
