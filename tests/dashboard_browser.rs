@@ -302,6 +302,16 @@ async fn an_operator_finds_out_what_happened_in_the_browser() {
         .await;
     let hook = server.stripe_webhook().await;
     assert_eq!(hook["received"], json!(true), "{hook}");
+    let forged = server
+        .http
+        .post(format!("{}/webhooks/payments", server.base))
+        .header("Stripe-Signature", "t=1,v1=00")
+        .header("Content-Type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .expect("forged webhook");
+    assert_eq!(forged.status().as_u16(), 400);
     for id in [&ada, &bad, &upload] {
         server.settled(id).await;
     }
@@ -542,7 +552,15 @@ async fn an_operator_finds_out_what_happened_in_the_browser() {
         .is_ok());
     shot(&b, "runs").await;
     b.goto(&format!("{base}/webhooks")).await.expect("goto");
-    assert!(page_text(&b).await.contains("payment_intent.succeeded"));
+    let hooks = page_text(&b).await;
+    assert!(
+        hooks.contains("payment_intent.succeeded"),
+        "the verified delivery"
+    );
+    assert!(
+        hooks.contains("Rejected deliveries to /webhooks/payments (1)"),
+        "the forged one, with its reason: {hooks}"
+    );
     shot(&b, "webhooks").await;
 
     // Log out: back to the form, and the pages want a session again.
