@@ -417,6 +417,23 @@ async fn filters_live_in_the_url_and_bad_ones_are_explained() {
         );
         assert!(a.body.starts_with("<!DOCTYPE html>"), "an HTML page");
     }
+    // A payload search without a start covers the last hour, says so, and links to wider spans.
+    f.clock.advance(Duration::from_secs(2 * 3600));
+    let recent = f.page("/events?q=ada%40example").await;
+    assert!(
+        rows(&recent, "data-event-id").is_empty(),
+        "older than an hour"
+    );
+    assert!(recent.contains("id=\"search-window\"") && recent.contains("within=all"));
+    let all = f.page("/events?q=ada%40example&within=all").await;
+    assert_eq!(rows(&all, "data-event-id"), vec![f.user.clone()]);
+    let day = f.page("/events?q=ada%40example&within=24h").await;
+    assert_eq!(rows(&day, "data-event-id"), vec![f.user.clone()]);
+    let a = f
+        .request("GET", "/events?q=x&within=week", Auth::Bearer, None, None)
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+
     let a = f
         .request("GET", "/events/nope", Auth::Bearer, None, None)
         .await;

@@ -19,6 +19,54 @@ use crate::model::RunStatus;
 use crate::store::query::{EventQuery, EventStatus, RunCounts, DEFAULT_LIMIT};
 use crate::store::WebhookDelivery;
 
+/// How far back a payload search looks when the URL gives no `from` and no `within`: the search
+/// reads every payload in its window, so an unbounded one costs ~1 s at a million events (see
+/// BENCHMARKS.md). `within=24h` or `within=all` widens it.
+const SEARCH_WINDOW_MS: i64 = 3_600_000;
+
+/// The time span a payload search covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Within {
+    Hour,
+    Day,
+    All,
+}
+
+impl Within {
+    fn parse(v: &str) -> Option<Self> {
+        match v {
+            "1h" => Some(Within::Hour),
+            "24h" => Some(Within::Day),
+            "all" => Some(Within::All),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Within::Hour => "1h",
+            Within::Day => "24h",
+            Within::All => "all",
+        }
+    }
+
+    fn ms(self) -> Option<i64> {
+        match self {
+            Within::Hour => Some(SEARCH_WINDOW_MS),
+            Within::Day => Some(24 * SEARCH_WINDOW_MS),
+            Within::All => None,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Within::Hour => "the last hour",
+            Within::Day => "the last 24 hours",
+            Within::All => "all time",
+        }
+    }
+}
+
 /// Sources offered in the filter (any other can be typed in the URL).
 const SOURCES: &[&str] = &["api", "http", "webhook", "job", "replay"];
 /// Recent deliveries of the provider searched for the one an event came from.
@@ -33,7 +81,7 @@ pub async fn list(
 ) -> PageResult {
     let p = Params::new(raw);
     let statuses = EventStatus::ALL.map(EventStatus::as_str).join(", ");
-    let query = EventQuery {
+    let mut query = EventQuery {
         name: p.text("name"),
         source: p.text("source"),
         status: p.parse("status", &format!("one of {statuses}"), EventStatus::parse)?,
@@ -43,14 +91,36 @@ pub async fn list(
         limit: DEFAULT_LIMIT,
         cursor: p.cursor()?,
     };
+    let within_param = p.parse("within", "1h, 24h or all", Within::parse)?;
+    // A payload search without an explicit start is bounded to a recent window (see
+    // SEARCH_WINDOW_MS); the page says so and links to wider ones.
+    let within = match (&query.q, query.from) {
+        (Some(_), None) => Some(within_param.unwrap_or(Within::Hour)),
+        _ => None,
+    };
+    let shown_from = query.from;
+    if let Some(ms) = within.and_then(Within::ms) {
+        let now = state.client.clock().now_ms();
+        query.from = Some(crate::model::ms_to_time(now - ms));
+    }
     let filters = [
         ("name", query.name.clone()),
         ("source", query.source.clone()),
         ("status", query.status.map(|s| s.as_str().to_string())),
-        ("from", query.from.map(page::input_time)),
+        ("from", shown_from.map(page::input_time)),
         ("to", query.to.map(page::input_time)),
         ("q", query.q.clone()),
+        ("within", within_param.map(|w| w.as_str().to_string())),
     ];
+    let widen = |w: Within| {
+        let mut pairs: Vec<(&str, Option<String>)> = filters
+            .iter()
+            .filter(|(k, _)| *k != "within")
+            .cloned()
+            .collect();
+        pairs.push(("within", Some(w.as_str().to_string())));
+        format!("/events{}", page::query_string(&pairs))
+    };
     let at_start = query.cursor.is_none();
     let shown = query.clone();
     let events = state.client.store().events_list(query).await?;
@@ -70,11 +140,20 @@ pub async fn list(
                     }
                 }
             }
-            label { "From (UTC) " input type="datetime-local" step="1" name="from" value=[shown.from.map(page::input_time)]; }
+            label { "From (UTC) " input type="datetime-local" step="1" name="from" value=[shown_from.map(page::input_time)]; }
             label { "To (UTC) " input type="datetime-local" step="1" name="to" value=[shown.to.map(page::input_time)]; }
             label.grow { "Payload contains " input type="search" name="q" value=[shown.q.as_deref()] placeholder="text in the payload JSON"; }
             button type="submit" { "Filter" }
             a.clear href="/events" { "Clear" }
+        }
+        @if let Some(w) = within {
+            p.search-window #search-window {
+                "Payload search covers " b { (w.describe()) } ". Search "
+                @for other in [Within::Hour, Within::Day, Within::All] {
+                    @if other != w { a href=(widen(other)) { (other.describe()) } " " }
+                }
+                "(or set From)."
+            }
         }
         @let table = html! {
             @if events.items.is_empty() {
