@@ -2,20 +2,38 @@
 //! timeout settings, its runs queued and running now, and its success rate over the last hour and
 //! day.
 
+use std::sync::OnceLock;
+
 use axum::extract::State;
 use maud::html;
 
+use super::cache::Cache;
 use super::charts;
 use super::page::{self, layout, PageResult};
 use crate::http::AppState;
 use crate::model::ms_to_time;
+use crate::store::query::JobSummary;
 
 /// `GET /jobs`.
 pub async fn page(State(state): State<AppState>) -> PageResult {
     let now = ms_to_time(state.client.clock().now_ms());
-    let jobs = state.client.store().jobs_list(now).await?;
+    let (jobs, as_of) = {
+        static CACHE: OnceLock<Cache<Vec<JobSummary>>> = OnceLock::new();
+        let reader = state.client.store().clone();
+        CACHE
+            .get_or_init(Cache::default)
+            .get(
+                state.config.database_url.clone(),
+                now.timestamp_millis(),
+                move || async move { reader.jobs_list(now).await },
+            )
+            .await?
+    };
     let body = html! {
-        h1 { "Jobs" }
+        div.title-row {
+            h1 { "Jobs" }
+            span.muted.as-of { "rates as of " (ms_to_time(as_of).format("%H:%M:%S")) " UTC" }
+        }
         (page::live("jobs-live", html! {
             @if jobs.is_empty() {
                 p.muted.empty { "No job is defined yet." }

@@ -4,7 +4,8 @@
 //! side, never SQL): [`overview`] (`/`), [`events`] (`/events`, `/events/{id}` and its replay and
 //! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry), [`jobs`] (`/jobs`), [`webhooks`]
 //! (`/webhooks`) and [`login`] (`/login`, `/logout`). [`charts`] draws inline SVG; [`page`] holds
-//! the layout and the small formatting pieces every screen shares.
+//! the layout and the small formatting pieces every screen shares; [`cache`] keeps the aggregate
+//! counts (overview, job rates) for a few seconds, refreshed in the background.
 //!
 //! Templates are [maud](https://maud.lambda.xyz) macros compiled into the binary, and the CSS and
 //! JavaScript are embedded with `include_str!`, so the dashboard works offline with nothing to
@@ -19,6 +20,7 @@
 //!   from this origin ([`same_origin`]): a cross-site `Origin` or `Referer` gets a 403.
 //! - **Lists** are keyset-paginated by the store; a page links to the next with its cursor.
 
+pub mod cache;
 pub mod charts;
 pub mod events;
 pub mod jobs;

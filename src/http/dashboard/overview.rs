@@ -3,15 +3,17 @@
 //! last hour (minute buckets) to the last day (hour buckets).
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use axum::extract::{Query, State};
 use maud::html;
 
+use super::cache::Cache;
 use super::charts::{self, Stack};
 use super::page::{self, layout, PageResult, Params};
 use crate::http::AppState;
 use crate::model::{ms_to_time, RunStatus};
-use crate::store::query::{RunQuery, StatsQuery, StatsWindow};
+use crate::store::query::{RunQuery, Stats, StatsQuery, StatsWindow};
 
 /// Failed runs listed under "Recent failures".
 const RECENT_FAILURES: usize = 10;
@@ -27,7 +29,17 @@ pub async fn page(
         .unwrap_or(StatsWindow::Hour);
     let store = state.client.store();
     let now = ms_to_time(state.client.clock().now_ms());
-    let stats = store.stats(StatsQuery { window, now }).await?;
+    let (stats, as_of) = {
+        static CACHE: OnceLock<Cache<Stats>> = OnceLock::new();
+        let key = format!("{}|{window:?}", state.config.database_url);
+        let reader = store.clone();
+        CACHE
+            .get_or_init(Cache::default)
+            .get(key, now.timestamp_millis(), move || async move {
+                reader.stats(StatsQuery { window, now }).await
+            })
+            .await?
+    };
     let failures = store
         .runs_list(RunQuery {
             status: Some(RunStatus::Failed),
@@ -74,6 +86,7 @@ pub async fn page(
                 a.active[window == StatsWindow::Hour] href="/?window=1h" { "Last hour" }
                 a.active[window == StatsWindow::Day] href="/?window=24h" { "Last 24 hours" }
             }
+            span.muted.as-of { "counts as of " (ms_to_time(as_of).format("%H:%M:%S")) " UTC" }
         }
         (page::live("overview-live", html! {
             section.tiles {
