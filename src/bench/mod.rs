@@ -8,7 +8,7 @@
 //! - **latency**: send → run-start latency at a paced rate (default 1,000 events/s for 10 s);
 //! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database);
 //! - **dashboard** (not part of `all`): seeds `--events` events with their runs, then times the
-//!   dashboard's pages through the router (see [`dashboard`]).
+//!   dashboard's pages through the router (see `src/bench/dashboard.rs`).
 //!
 //! Every scenario is repeated (default 3×); the report gives the median and the min–max, the load
 //! average seen at the start of each repetition, and the peak resident memory of this process

@@ -86,7 +86,9 @@ pub async fn page(
                 a.active[window == StatsWindow::Hour] href="/?window=1h" { "Last hour" }
                 a.active[window == StatsWindow::Day] href="/?window=24h" { "Last 24 hours" }
             }
-            span.muted.as-of { "counts as of " (ms_to_time(as_of).format("%H:%M:%S")) " UTC" }
+            (page::live("overview-as-of", html! {
+                span.muted.as-of { "counts as of " (ms_to_time(as_of).format("%H:%M:%S")) " UTC" }
+            }))
         }
         (page::live("overview-live", html! {
             section.tiles {
