@@ -31,7 +31,7 @@
 //! - [`store`]: storage; the only module that speaks SQL.
 //! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
 //! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
-//!   Inngest), access control, health.
+//!   Inngest), the JSON API, the dashboard (`http::dashboard`), access control, health.
 //! - [`metrics`]: Prometheus counters and their text rendering for `GET /metrics`.
 //! - [`reference_jobs`]: the seed's jobs that `flare serve` runs.
 //! - [`server`]: `run(config, listener, shutdown)`, wiring it all.

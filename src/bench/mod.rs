@@ -6,13 +6,16 @@
 //! - **e2e**: no-op runs per second from the first send until the last run is `succeeded`, workers
 //!   on;
 //! - **latency**: send → run-start latency at a paced rate (default 1,000 events/s for 10 s);
-//! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database).
+//! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database);
+//! - **dashboard** (not part of `all`): seeds `--events` events with their runs, then times the
+//!   dashboard's pages through the router (see `src/bench/dashboard.rs`).
 //!
 //! Every scenario is repeated (default 3×); the report gives the median and the min–max, the load
 //! average seen at the start of each repetition, and the peak resident memory of this process
 //! during the repetition (`VmHWM`, reset before each one). Output is a table, or with `--json` one
 //! JSON line per scenario variant.
 
+mod dashboard;
 mod report;
 mod scenarios;
 
@@ -52,6 +55,8 @@ pub enum Scenario {
     Latency,
     /// Idle memory of `flare serve`.
     Memory,
+    /// Server time of the dashboard's pages over `--events` seeded events (not part of `all`).
+    Dashboard,
     /// All of the above.
     All,
 }
@@ -92,6 +97,9 @@ pub struct Args {
     /// The `flare` binary for the memory scenario (default: this executable).
     #[arg(long)]
     pub flare_bin: Option<PathBuf>,
+    /// Requests per page in the dashboard scenario (after one warm-up request).
+    #[arg(long, default_value_t = 9)]
+    pub requests: usize,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -189,6 +197,14 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
             &args,
             Figure::new("memory", "idle flare serve".into(), settings, samples),
         ));
+    }
+    if args.scenario == Scenario::Dashboard {
+        let pb = bar(
+            format!("dashboard: seeding {} events", args.events),
+            Some(args.events as u64),
+        );
+        figures.extend(dashboard::run(&args, &pb).await?);
+        return Ok(figures);
     }
     if !args.json {
         print!("{}", report::table(&figures));

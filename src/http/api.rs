@@ -204,19 +204,32 @@ async fn event_replay(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let edited = replay_payload(&body)?;
+    Ok(Json(replay(&state, &id, edited).await?).into_response())
+}
+
+/// Sends event `id` again (source `replay:<id>`), with `payload` instead of the original one when
+/// given; returns the new event. Shared by the API and the dashboard.
+pub(crate) async fn replay(
+    state: &AppState,
+    id: &str,
+    payload: Option<Value>,
+) -> Result<crate::model::StoredEvent, ApiError> {
     let original = state
         .client
         .store()
-        .event_get(&id)
+        .event_get(id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("event {id:?} not found")))?;
-    let payload = edited.unwrap_or(original.payload);
+    let payload = payload.unwrap_or(original.payload);
     let mut send = SendEvent::new(original.name, &payload);
     if let Some(context) = original.context {
         send = send.context(context);
     }
-    let inserted = state.client.send_inserted(send, Source::Replay(id)).await?;
-    Ok(Json(inserted.event).into_response())
+    let inserted = state
+        .client
+        .send_inserted(send, Source::Replay(id.to_string()))
+        .await?;
+    Ok(inserted.event)
 }
 
 async fn event_cancel(
@@ -261,13 +274,19 @@ async fn run_retry(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    Ok(Json(retry(&state, &id).await?).into_response())
+}
+
+/// Queues failed or cancelled run `id` again with one more attempt; returns the run. Shared by
+/// the API and the dashboard.
+pub(crate) async fn retry(state: &AppState, id: &str) -> Result<crate::model::Run, ApiError> {
     let store = state.client.store();
-    store.run_retry(&id, state.client.clock().now_ms()).await?;
+    store.run_retry(id, state.client.clock().now_ms()).await?;
     let detail = store
-        .run_detail(&id)
+        .run_detail(id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("run {id:?} not found")))?;
-    Ok(Json(detail.run).into_response())
+    Ok(detail.run)
 }
 
 async fn jobs_list(

@@ -10,17 +10,33 @@
 //! content nor the length of the key leaks through timing. The key never appears in a log line or
 //! an error body.
 //!
-//! To add another credential (the dashboard's session cookie), extend [`is_allowed`].
+//! The dashboard's pages also accept a **session cookie** ([`Sessions`]): `POST /login` with the
+//! key opens a session and sets `flare_session` (HttpOnly, SameSite=Strict); `POST /logout` ends
+//! it. The cookie holds a random session id and its HMAC under a per-process secret, never the
+//! key; it is checked in constant time and must name a session still open (so logout and a restart
+//! end it). A dashboard page asked for without a credential redirects to `/login`; the JSON API
+//! keeps answering 401 JSON and does not accept the cookie.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, COOKIE};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{compat, ApiError, AppState};
+use super::{compat, dashboard, ApiError, AppState};
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "flare_session";
+/// How long a dashboard session lasts, ms (12 hours).
+pub const SESSION_TTL_MS: i64 = 12 * 3_600_000;
+/// Most sessions open at once; opening one more ends the oldest.
+const MAX_SESSIONS: usize = 1_000;
 
 /// Whether `headers` carry `Authorization: Bearer <key>` (scheme case-insensitive).
 pub fn authorized(headers: &HeaderMap, key: &str) -> bool {
@@ -60,14 +76,134 @@ fn inngest_path_key_matches(req: &Request, key: &str) -> bool {
 }
 
 /// Middleware guarding the protected routes (applied by [`super::app`]).
+///
+/// A dashboard route also passes with a valid session cookie, and its public pages (login, static
+/// assets) always pass; a dashboard page without a credential redirects to `/login?next=…`.
 pub async fn require_api_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    match state.config.api_key.as_deref() {
-        Some(key) if !is_allowed(&req, key) => ApiError::Unauthorized(
-            "missing or invalid API key: send `Authorization: Bearer <FLARE_API_KEY>`".into(),
-        )
-        .into_response(),
-        _ => next.run(req).await,
+    let Some(key) = state.config.api_key.as_deref() else {
+        return next.run(req).await;
+    };
+    if is_allowed(&req, key) {
+        return next.run(req).await;
     }
+    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str());
+    if let Some(route) = route.filter(|r| dashboard::is_route(r)) {
+        let now = state.client.clock().now_ms();
+        if dashboard::is_public_route(route) || sessions().is_valid(req.headers(), now) {
+            return next.run(req).await;
+        }
+        let wanted = req
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        return Redirect::to(&format!("/login?next={}", dashboard::url_encode(&wanted)))
+            .into_response();
+    }
+    ApiError::Unauthorized(
+        "missing or invalid API key: send `Authorization: Bearer <FLARE_API_KEY>`".into(),
+    )
+    .into_response()
+}
+
+/// Open dashboard sessions of this process, and the secret their cookies are signed with.
+pub struct Sessions {
+    secret: [u8; 32],
+    /// Session id → expiry (ms).
+    open: Mutex<HashMap<String, i64>>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("secret", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+/// The process's sessions (the secret is drawn at first use).
+pub fn sessions() -> &'static Sessions {
+    static SESSIONS: OnceLock<Sessions> = OnceLock::new();
+    SESSIONS.get_or_init(|| Sessions::new(rand::random()))
+}
+
+impl Sessions {
+    /// Sessions signed with `secret`.
+    pub fn new(secret: [u8; 32]) -> Self {
+        Self {
+            secret,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn mac(&self, id: &str) -> String {
+        // HMAC accepts keys of any length, so this cannot fail.
+        let mut mac = match Hmac::<Sha256>::new_from_slice(&self.secret) {
+            Ok(m) => m,
+            Err(_) => return String::new(),
+        };
+        mac.update(id.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// Opens a session at `now` (ms) and returns the cookie value `<id>.<hmac>`.
+    pub fn open(&self, now: i64) -> String {
+        let id = hex::encode(rand::random::<[u8; 16]>());
+        if let Ok(mut open) = self.open.lock() {
+            open.retain(|_, expiry| *expiry > now);
+            if open.len() >= MAX_SESSIONS {
+                if let Some(oldest) = open.iter().min_by_key(|(_, e)| **e).map(|(k, _)| k.clone()) {
+                    open.remove(&oldest);
+                }
+            }
+            open.insert(id.clone(), now + SESSION_TTL_MS);
+        }
+        format!("{id}.{}", self.mac(&id))
+    }
+
+    /// The session id of a cookie value whose signature holds (constant-time comparison).
+    fn verified_id<'a>(&self, value: &'a str) -> Option<&'a str> {
+        let (id, mac) = value.split_once('.')?;
+        let expected = self.mac(id);
+        bool::from(expected.as_bytes().ct_eq(mac.as_bytes())).then_some(id)
+    }
+
+    /// Whether the cookie value names an open session that has not expired at `now`.
+    pub fn check(&self, value: &str, now: i64) -> bool {
+        let Some(id) = self.verified_id(value) else {
+            return false;
+        };
+        self.open
+            .lock()
+            .map(|open| open.get(id).is_some_and(|expiry| *expiry > now))
+            .unwrap_or(false)
+    }
+
+    /// Whether `headers` carry a session cookie that [`Sessions::check`] accepts.
+    pub fn is_valid(&self, headers: &HeaderMap, now: i64) -> bool {
+        session_cookie(headers).is_some_and(|v| self.check(v, now))
+    }
+
+    /// Ends the session of a cookie value (no-op for an unknown or forged one).
+    pub fn close(&self, value: &str) {
+        if let Some(id) = self.verified_id(value) {
+            if let Ok(mut open) = self.open.lock() {
+                open.remove(id);
+            }
+        }
+    }
+}
+
+/// The value of the `flare_session` cookie in `headers`, if any.
+pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value)
 }
 
 #[cfg(test)]
@@ -91,5 +227,34 @@ mod tests {
         assert!(!authorized(&with_auth("Basic k-0123456789abcdef"), key));
         assert!(!authorized(&with_auth("k-0123456789abcdef"), key));
         assert!(!authorized(&HeaderMap::new(), key));
+    }
+
+    #[test]
+    fn session_cookies_are_signed_expire_and_end_at_logout() {
+        let sessions = Sessions::new([7; 32]);
+        let cookie = sessions.open(1_000);
+        assert!(sessions.check(&cookie, 1_001));
+        assert!(!sessions.check(&cookie, 1_000 + SESSION_TTL_MS), "expired");
+        let (id, _) = cookie.split_once('.').expect("id.mac");
+        assert!(!sessions.check(id, 1_001), "no signature");
+        assert!(
+            !sessions.check(&format!("{id}.00"), 1_001),
+            "forged signature"
+        );
+        let other = Sessions::new([8; 32]);
+        assert!(!other.check(&cookie, 1_001), "another process's secret");
+        sessions.close(&cookie);
+        assert!(!sessions.check(&cookie, 1_001), "logged out");
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut h = HeaderMap::new();
+        h.append(
+            COOKIE,
+            HeaderValue::from_static("a=1; flare_session=abc.def"),
+        );
+        assert_eq!(session_cookie(&h), Some("abc.def"));
+        assert_eq!(session_cookie(&HeaderMap::new()), None);
     }
 }

@@ -14,6 +14,7 @@ pub mod api;
 pub mod auth;
 pub mod body;
 pub mod compat;
+pub mod dashboard;
 pub mod error;
 pub mod openapi;
 pub mod trigger;
@@ -83,6 +84,7 @@ pub fn protected_routes() -> Router<AppState> {
         .merge(api::routes())
         .merge(trigger::routes())
         .merge(compat::routes())
+        .merge(dashboard::routes())
 }
 
 async fn healthz() -> Response {

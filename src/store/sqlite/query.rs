@@ -118,6 +118,14 @@ fn events_sql(q: &EventQuery) -> (String, Vec<SqlValue>) {
     if let Some(from) = q.from {
         let p = w.param(from.timestamp_millis());
         w.cond(format!("timestamp >= {p}"));
+        // The same rows, said so the newest-first walk on the primary key can stop: no row at or
+        // after `from` has a smaller seq than the smallest such row, read off events_timestamp
+        // (named, or the planner walks the table from its oldest row to find the minimum).
+        // Without it a time-bounded payload search read the whole table (~0.3 s at 1M events).
+        w.cond(format!(
+            "seq >= (SELECT coalesce(min(seq), 9223372036854775807) FROM events \
+             INDEXED BY events_timestamp WHERE timestamp >= {p})"
+        ));
     }
     if let Some(to) = q.to {
         let p = w.param(to.timestamp_millis());
@@ -509,6 +517,21 @@ mod tests {
                 panic!("{status}: run lookups must use an index: {p}");
             }
         }
+    }
+
+    #[test]
+    fn a_time_bounded_search_walks_only_the_window() {
+        let (_dir, conn) = db();
+        let q = EventQuery {
+            q: Some("ada".into()),
+            from: Some(crate::model::ms_to_time(1_000)),
+            ..EventQuery::default()
+        };
+        let (sql, args) = events_sql(&q);
+        let p = plan(&conn, &sql, &args);
+        assert!(p.contains("INTEGER PRIMARY KEY (rowid>?)"), "{p}");
+        assert!(p.contains("events_timestamp"), "{p}");
+        assert!(!p.contains("TEMP B-TREE"), "{p}");
     }
 
     #[test]

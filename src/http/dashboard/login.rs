@@ -1,0 +1,119 @@
+//! Signing in to the dashboard: `GET /login` shows the form, `POST /login` exchanges the API key
+//! for a session cookie (HttpOnly, SameSite=Strict; the cookie never holds the key), `POST /logout`
+//! ends the session. Without a configured `FLARE_API_KEY` the dashboard is open and `/login` says
+//! so.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::http::header::SET_COOKIE;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use maud::{html, Markup, DOCTYPE};
+
+use super::page::html_response;
+use crate::http::auth::{keys_match, session_cookie, sessions, SESSION_COOKIE, SESSION_TTL_MS};
+use crate::http::AppState;
+
+/// Where to go after signing in: a local path only (never another site).
+fn safe_next(next: Option<&String>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.clone(),
+        _ => "/".to_string(),
+    }
+}
+
+fn login_page(next: &str, error: Option<&str>, open: bool) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "Sign in · Flare" }
+                link rel="stylesheet" href="/assets/dashboard.css";
+            }
+            body.login {
+                main.login-box {
+                    h1 { "Flare" }
+                    @if open {
+                        p { "No API key is configured, so the dashboard is open." }
+                        p { a href="/" { "Go to the dashboard" } }
+                    } @else {
+                        p { "Sign in with the server's API key (FLARE_API_KEY)." }
+                        @if let Some(e) = error { p.error-message #login-error { (e) } }
+                        form method="post" action="/login" {
+                            input type="hidden" name="next" value=(next);
+                            label for="key" { "API key" }
+                            input #key type="password" name="key" autocomplete="current-password" required autofocus;
+                            button #sign-in type="submit" { "Sign in" }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `GET /login`.
+pub async fn form(
+    State(state): State<AppState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let next = safe_next(q.get("next"));
+    html_response(
+        StatusCode::OK,
+        login_page(&next, None, state.config.api_key.is_none()),
+    )
+}
+
+/// `POST /login` (form fields `key`, `next`): a right key opens a session and redirects to `next`;
+/// a wrong one shows the form again with a 401.
+pub async fn submit(
+    State(state): State<AppState>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let next = safe_next(form.get("next"));
+    let Some(key) = state.config.api_key.as_deref() else {
+        return Redirect::to(&next).into_response();
+    };
+    let presented = form.get("key").map(String::as_str).unwrap_or("");
+    if !keys_match(presented, key) {
+        tracing::warn!("dashboard sign-in with a wrong key");
+        return html_response(
+            StatusCode::UNAUTHORIZED,
+            login_page(&next, Some("That is not the API key."), false),
+        );
+    }
+    let value = sessions().open(state.client.clock().now_ms());
+    let cookie = format!(
+        "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        SESSION_TTL_MS / 1000
+    );
+    ([(SET_COOKIE, cookie)], Redirect::to(&next)).into_response()
+}
+
+/// `POST /logout`: ends the session and clears the cookie.
+pub async fn logout(headers: HeaderMap) -> Response {
+    if let Some(value) = session_cookie(&headers) {
+        sessions().close(value);
+    }
+    let cookie = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    ([(SET_COOKIE, cookie)], Redirect::to("/login")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_stays_on_this_site() {
+        let s = |v: &str| safe_next(Some(&v.to_string()));
+        assert_eq!(s("/events?name=a"), "/events?name=a");
+        assert_eq!(s("//evil.example/x"), "/");
+        assert_eq!(s("https://evil.example"), "/");
+        assert_eq!(s("/\\evil.example"), "/");
+        assert_eq!(safe_next(None), "/");
+    }
+}

@@ -1,0 +1,205 @@
+//! The dashboard: server-rendered HTML pages for operators, at `/` beside the JSON API.
+//!
+//! One module per screen, each with the reads it needs (all through [`crate::store::Store`]'s read
+//! side, never SQL): [`overview`] (`/`), [`events`] (`/events`, `/events/{id}` and its replay and
+//! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry), [`jobs`] (`/jobs`), [`webhooks`]
+//! (`/webhooks`) and [`login`] (`/login`, `/logout`). [`charts`] draws inline SVG; [`page`] holds
+//! the layout and the small formatting pieces every screen shares; [`cache`] keeps the aggregate
+//! counts (overview, job rates) for a few seconds, refreshed in the background.
+//!
+//! Templates are [maud](https://maud.lambda.xyz) macros compiled into the binary, and the CSS and
+//! JavaScript are embedded with `include_str!`, so the dashboard works offline with nothing to
+//! build. Everything shown is escaped by maud; a Content-Security-Policy allows only this origin's
+//! script and style.
+//!
+//! - **Live**: `dashboard.js` refetches the page every two seconds and swaps the regions marked
+//!   `data-live`, so new events and state changes appear without a reload; the URL holds every
+//!   filter, so a view can be shared.
+//! - **Access**: these routes are in the protected group; [`super::auth`] also accepts the session
+//!   cookie for them and redirects a browser without a credential to `/login`. Every POST must come
+//!   from this origin ([`same_origin`]): a cross-site `Origin` or `Referer` gets a 403.
+//! - **Lists** are keyset-paginated by the store; a page links to the next with its cursor.
+
+pub mod cache;
+pub mod charts;
+pub mod events;
+pub mod jobs;
+pub mod login;
+pub mod overview;
+pub mod page;
+pub mod runs;
+pub mod webhooks;
+
+use axum::extract::{Path, Request};
+use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, REFERER};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use page::PageError;
+
+use super::AppState;
+
+/// Every route of the dashboard, as matched by the router.
+pub const ROUTES: &[&str] = &[
+    "/",
+    "/events",
+    "/events/{id}",
+    "/events/{id}/replay",
+    "/events/{id}/cancel",
+    "/runs",
+    "/runs/{id}",
+    "/runs/{id}/retry",
+    "/jobs",
+    "/webhooks",
+    "/login",
+    "/logout",
+    "/assets/{file}",
+];
+
+/// Dashboard routes open without a credential: the login form and the static assets.
+pub const PUBLIC_ROUTES: &[&str] = &["/login", "/assets/{file}"];
+
+/// Whether `route` (a matched route pattern) belongs to the dashboard.
+pub fn is_route(route: &str) -> bool {
+    ROUTES.contains(&route)
+}
+
+/// Whether `route` is a dashboard route open without a credential.
+pub fn is_public_route(route: &str) -> bool {
+    PUBLIC_ROUTES.contains(&route)
+}
+
+/// The dashboard's routes (merged into the protected group by [`super::protected_routes`]).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(overview::page))
+        .route("/events", get(events::list))
+        .route("/events/{id}", get(events::detail))
+        .route("/events/{id}/replay", post(events::replay))
+        .route("/events/{id}/cancel", post(events::cancel))
+        .route("/runs", get(runs::list))
+        .route("/runs/{id}", get(runs::detail))
+        .route("/runs/{id}/retry", post(runs::retry))
+        .route("/jobs", get(jobs::page))
+        .route("/webhooks", get(webhooks::page))
+        .route("/login", get(login::form).post(login::submit))
+        .route("/logout", post(login::logout))
+        .route("/assets/{file}", get(asset))
+        .route_layer(middleware::from_fn(same_origin))
+}
+
+const CSS: &str = include_str!("assets/dashboard.css");
+const JS: &str = include_str!("assets/dashboard.js");
+
+async fn asset(Path(file): Path<String>) -> Response {
+    let (body, content_type) = match file.as_str() {
+        "dashboard.css" => (CSS, "text/css; charset=utf-8"),
+        "dashboard.js" => (JS, "text/javascript; charset=utf-8"),
+        _ => return PageError::not_found(format!("no asset {file:?}")).into_response(),
+    };
+    (
+        [
+            (CONTENT_TYPE, content_type),
+            (CACHE_CONTROL, "public, max-age=300"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// Rejects a POST that a page of another origin sent (cross-site request forgery).
+///
+/// The `Origin` header (or, when a browser leaves it out, the `Referer`) must name this server's
+/// `Host`. A request with neither is accepted only with an `Authorization` header, which a browser
+/// never adds to a cross-site form on its own.
+pub async fn same_origin(req: Request, next: Next) -> Response {
+    if req.method() != Method::POST || is_same_origin(req.headers()) {
+        return next.run(req).await;
+    }
+    PageError::new(
+        StatusCode::FORBIDDEN,
+        "cross-origin request refused: dashboard actions must be sent from the dashboard itself",
+    )
+    .into_response()
+}
+
+/// Whether a POST with these headers comes from this server's own pages (see [`same_origin`]).
+pub fn is_same_origin(headers: &HeaderMap) -> bool {
+    let host = headers.get(HOST).and_then(|h| h.to_str().ok());
+    let claimed = headers
+        .get(ORIGIN)
+        .or_else(|| headers.get(REFERER))
+        .map(|v| v.to_str().ok().and_then(origin_host));
+    match (claimed, host) {
+        (Some(Some(claimed)), Some(host)) => claimed.eq_ignore_ascii_case(host.trim()),
+        (Some(_), _) => false,
+        (None, _) => headers.contains_key(AUTHORIZATION),
+    }
+}
+
+/// `host[:port]` of an origin or URL such as `http://127.0.0.1:3000/events`.
+fn origin_host(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|h| !h.is_empty())
+}
+
+/// Percent-encodes `text` for a URL path segment or query value (RFC 3986 unreserved kept).
+pub fn url_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(axum::http::HeaderName, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(k.clone(), HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn posts_must_come_from_this_origin() {
+        let ok = headers(&[(HOST, "127.0.0.1:3000"), (ORIGIN, "http://127.0.0.1:3000")]);
+        assert!(is_same_origin(&ok));
+        let referer = headers(&[
+            (HOST, "127.0.0.1:3000"),
+            (REFERER, "http://127.0.0.1:3000/events/x?y=1"),
+        ]);
+        assert!(is_same_origin(&referer));
+        for bad in [
+            headers(&[(HOST, "127.0.0.1:3000"), (ORIGIN, "http://evil.example")]),
+            headers(&[(HOST, "127.0.0.1:3000"), (ORIGIN, "null")]),
+            headers(&[(HOST, "127.0.0.1:3000"), (ORIGIN, "http://127.0.0.1:3001")]),
+            headers(&[(HOST, "127.0.0.1:3000")]),
+        ] {
+            assert!(!is_same_origin(&bad), "{bad:?}");
+        }
+        let scripted = headers(&[(HOST, "127.0.0.1:3000"), (AUTHORIZATION, "Bearer k")]);
+        assert!(is_same_origin(&scripted));
+    }
+
+    #[test]
+    fn url_encoding_keeps_only_unreserved_bytes() {
+        assert_eq!(url_encode("payments:evt_1:0"), "payments%3Aevt_1%3A0");
+        assert_eq!(url_encode("a b/é"), "a%20b%2F%C3%A9");
+        assert!(ROUTES.iter().all(|r| !is_public_route(r) || is_route(r)));
+    }
+}

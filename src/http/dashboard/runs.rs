@@ -1,0 +1,268 @@
+//! Runs: the list (`/runs`, filtered by job and state, newest first) and one run (`/runs/{id}`:
+//! its attempts on a timeline, its log lines, output and error, the events it sent) with the
+//! retry action for a failed or cancelled run.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::html;
+
+use super::charts::{self, Span};
+use super::events::retryable;
+use super::page::{self, layout, PageError, PageResult, Params};
+use crate::http::{api, AppState};
+use crate::model::RunStatus;
+use crate::store::query::{RunQuery, DEFAULT_LIMIT};
+
+/// `GET /runs`.
+pub async fn list(
+    State(state): State<AppState>,
+    Query(raw): Query<HashMap<String, String>>,
+) -> PageResult {
+    let p = Params::new(raw);
+    let statuses = RunStatus::ALL.map(RunStatus::as_str).join(", ");
+    let query = RunQuery {
+        job_id: p.text("jobId"),
+        status: p.parse("status", &format!("one of {statuses}"), RunStatus::parse)?,
+        event_id: p.text("eventId"),
+        limit: DEFAULT_LIMIT,
+        cursor: p.cursor()?,
+    };
+    let filters = [
+        ("jobId", query.job_id.clone()),
+        ("status", query.status.map(|s| s.as_str().to_string())),
+        ("eventId", query.event_id.clone()),
+    ];
+    let at_start = query.cursor.is_none();
+    let shown = query.clone();
+    let store = state.client.store();
+    // The job choices come from the definitions in memory: counting every job's outcomes (what
+    // `jobs_list` does) would cost more than the page itself at a million runs.
+    let jobs: Vec<String> = store.triggers().all().into_iter().map(|j| j.id).collect();
+    let runs = store.runs_list(query).await?;
+    let body = html! {
+        h1 { "Runs" }
+        form.filters method="get" action="/runs" {
+            label { "Job "
+                select name="jobId" {
+                    option value="" { "any" }
+                    @for j in &jobs {
+                        option value=(j) selected[shown.job_id.as_deref() == Some(j.as_str())] { (j) }
+                    }
+                }
+            }
+            label { "State "
+                select name="status" {
+                    option value="" { "any" }
+                    @for s in RunStatus::ALL {
+                        option value=(s.as_str()) selected[shown.status == Some(s)] { (s.as_str()) }
+                    }
+                }
+            }
+            @if let Some(e) = &shown.event_id {
+                label { "Event " input name="eventId" value=(e); }
+            }
+            button type="submit" { "Filter" }
+            a.clear href="/runs" { "Clear" }
+        }
+        @let table = html! {
+            @if runs.items.is_empty() {
+                p.muted.empty { "No run matches." }
+            } @else {
+                table.runs {
+                    thead { tr { th { "Created" } th { "Job" } th { "Version" } th { "State" } th { "Attempt" } th { "Event" } th { "Finished" } th { "Error" } th { "Run" } } }
+                    tbody {
+                        @for r in &runs.items {
+                            tr data-run-id=(r.run.id) {
+                                td { (page::time(r.run.created_at)) }
+                                td { b { (r.run.job_id) } }
+                                td { (r.run.job_version) }
+                                td { (page::badge(r.run.status.as_str())) }
+                                td.num { (r.run.attempt) "/" (r.run.max_attempts) }
+                                td { a href=(page::event_href(&r.run.event_id)) { (r.event_name) } }
+                                td { (page::time_opt(r.run.finished_at)) }
+                                td.error { (page::short(r.run.error.as_deref().unwrap_or(""), 100)) }
+                                td { (page::run_link(&r.run.id)) }
+                            }
+                        }
+                    }
+                }
+            }
+            (page::pager("/runs", &filters, at_start, runs.next_cursor))
+        };
+        @if at_start { (page::live("runs-live", table)) } @else { (table) }
+    };
+    Ok(layout(&state, "Runs", "/runs", body))
+}
+
+/// `GET /runs/{id}`.
+pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> PageResult {
+    let store = state.client.store();
+    let detail = store
+        .run_detail(&id)
+        .await?
+        .ok_or_else(|| PageError::not_found(format!("run {id:?} not found")))?;
+    let event = store.event_detail(&detail.run.event_id).await?;
+    let run = &detail.run;
+    let sent: Vec<_> = event
+        .as_ref()
+        .map(|e| {
+            e.children
+                .iter()
+                .filter(|c| c.parent_run_id.as_deref() == Some(run.id.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let now = state.client.clock().now_ms();
+    let mut spans: Vec<Span> = detail
+        .attempts
+        .iter()
+        .map(|a| {
+            let end = a.finished_at.timestamp_millis();
+            Span {
+                start: a.started_at.map_or(end, |t| t.timestamp_millis()),
+                end,
+                class: match a.outcome.as_str() {
+                    "succeeded" => "c-ok",
+                    "lost" | "released" => "c-warn",
+                    _ => "c-fail",
+                },
+                label: format!(
+                    "attempt {}: {}{}",
+                    a.attempt,
+                    a.outcome,
+                    a.error
+                        .as_deref()
+                        .map(|e| format!(" — {e}"))
+                        .unwrap_or_default()
+                ),
+            }
+        })
+        .collect();
+    if run.status == RunStatus::Running {
+        if let Some(start) = run.started_at {
+            spans.push(Span {
+                start: start.timestamp_millis(),
+                end: now,
+                class: "c-run",
+                label: format!("attempt {}: running", run.attempt),
+            });
+        }
+    }
+    let from = run.created_at.timestamp_millis();
+    let to = spans
+        .iter()
+        .map(|s| s.end)
+        .max()
+        .unwrap_or(from)
+        .max(from + 1);
+    let body = html! {
+        div.title-row {
+            h1 { "Run of " (run.job_id) }
+            (page::live("run-status", page::badge(run.status.as_str())))
+        }
+        dl.facts {
+            dt { "Id" } dd.mono { (run.id) }
+            dt { "Event" } dd {
+                @match &event {
+                    Some(e) => { a href=(page::event_href(&e.event.id)) { (e.event.name) } " " span.mono.muted { (e.event.id) } }
+                    None => { span.mono { (run.event_id) } " (no longer stored)" }
+                }
+            }
+            dt { "Job version" } dd { (run.job_version) }
+            dt { "Created" } dd { (page::time(run.created_at)) }
+            dt { "Run at" } dd { (page::time(run.run_at)) }
+        }
+        (page::live("run-live", html! {
+            dl.facts {
+                dt { "Attempt" } dd #attempt { (run.attempt) " of " (run.max_attempts) }
+                dt { "Started" } dd { (page::time_opt(run.started_at)) }
+                dt { "Finished" } dd { (page::time_opt(run.finished_at)) }
+            }
+            @if retryable(run.status) {
+                form.actions method="post" action={ (page::run_href(&run.id)) "/retry" } {
+                    button #retry type="submit" { "Retry" }
+                    span.muted { " queues it again with one more attempt" }
+                }
+            }
+            @if let Some(e) = &run.error {
+                section { h2 { "Error" } pre.error-text #run-error { (e) } }
+            }
+            @if let Some(o) = &run.output {
+                section { h2 { "Output" } (page::json_block(o)) }
+            }
+            section {
+                h2 { "Attempts" }
+                @if spans.is_empty() {
+                    p.muted { "Not started yet." }
+                } @else {
+                    (charts::timeline(&spans, from, to))
+                    table.attempts {
+                        thead { tr { th { "#" } th { "Outcome" } th { "Started" } th { "Finished" } th { "Took" } th { "Error" } } }
+                        tbody {
+                            @for a in &detail.attempts {
+                                tr {
+                                    td.num { (a.attempt) }
+                                    td { (page::badge(&a.outcome)) }
+                                    td { (page::time_opt(a.started_at)) }
+                                    td { (page::time(a.finished_at)) }
+                                    td.num { @if let Some(s) = a.started_at { ((a.finished_at - s).num_milliseconds()) " ms" } }
+                                    td.error { (a.error.as_deref().unwrap_or("")) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            section {
+                h2 { "Logs (" (detail.logs.len()) ")" }
+                @if detail.logs.is_empty() {
+                    p.muted { "No log line." }
+                } @else {
+                    table.logs {
+                        thead { tr { th { "Time" } th { "Attempt" } th { "Level" } th { "Message" } th { "Fields" } } }
+                        tbody {
+                            @for l in &detail.logs {
+                                tr class={ "lvl-" (l.level.as_str()) } {
+                                    td { (page::time(l.at)) }
+                                    td.num { (l.attempt) }
+                                    td { (l.level.as_str()) }
+                                    td.msg { (l.message) }
+                                    td { @if let Some(f) = &l.fields { code { (page::json_short(f, 200)) } } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            section {
+                h2 { "Events it sent (" (sent.len()) ")" }
+                @if sent.is_empty() {
+                    p.muted { "None." }
+                } @else {
+                    ul.sent {
+                        @for c in &sent {
+                            li { a href=(page::event_href(&c.id)) { (c.name) } " " span.mono.muted { (c.id) } }
+                        }
+                    }
+                }
+            }
+        }))
+    };
+    Ok(layout(
+        &state,
+        &format!("Run of {}", run.job_id),
+        "/runs",
+        body,
+    ))
+}
+
+/// `POST /runs/{id}/retry`: queues the run again, then shows it.
+pub async fn retry(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    api::retry(&state, &id).await?;
+    Ok(Redirect::to(&page::run_href(&id)).into_response())
+}

@@ -1,0 +1,91 @@
+//! Webhooks (`/webhooks`): recent verified deliveries per provider (type, delivery id, the events
+//! they became, the raw body) and the recent rejected ones with the reason (kept in memory, never
+//! the body). `?provider=payments|auth` narrows to one provider.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use maud::html;
+
+use super::page::{self, layout, PageResult, Params};
+use crate::http::webhooks::Provider;
+use crate::http::AppState;
+
+/// Deliveries listed.
+const SHOWN: usize = 100;
+
+/// `GET /webhooks`.
+pub async fn page(
+    State(state): State<AppState>,
+    Query(raw): Query<HashMap<String, String>>,
+) -> PageResult {
+    let p = Params::new(raw);
+    let provider = p.parse("provider", "payments or auth", |v| match v {
+        "payments" => Some(Provider::Payments),
+        "auth" => Some(Provider::Auth),
+        _ => None,
+    })?;
+    let deliveries = state
+        .client
+        .store()
+        .webhook_deliveries_list(provider.map(Provider::as_str), SHOWN)
+        .await?;
+    let providers: Vec<Provider> = match provider {
+        Some(p) => vec![p],
+        None => vec![Provider::Payments, Provider::Auth],
+    };
+    let body = html! {
+        div.title-row {
+            h1 { "Webhooks" }
+            nav.tabs {
+                a.active[provider.is_none()] href="/webhooks" { "All" }
+                a.active[provider == Some(Provider::Payments)] href="/webhooks?provider=payments" { "Payments (Stripe)" }
+                a.active[provider == Some(Provider::Auth)] href="/webhooks?provider=auth" { "Auth (Clerk)" }
+            }
+        }
+        (page::live("webhooks-live", html! {
+            section {
+                h2 { "Accepted deliveries (signature verified)" }
+                @if deliveries.is_empty() {
+                    p.muted.empty { "No delivery received yet." }
+                } @else {
+                    table.deliveries {
+                        thead { tr { th { "Received" } th { "Provider" } th { "Type" } th { "Delivery id" } th { "Verification" } th { "Events" } th { "Body" } } }
+                        tbody {
+                            @for d in &deliveries {
+                                tr id={ "d-" (d.delivery_id) } {
+                                    td { (page::time(d.received_at)) }
+                                    td { (d.provider) }
+                                    td { code { (d.event_type) } }
+                                    td.mono { (d.delivery_id) }
+                                    td { (page::badge(&d.outcome)) }
+                                    td { @for id in &d.event_ids { (page::event_link(id)) br; } }
+                                    td { details { summary { (d.raw_body.len()) " bytes" } pre.json { (d.raw_body) } } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @for p in &providers {
+                @let rejected = state.webhooks.rejections(*p);
+                section {
+                    h2 { "Rejected deliveries to /webhooks/" (p.as_str()) " (" (rejected.len()) ")" }
+                    @if rejected.is_empty() {
+                        p.muted { "None since the server started." }
+                    } @else {
+                        table.rejections {
+                            thead { tr { th { "At" } th { "Status" } th { "Reason" } } }
+                            tbody {
+                                @for r in &rejected {
+                                    tr { td { (page::time(r.at)) } td.num { (r.status) } td.error { (r.reason) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }))
+    };
+    Ok(layout(&state, "Webhooks", "/webhooks", body))
+}

@@ -1,0 +1,719 @@
+//! The dashboard through the router (no socket, no browser): every page with real events (a job
+//! that logs, one that fails, a chain, a scheduled event), escaping, filters in the URL, keyset
+//! pages, the login / session cookie / logout rules and the origin check on actions.
+//! `tests/dashboard_browser.rs` drives the same pages in headless Chromium.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::Router;
+use flare::config::RawServe;
+use flare::http::auth::SESSION_TTL_MS;
+use flare::http::{app, AppState};
+use flare::model::Source;
+use flare::{event_trigger, Client, Delay, Io, Job, JobError, ManualClock, RetryPolicy, SendEvent};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+/// 2024-05-01T12:00:00Z.
+const T0: i64 = 1_714_564_800_000;
+const KEY: &str = "dashboard-test-key-0123456789";
+const HOST: &str = "flare.test";
+const ORIGIN: &str = "http://flare.test";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    client: Client,
+    clock: ManualClock,
+    app: Router,
+    user: String,
+    order: String,
+    upload: String,
+    child: String,
+    later: String,
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn location(&self) -> &str {
+        self.headers
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// Waits until no run is queued or running (bounded).
+async fn settle(client: &Client) {
+    for _ in 0..1000 {
+        let counts = client.store().run_counts().await.expect("counts");
+        let active: u64 = [flare::RunStatus::Queued, flare::RunStatus::Running]
+            .iter()
+            .map(|s| counts.get(s).copied().unwrap_or(0))
+            .sum();
+        if active == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("runs did not finish in time");
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}/flare.db", dir.path().display());
+    let clock = ManualClock::new(T0);
+    let client = Client::builder(&url)
+        .clock(Arc::new(clock.clone()))
+        .connect()
+        .await
+        .expect("connect");
+    client
+        .define_job(
+            Job::new("greet", "Greet", "1.0.0")
+                .trigger(event_trigger("user.created"))
+                .run(|p: Value, io: Io| async move {
+                    io.logger
+                        .info(format!("welcome {}", p["email"].as_str().unwrap_or("?")));
+                    Ok(json!({"sent": true}))
+                }),
+        )
+        .expect("greet");
+    let calls = Arc::new(AtomicUsize::new(0));
+    client
+        .define_job(
+            Job::new("explode", "Explode", "2.1.0")
+                .trigger(event_trigger("order.placed"))
+                .retry(RetryPolicy::default().max_attempts(1))
+                .run(move |_: Value, _io: Io| {
+                    let calls = Arc::clone(&calls);
+                    async move {
+                        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                            return Err(JobError::from("card declined"));
+                        }
+                        Ok(json!({"charged": true}))
+                    }
+                }),
+        )
+        .expect("explode");
+    client
+        .define_job(
+            Job::new("upload", "Process upload", "1.0.0")
+                .trigger(event_trigger("file.uploaded"))
+                .run(|p: Value, io: Io| async move {
+                    io.send_event("file.processed", &json!({"file": p["file"]}))
+                        .await?;
+                    Ok(json!({"processed": true}))
+                }),
+        )
+        .expect("upload");
+    let mut ids = Vec::new();
+    for send in [
+        SendEvent::new("user.created", &json!({"email": "ada@example.com"})),
+        SendEvent::new("order.placed", &json!({"orderId": "o-1"})),
+        SendEvent::new("file.uploaded", &json!({"file": "a.png"})),
+        SendEvent::new("reminder.send", &json!({"userId": "u1"})).delay(Delay::hours(1)),
+    ] {
+        clock.advance(Duration::from_secs(60));
+        let inserted = client.send_inserted(send, Source::Api).await.expect("send");
+        ids.push(inserted.event.id);
+        settle(&client).await;
+    }
+    let detail = client
+        .store()
+        .event_detail(&ids[2])
+        .await
+        .expect("detail")
+        .expect("upload event");
+    let child = detail.children[0].id.clone();
+    let config = RawServe {
+        listen: "127.0.0.1:0".into(),
+        database_url: url,
+        api_key: Some(KEY.into()),
+        concurrency: 10,
+        retention_days: 7,
+        lease_secs: 30,
+        shutdown_grace_secs: 5,
+        ..Default::default()
+    }
+    .validate()
+    .expect("config");
+    let app = app(AppState::new(client.clone(), config));
+    Fixture {
+        _dir: dir,
+        user: ids[0].clone(),
+        order: ids[1].clone(),
+        upload: ids[2].clone(),
+        later: ids[3].clone(),
+        child,
+        client,
+        clock,
+        app,
+    }
+}
+
+enum Auth<'a> {
+    None,
+    Bearer,
+    Cookie(&'a str),
+}
+
+impl Fixture {
+    async fn request(
+        &self,
+        method: &str,
+        uri: &str,
+        auth: Auth<'_>,
+        origin: Option<&str>,
+        form: Option<&str>,
+    ) -> Answer {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("host", HOST);
+        match auth {
+            Auth::None => {}
+            Auth::Bearer => req = req.header("authorization", format!("Bearer {KEY}")),
+            Auth::Cookie(c) => req = req.header("cookie", format!("flare_session={c}")),
+        }
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        let body = match form {
+            Some(f) => {
+                req = req.header("content-type", "application/x-www-form-urlencoded");
+                Body::from(f.to_string())
+            }
+            None => Body::empty(),
+        };
+        let res = self
+            .app
+            .clone()
+            .oneshot(req.body(body).expect("request"))
+            .await
+            .expect("response");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    /// A page read with the API key; must be 200 HTML.
+    async fn page(&self, uri: &str) -> String {
+        let a = self.request("GET", uri, Auth::Bearer, None, None).await;
+        assert_eq!(a.status, StatusCode::OK, "{uri}: {}", a.body);
+        let ct = a.headers.get("content-type").and_then(|v| v.to_str().ok());
+        assert_eq!(ct, Some("text/html; charset=utf-8"), "{uri}");
+        a.body
+    }
+
+    /// Signs in and returns the session cookie's value.
+    async fn login(&self) -> String {
+        let a = self
+            .request(
+                "POST",
+                "/login",
+                Auth::None,
+                Some(ORIGIN),
+                Some(&format!("key={KEY}&next=%2Fruns")),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+        assert_eq!(a.location(), "/runs");
+        let cookie = a
+            .headers
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .expect("set-cookie")
+            .to_string();
+        let value = cookie
+            .strip_prefix("flare_session=")
+            .and_then(|c| c.split(';').next())
+            .expect("cookie value");
+        value.to_string()
+    }
+
+    async fn run_of(&self, event: &str) -> flare::Run {
+        let d = self
+            .client
+            .store()
+            .event_detail(event)
+            .await
+            .expect("detail")
+            .expect("event");
+        d.runs[0].clone()
+    }
+
+    async fn event_count(&self) -> usize {
+        let page = self
+            .client
+            .store()
+            .events_list(flare::store::query::EventQuery {
+                limit: 500,
+                ..Default::default()
+            })
+            .await
+            .expect("list");
+        page.items.len()
+    }
+}
+
+fn rows(html: &str, attr: &str) -> Vec<String> {
+    html.split(&format!("{attr}=\""))
+        .skip(1)
+        .filter_map(|s| s.split('"').next().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_shows_what_happened_to_the_events() {
+    let f = fixture().await;
+    let overview = f.page("/").await;
+    assert!(overview.contains("<svg class=\"chart\""), "charts drawn");
+    assert!(
+        overview.contains("data-job=\"explode\""),
+        "explode in the job rates"
+    );
+    assert!(overview.contains("card declined"), "recent failure listed");
+    assert!(f.page("/?window=24h").await.contains("Last 24 hours"));
+
+    let events = f.page("/events").await;
+    for id in [&f.user, &f.order, &f.upload, &f.child, &f.later] {
+        assert!(rows(&events, "data-event-id").contains(id), "{id} listed");
+    }
+    assert!(
+        events.contains("badge st-failed"),
+        "the failed order shows as failed"
+    );
+    assert!(
+        events.contains("badge st-scheduled"),
+        "the delayed reminder is scheduled"
+    );
+    assert!(events.contains("1 failed"), "run counts per state");
+
+    // Chaining both ways: the upload lists its run and the event it sent; the child names the run.
+    let user = f.page(&format!("/events/{}", f.user)).await;
+    assert!(
+        user.contains("welcome ada@example.com"),
+        "its runs' logs, inline"
+    );
+    let upload = f.page(&format!("/events/{}", f.upload)).await;
+    assert!(upload.contains("data-job=\"upload\""));
+    assert!(rows(&upload, "data-event-id").contains(&f.child));
+    let child = f.page(&format!("/events/{}", f.child)).await;
+    let parent_run = f.run_of(&f.upload).await;
+    assert!(
+        child.contains(&format!("/runs/{}", parent_run.id)),
+        "sent by the upload's run"
+    );
+    assert!(
+        child.contains(&format!("/events/{}", f.upload)),
+        "while handling the upload"
+    );
+
+    // A failed run: its error, its attempt, the retry button.
+    let failed = f.run_of(&f.order).await;
+    let run = f.page(&format!("/runs/{}", failed.id)).await;
+    assert!(run.contains("card declined"));
+    assert!(run.contains("id=\"retry\""));
+    assert!(run.contains("<svg class=\"timeline\""));
+    // A run's logs and output.
+    let greet = f.run_of(&f.user).await;
+    let run = f.page(&format!("/runs/{}", greet.id)).await;
+    assert!(run.contains("welcome ada@example.com"));
+    assert!(run.contains("&quot;sent&quot;: true") || run.contains("\"sent\": true"));
+    assert!(
+        !run.contains("id=\"retry\""),
+        "a succeeded run cannot be retried"
+    );
+    // The upload's run lists the event it sent.
+    let run = f.page(&format!("/runs/{}", parent_run.id)).await;
+    assert!(run.contains(&format!("/events/{}", f.child)));
+
+    let runs = f.page("/runs?jobId=explode&status=failed").await;
+    assert_eq!(rows(&runs, "data-run-id"), vec![failed.id.clone()]);
+    let jobs = f.page("/jobs").await;
+    assert!(jobs.contains("data-job=\"explode\"") && jobs.contains("2.1.0"));
+    assert!(jobs.contains("order.placed"), "the trigger is shown");
+    assert!(f
+        .page("/webhooks")
+        .await
+        .contains("No delivery received yet"));
+    // A scheduled event offers cancel.
+    assert!(f
+        .page(&format!("/events/{}", f.later))
+        .await
+        .contains("id=\"cancel\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_and_names_are_escaped() {
+    let f = fixture().await;
+    let evil = json!({"html": "<script>alert(1)</script>", "q": "\"><img src=x>"});
+    let e = f
+        .client
+        .send_inserted(SendEvent::new("user.created", &evil), Source::Api)
+        .await
+        .expect("send");
+    for uri in ["/events".to_string(), format!("/events/{}", e.event.id)] {
+        let html = f.page(&uri).await;
+        assert!(!html.contains("<script>alert"), "{uri}");
+        assert!(!html.contains("<img src=x>"), "{uri}");
+        assert!(html.contains("&lt;script&gt;"), "{uri}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_live_in_the_url_and_bad_ones_are_explained() {
+    let f = fixture().await;
+    let failed = f.page("/events?status=failed").await;
+    assert_eq!(rows(&failed, "data-event-id"), vec![f.order.clone()]);
+    let by_name = f.page("/events?name=file.processed&source=job").await;
+    assert_eq!(rows(&by_name, "data-event-id"), vec![f.child.clone()]);
+    let search = f.page("/events?q=ADA%40example").await;
+    assert_eq!(rows(&search, "data-event-id"), vec![f.user.clone()]);
+    // The form shows the filters back, so the URL and the page agree.
+    assert!(search.contains("value=\"ADA@example\""));
+    let later = chrono::DateTime::from_timestamp_millis(T0 + 150_000).expect("t");
+    let from = f
+        .page(&format!(
+            "/events?from={}",
+            later.format("%Y-%m-%dT%H:%M:%S")
+        ))
+        .await;
+    assert_eq!(
+        rows(&from, "data-event-id").len(),
+        3,
+        "upload, its child, reminder"
+    );
+
+    for (uri, named) in [
+        ("/events?status=bogus", "status"),
+        ("/events?from=yesterday", "from"),
+        ("/events?cursor=nope", "cursor"),
+        ("/runs?status=done", "status"),
+        ("/?window=7d", "window"),
+    ] {
+        let a = f.request("GET", uri, Auth::Bearer, None, None).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{uri}");
+        assert!(
+            a.body.contains(&format!("invalid {named}")),
+            "{uri}: {}",
+            a.body
+        );
+        assert!(a.body.starts_with("<!DOCTYPE html>"), "an HTML page");
+    }
+    // A payload search without a start covers the last hour, says so, and links to wider spans.
+    f.clock.advance(Duration::from_secs(2 * 3600));
+    let recent = f.page("/events?q=ada%40example").await;
+    assert!(
+        rows(&recent, "data-event-id").is_empty(),
+        "older than an hour"
+    );
+    assert!(recent.contains("id=\"search-window\"") && recent.contains("within=all"));
+    let all = f.page("/events?q=ada%40example&within=all").await;
+    assert_eq!(rows(&all, "data-event-id"), vec![f.user.clone()]);
+    let day = f.page("/events?q=ada%40example&within=24h").await;
+    assert_eq!(rows(&day, "data-event-id"), vec![f.user.clone()]);
+    let a = f
+        .request("GET", "/events?q=x&within=week", Auth::Bearer, None, None)
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+
+    let a = f
+        .request("GET", "/events/nope", Auth::Bearer, None, None)
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(a.body.contains("event &quot;nope&quot; not found"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_page_by_cursor_without_gaps_or_repeats() {
+    let f = fixture().await;
+    for i in 0..60 {
+        f.client
+            .send_inserted(SendEvent::new("page.test", &json!({"i": i})), Source::Api)
+            .await
+            .expect("send");
+    }
+    let first = f.page("/events?name=page.test").await;
+    let mut seen = rows(&first, "data-event-id");
+    assert_eq!(seen.len(), 50);
+    let older = first
+        .split("class=\"older\" href=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("an Older link")
+        .replace("&amp;", "&");
+    assert!(older.contains("name=page.test") && older.contains("cursor="));
+    let second = f.page(&older).await;
+    seen.extend(rows(&second, "data-event-id"));
+    assert!(!second.contains("class=\"older\""), "last page");
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsers_without_a_credential_are_sent_to_login_and_the_api_stays_json() {
+    let f = fixture().await;
+    let a = f
+        .request("GET", "/events?name=a.b", Auth::None, None, None)
+        .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert_eq!(a.location(), "/login?next=%2Fevents%3Fname%3Da.b");
+    let a = f
+        .request("GET", "/api/events", Auth::None, None, None)
+        .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    assert!(a.body.starts_with("{\"error\""));
+    for open in ["/login", "/assets/dashboard.css", "/assets/dashboard.js"] {
+        let a = f.request("GET", open, Auth::None, None, None).await;
+        assert_eq!(a.status, StatusCode::OK, "{open}");
+    }
+    let a = f
+        .request("GET", "/events", Auth::Cookie("forged.00"), None, None)
+        .await;
+    assert_eq!(
+        a.status,
+        StatusCode::SEE_OTHER,
+        "a forged cookie is no credential"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_trades_the_key_for_a_session_that_logout_and_time_end() {
+    let f = fixture().await;
+    let wrong = f
+        .request(
+            "POST",
+            "/login",
+            Auth::None,
+            Some(ORIGIN),
+            Some("key=nope&next=%2F"),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.headers.get("set-cookie").is_none());
+    assert!(wrong.body.contains("That is not the API key."));
+
+    let a = f
+        .request(
+            "POST",
+            "/login",
+            Auth::None,
+            Some(ORIGIN),
+            Some(&format!("key={KEY}&next=%2Fruns")),
+        )
+        .await;
+    let set = a
+        .headers
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .expect("cookie");
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"));
+    assert!(!set.contains(KEY), "the cookie never holds the key");
+    let cookie = f.login().await;
+    let page = f
+        .request("GET", "/events", Auth::Cookie(&cookie), None, None)
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    let api = f
+        .request("GET", "/api/events", Auth::Cookie(&cookie), None, None)
+        .await;
+    assert_eq!(
+        api.status,
+        StatusCode::UNAUTHORIZED,
+        "the JSON API wants the key"
+    );
+    // An open redirect is refused.
+    let a = f
+        .request(
+            "POST",
+            "/login",
+            Auth::None,
+            Some(ORIGIN),
+            Some(&format!("key={KEY}&next=%2F%2Fevil.example")),
+        )
+        .await;
+    assert_eq!(a.location(), "/");
+
+    let out = f
+        .request("POST", "/logout", Auth::Cookie(&cookie), Some(ORIGIN), None)
+        .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(out.location(), "/login");
+    let cleared = out
+        .headers
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    assert!(cleared.contains("Max-Age=0"));
+    let after = f
+        .request("GET", "/events", Auth::Cookie(&cookie), None, None)
+        .await;
+    assert_eq!(after.status, StatusCode::SEE_OTHER, "logged out");
+
+    let cookie = f.login().await;
+    f.clock
+        .advance(Duration::from_millis(SESSION_TTL_MS as u64 - 1_000));
+    let ok = f
+        .request("GET", "/jobs", Auth::Cookie(&cookie), None, None)
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    f.clock.advance(Duration::from_secs(2));
+    let expired = f
+        .request("GET", "/jobs", Auth::Cookie(&cookie), None, None)
+        .await;
+    assert_eq!(expired.status, StatusCode::SEE_OTHER, "expired");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_need_this_origin_and_do_what_they_say() {
+    let f = fixture().await;
+    let cookie = f.login().await;
+    let before = f.event_count().await;
+    let replay = format!("/events/{}/replay", f.user);
+    for origin in [Some("http://evil.example"), None] {
+        let a = f
+            .request(
+                "POST",
+                &replay,
+                Auth::Cookie(&cookie),
+                origin,
+                Some("payload=%7B%7D"),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{origin:?}");
+    }
+    let a = f
+        .request(
+            "POST",
+            "/logout",
+            Auth::Cookie(&cookie),
+            Some("http://evil.example"),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "logout too");
+    assert_eq!(f.event_count().await, before, "nothing was sent");
+
+    // Invalid JSON: a 400 that says so, nothing sent.
+    let a = f
+        .request(
+            "POST",
+            &replay,
+            Auth::Cookie(&cookie),
+            Some(ORIGIN),
+            Some("payload=%7Bnope"),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("not valid JSON"));
+    assert_eq!(f.event_count().await, before);
+
+    // Replay with an edited payload.
+    let a = f
+        .request(
+            "POST",
+            &replay,
+            Auth::Cookie(&cookie),
+            Some(ORIGIN),
+            Some("payload=%7B%22email%22%3A%22bob%40example.com%22%7D"),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    let new_id = a
+        .location()
+        .strip_prefix("/events/")
+        .expect("to the new event")
+        .to_string();
+    let new = f
+        .client
+        .store()
+        .event_get(&new_id)
+        .await
+        .expect("get")
+        .expect("new event");
+    assert_eq!(new.source, format!("replay:{}", f.user));
+    assert_eq!(new.payload, json!({"email": "bob@example.com"}));
+
+    // Retry the failed run: queued again, and this time it succeeds.
+    let failed = f.run_of(&f.order).await;
+    let a = f
+        .request(
+            "POST",
+            &format!("/runs/{}/retry", failed.id),
+            Auth::Cookie(&cookie),
+            Some(ORIGIN),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    assert_eq!(a.location(), format!("/runs/{}", failed.id));
+    settle(&f.client).await;
+    let run = f.run_of(&f.order).await;
+    assert_eq!(run.status, flare::RunStatus::Succeeded);
+    assert_eq!(run.attempt, 2);
+    // Retrying a succeeded run is a conflict, shown as a page.
+    let a = f
+        .request(
+            "POST",
+            &format!("/runs/{}/retry", failed.id),
+            Auth::Cookie(&cookie),
+            Some(ORIGIN),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::CONFLICT);
+    assert!(a.body.starts_with("<!DOCTYPE html>"));
+
+    // Cancel the scheduled event.
+    let a = f
+        .request(
+            "POST",
+            &format!("/events/{}/cancel", f.later),
+            Auth::Cookie(&cookie),
+            Some(ORIGIN),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    let later = f
+        .client
+        .store()
+        .event_get(&f.later)
+        .await
+        .expect("get")
+        .expect("event");
+    assert!(later.cancelled_at.is_some());
+    // The Referer counts when a browser leaves out the Origin.
+    let mut req = Request::builder()
+        .method("POST")
+        .uri(format!("/events/{}/replay", f.order))
+        .header("host", HOST)
+        .header("referer", format!("{ORIGIN}/events/{}", f.order))
+        .header("cookie", format!("flare_session={cookie}"));
+    req = req.header("content-type", "application/x-www-form-urlencoded");
+    let res = f
+        .app
+        .clone()
+        .oneshot(req.body(Body::from("")).expect("req"))
+        .await
+        .expect("res");
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+}
