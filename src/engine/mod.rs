@@ -16,6 +16,7 @@ pub mod maintenance;
 pub mod retry;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -44,6 +45,10 @@ pub struct EngineConfig {
     pub prune_interval: Duration,
     /// How long running runs may take to finish at shutdown. Default 30 s.
     pub shutdown_grace: Duration,
+    /// How long the maintenance leadership lasts without renewal: when the leading node dies,
+    /// another takes over within this time. Renewed every poll interval, so keep it several
+    /// poll intervals long. Default 2 s.
+    pub leader_ttl: Duration,
 }
 
 impl Default for EngineConfig {
@@ -56,6 +61,7 @@ impl Default for EngineConfig {
             retention: Some(Duration::from_secs(7 * 86_400)),
             prune_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(30),
+            leader_ttl: Duration::from_secs(2),
         }
     }
 }
@@ -76,6 +82,10 @@ pub(crate) struct InFlight {
 
 pub(crate) struct Shared {
     pub(crate) store: Store,
+    /// This engine's name in leader leases; unique per process and client.
+    pub(crate) node_id: String,
+    /// Whether this node held the maintenance leadership at its last attempt.
+    pub(crate) leading: AtomicBool,
     pub(crate) clock: SharedClock,
     pub(crate) config: EngineConfig,
     pub(crate) jitter: RwLock<Jitter>,
@@ -116,6 +126,12 @@ impl Engine {
         let (tx, rx) = mpsc::channel(config.concurrency.max(1) * 4);
         let shared = Arc::new(Shared {
             store,
+            node_id: format!(
+                "node-{}-{}",
+                std::process::id(),
+                &uuid::Uuid::now_v7().simple().to_string()[20..]
+            ),
+            leading: AtomicBool::new(false),
             clock,
             config,
             jitter: RwLock::new(Arc::new(rand::random::<f64>)),
@@ -195,6 +211,16 @@ impl Engine {
         maintenance::Maintenance::new(Arc::clone(&self.shared))
     }
 
+    /// This engine's node id, as it appears in leader leases.
+    pub fn node_id(&self) -> &str {
+        &self.shared.node_id
+    }
+
+    /// Whether this node led maintenance (scheduler, rescuer, pruner) at its last attempt.
+    pub fn is_leader(&self) -> bool {
+        self.shared.leading.load(Ordering::SeqCst)
+    }
+
     /// Wakes the worker (after a [`crate::ManualClock`] moved, for example).
     pub fn wake(&self) {
         self.shared.wake.notify_one();
@@ -242,6 +268,12 @@ impl Engine {
         let completer = self.completer.lock().ok().and_then(|mut c| c.take());
         if let Some(c) = completer {
             let _ = c.await;
+        }
+        if shared.leading.swap(false, Ordering::SeqCst) {
+            // Hand maintenance over now rather than when the lease expires.
+            if let Err(e) = self.maintenance().resign().await {
+                tracing::warn!(error = %e, "could not release the maintenance leadership; it expires on its own");
+            }
         }
         if !leftovers.is_empty() {
             let n = leftovers.len();

@@ -455,6 +455,26 @@ impl Store {
         dispatch!(self, s => s.ping().await)
     }
 
+    /// Takes or renews the leader lease `name` for `holder` until `now + ttl_ms`: inserts it when
+    /// free, renews it when `holder` holds it, takes it over when it expired (`expires_at <= now`).
+    /// True when `holder` holds it afterwards.
+    pub async fn leader_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        now: i64,
+        ttl_ms: i64,
+    ) -> Result<bool> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        dispatch!(self, s => s.leader_acquire(name, holder, now, ttl_ms).await)
+    }
+
+    /// Gives up the leader lease `name` if `holder` holds it, so another node takes over at once.
+    pub async fn leader_release(&self, name: &str, holder: &str) -> Result<()> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        dispatch!(self, s => s.leader_release(name, holder).await)
+    }
+
     /// Makes every later write fail (or work again), to test how callers handle storage that is
     /// down. Uses the database's own read-only switch, so the failure is a real one.
     pub async fn set_read_only(&self, on: bool) -> Result<()> {

@@ -1,0 +1,1 @@
+CREATE TABLE leaders (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL);
