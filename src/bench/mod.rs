@@ -97,6 +97,24 @@ pub struct Args {
     pub json: bool,
 }
 
+/// The no-op job of the multi-process scenario, run by `flare worker --bench-job`: `bench-noop`
+/// on `bench.noop`, like the in-process scenarios' job. When the payload carries `sentAtUs`
+/// (wall-clock microseconds just before the send), its output is `{"latencyUs": start − sent}`,
+/// so send → start latency can be measured across processes; otherwise its output is null.
+pub fn noop_job() -> crate::Job {
+    crate::Job::new(scenarios::JOB, "Benchmark no-op", "1.0.0")
+        .trigger(crate::event_trigger(scenarios::EVENT))
+        .run(|payload: serde_json::Value, _io: crate::Io| async move {
+            let output = match payload["sentAtUs"].as_i64() {
+                Some(sent) => {
+                    serde_json::json!({ "latencyUs": chrono::Utc::now().timestamp_micros() - sent })
+                }
+                None => serde_json::Value::Null,
+            };
+            Ok::<_, crate::JobError>(output)
+        })
+}
+
 /// One repetition's figures, by metric name.
 pub type Sample = BTreeMap<&'static str, f64>;
 

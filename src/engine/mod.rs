@@ -91,6 +91,9 @@ pub(crate) struct Shared {
     pub(crate) jitter: RwLock<Jitter>,
     pub(crate) jobs: RwLock<HashMap<String, Arc<Registered>>>,
     inflight: Mutex<HashMap<String, InFlight>>,
+    /// Finished attempts handed to the completer and not recorded yet (run id → lease token).
+    /// Their leases are still extended: a slow write must not let the rescuer run them again.
+    recording: Mutex<HashMap<String, i64>>,
     /// Woken when a slot frees or a job is defined.
     wake: Notify,
     /// Cancelled to stop claiming.
@@ -137,6 +140,7 @@ impl Engine {
             jitter: RwLock::new(Arc::new(rand::random::<f64>)),
             jobs: RwLock::default(),
             inflight: Mutex::default(),
+            recording: Mutex::default(),
             wake: Notify::new(),
             stop: CancellationToken::new(),
             completions: Mutex::new(Some(tx)),
@@ -450,8 +454,14 @@ pub(crate) fn set_abort(shared: &Shared, run_id: &str, abort: AbortHandle) {
 pub(crate) async fn finish(shared: &Shared, completion: Completion) {
     let tx = shared.completions.lock().ok().and_then(|t| t.clone());
     let run_id = completion.run_id.clone();
+    if let Ok(mut r) = shared.recording.lock() {
+        r.insert(run_id.clone(), completion.token);
+    }
     if let Some(tx) = tx {
         if tx.send(completion).await.is_err() {
+            if let Ok(mut r) = shared.recording.lock() {
+                r.remove(&run_id);
+            }
             tracing::warn!(run = %run_id, "completer stopped; the run's lease will expire and it will run again");
         }
     }
@@ -487,6 +497,11 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
                 }
             }
         }
+        if let Ok(mut r) = shared.recording.lock() {
+            for c in &batch {
+                r.remove(&c.run_id);
+            }
+        }
         batch.clear();
     }
 }
@@ -498,7 +513,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             _ = tokio::time::sleep(every) => {}
             _ = shared.stop.cancelled() => return,
         }
-        let leases: Vec<Lease> = match shared.inflight.lock() {
+        let mut leases: Vec<Lease> = match shared.inflight.lock() {
             Ok(m) => m
                 .iter()
                 .map(|(id, f)| Lease {
@@ -508,6 +523,12 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                 .collect(),
             Err(_) => continue,
         };
+        if let Ok(r) = shared.recording.lock() {
+            leases.extend(r.iter().map(|(id, token)| Lease {
+                run_id: id.clone(),
+                token: *token,
+            }));
+        }
         if leases.is_empty() {
             continue;
         }
