@@ -28,8 +28,8 @@ async fn node(db: &TestDb, clock: &ManualClock, config: EngineConfig) -> Client 
         .expect("connect")
 }
 
-/// Settings where the background maintenance loop ticks once at start, then sleeps: the test
-/// drives every later pass by hand.
+/// Settings where the background maintenance loop never ticks during the test (its first pass
+/// is an hour after start): the test drives every pass by hand.
 fn manual_maintenance() -> EngineConfig {
     EngineConfig {
         poll_interval: Duration::from_secs(3600),
@@ -39,14 +39,12 @@ fn manual_maintenance() -> EngineConfig {
     }
 }
 
-/// Two nodes, `first` leading (its first tick took the lease before `second` connected).
+/// Two nodes, `first` leading: it took the lease first.
 async fn two_nodes(db: &TestDb, clock: &ManualClock, config: EngineConfig) -> (Client, Client) {
     let first = node(db, clock, config.clone()).await;
-    wait_for("the first node to lead", || async {
-        first.engine().is_leader().then_some(())
-    })
-    .await;
     let second = node(db, clock, config).await;
+    assert!(first.engine().maintenance().lead().await.unwrap());
+    assert!(first.engine().is_leader());
     (first, second)
 }
 

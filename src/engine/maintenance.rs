@@ -150,7 +150,7 @@ impl Maintenance {
     }
 }
 
-/// The maintenance loop. Every poll interval: take or renew the leader lease; when leading, run
+/// The maintenance loop. Every poll interval (the first one poll interval after start): take or renew the leader lease; when leading, run
 /// the scheduler, the rescuer every half lease (and at once on taking over) and the pruner every
 /// prune interval.
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -162,6 +162,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let mut last_prune = tokio::time::Instant::now();
     let mut leading = false;
     loop {
+        // The first pass comes one tick after start: a node starting up has its jobs defined by
+        // then, and tests that drive maintenance by hand can turn the loop off with a long tick.
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = shared.stop.cancelled() => return,
+        }
         match m.lead().await {
             Ok(true) => {
                 if !leading {
@@ -183,10 +189,6 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 tracing::error!(error = %e, "taking the maintenance lease failed");
                 leading = false;
             }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(tick) => {}
-            _ = shared.stop.cancelled() => return,
         }
     }
 }
