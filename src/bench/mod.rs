@@ -6,7 +6,10 @@
 //! - **e2e**: no-op runs per second from the first send until the last run is `succeeded`, workers
 //!   on;
 //! - **latency**: send → run-start latency at a paced rate (default 1,000 events/s for 10 s);
-//! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database).
+//! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database);
+//! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
+//!   database, 1, 2, 4… of them (`--workers`): drain throughput of pre-stored no-op events and
+//!   send → start latency across processes (see [`scale`]).
 //!
 //! Every scenario is repeated (default 3×); the report gives the median and the min–max, the load
 //! average seen at the start of each repetition, and the peak resident memory of this process
@@ -14,6 +17,7 @@
 //! JSON line per scenario variant.
 
 mod report;
+mod scale;
 mod scenarios;
 
 use std::collections::BTreeMap;
@@ -52,8 +56,11 @@ pub enum Scenario {
     Latency,
     /// Idle memory of `flare serve`.
     Memory,
-    /// All of the above.
+    /// All of the above (not pg-scale).
     All,
+    /// Worker processes on a shared database (`--database-url`, `--workers`): drain
+    /// throughput and send → start latency.
+    PgScale,
 }
 
 /// `flare bench` options.
@@ -92,6 +99,12 @@ pub struct Args {
     /// The `flare` binary for the memory scenario (default: this executable).
     #[arg(long)]
     pub flare_bin: Option<PathBuf>,
+    /// pg-scale: the shared database (e.g. postgres://postgres@127.0.0.1:5432/flare_bench).
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// pg-scale: numbers of worker processes to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub workers: Vec<usize>,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -208,8 +221,66 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
             Figure::new("memory", "idle flare serve".into(), settings, samples),
         ));
     }
+    if args.scenario == Scenario::PgScale {
+        figures.extend(pg_scale(&args, reps).await?);
+    }
     if !args.json {
         print!("{}", report::table(&figures));
+    }
+    Ok(figures)
+}
+
+/// The multi-process scenario for each worker count: drain, then latency.
+async fn pg_scale(args: &Args, reps: usize) -> Result<Vec<Figure>, Error> {
+    let url = args
+        .database_url
+        .clone()
+        .ok_or_else(|| Error::Stalled("pg-scale needs --database-url (or DATABASE_URL)".into()))?;
+    let bin = match &args.flare_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?,
+    };
+    let mut figures = Vec::new();
+    for &n in &args.workers {
+        let settings = serde_json::json!({
+            "workers": n, "events": args.events, "worker_concurrency": args.concurrency,
+            "latency_rate": args.latency_rate, "latency_secs": args.latency_secs,
+        });
+        let mut drains = Vec::new();
+        let mut latencies = Vec::new();
+        for rep in 0..reps {
+            let pb = bar(
+                format!("pg-scale drain, {n} worker(s), rep {}/{reps}", rep + 1),
+                Some(args.events as u64),
+            );
+            drains.push(measured(scale::drain(args, &bin, &url, n, &pb)).await?);
+            pb.finish_and_clear();
+            let total = u64::from(args.latency_rate) * args.latency_secs;
+            let pb = bar(
+                format!("pg-scale latency, {n} worker(s), rep {}/{reps}", rep + 1),
+                Some(total),
+            );
+            latencies.push(measured(scale::latency(args, &bin, &url, n, &pb)).await?);
+            pb.finish_and_clear();
+        }
+        figures.push(emit(
+            args,
+            Figure::new(
+                "pg-scale drain",
+                format!("{n} workers"),
+                settings.clone(),
+                drains,
+            ),
+        ));
+        figures.push(emit(
+            args,
+            Figure::new(
+                "pg-scale latency",
+                format!("{n} workers, {}/s", args.latency_rate),
+                settings,
+                latencies,
+            ),
+        ));
     }
     Ok(figures)
 }
