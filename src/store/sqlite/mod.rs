@@ -28,6 +28,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_read_indexes.sql")),
     (3, include_str!("0003_webhook_deliveries.sql")),
+    (4, include_str!("0004_leaders.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
