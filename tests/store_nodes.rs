@@ -54,6 +54,23 @@ async fn nodes(db: &TestDb) -> Vec<Store> {
     stores
 }
 
+async fn processes_starting_at_once_on_a_new_database_migrate_it_once(db: TestDb) {
+    let opened = join_all((0..NODES).map(|_| Store::open(&db.url))).await;
+    for o in &opened {
+        assert!(o.is_ok(), "{:?}", o.as_ref().err());
+    }
+    let store = opened.into_iter().next().unwrap().unwrap();
+    store
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let ins = store
+        .event_insert(event("evt_1".into(), None, 1_000))
+        .await
+        .unwrap();
+    assert_eq!(ins.event.run_ids.len(), 1);
+}
+
 async fn the_leader_lease_is_taken_over_only_after_it_expires(db: TestDb) {
     let clock = ManualClock::new(1_000_000);
     let (a, b) = (
@@ -243,6 +260,7 @@ async fn expired_leases_are_rescued_exactly_once_by_racing_nodes(db: TestDb) {
 }
 
 backend_tests!(
+    processes_starting_at_once_on_a_new_database_migrate_it_once,
     the_leader_lease_is_taken_over_only_after_it_expires,
     racing_nodes_all_acquire_a_free_lease_but_one_wins,
     due_events_are_delivered_exactly_once_by_racing_nodes,
