@@ -344,9 +344,7 @@ fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {
 }
 
 async fn worker_loop(shared: Arc<Shared>) {
-    let store_wake = match &shared.store {
-        crate::store::Store::Sqlite(s) => Arc::clone(s.work_notify()),
-    };
+    let store_wake = Arc::clone(shared.store.work_notify());
     let mut failures = 0u32;
     loop {
         if shared.stop.is_cancelled() {
