@@ -22,9 +22,10 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
 
 use super::report::quantile;
-use super::scenarios::EVENT;
+use super::scenarios::{EVENT, JOB};
 use super::{noop_job, Args, Error, Sample};
 use crate::model::Source;
+use crate::store::query::{RunQuery, MAX_LIMIT};
 use crate::{Client, RunStatus, SendEvent};
 
 /// Events stored per transaction while seeding.
@@ -211,14 +212,41 @@ pub(super) async fn latency(
     .await;
     stop_workers(workers).await;
     waited?;
+    // The latency is in each run's output; after the drain's pruning these are the only runs.
     let mut latencies = Vec::with_capacity(total);
-    for id in &ids {
-        let detail = client.store().event_detail(id).await?;
-        let us = detail
-            .and_then(|d| d.runs.first().and_then(|r| r.output.clone()))
-            .and_then(|o| o["latencyUs"].as_f64())
-            .ok_or_else(|| Error::Stalled(format!("event {id}: no latency in its run")))?;
-        latencies.push(us / 1000.0);
+    let mut cursor = None;
+    loop {
+        let page = client
+            .store()
+            .runs_list(RunQuery {
+                job_id: Some(JOB.to_string()),
+                limit: MAX_LIMIT,
+                cursor,
+                ..RunQuery::default()
+            })
+            .await?;
+        for run in page.items {
+            let us = run
+                .run
+                .output
+                .as_ref()
+                .and_then(|o| o["latencyUs"].as_f64())
+                .ok_or_else(|| {
+                    Error::Stalled(format!("run {}: no latency in its output", run.run.id))
+                })?;
+            latencies.push(us / 1000.0);
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    if latencies.len() != ids.len() {
+        return Err(Error::Stalled(format!(
+            "{} events sent but {} runs found",
+            ids.len(),
+            latencies.len()
+        )));
     }
     prune_all(&client).await?;
     latencies.sort_by(f64::total_cmp);

@@ -94,6 +94,9 @@ pub(crate) struct Shared {
     /// Finished attempts handed to the completer and not recorded yet (run id → lease token).
     /// Their leases are still extended: a slow write must not let the rescuer run them again.
     recording: Mutex<HashMap<String, i64>>,
+    /// Held while the completer or the heartbeat writes: both may touch the same runs, and two
+    /// transactions updating the same rows in different orders deadlock on PostgreSQL.
+    lease_writes: tokio::sync::Mutex<()>,
     /// Woken when a slot frees or a job is defined.
     wake: Notify,
     /// Cancelled to stop claiming.
@@ -141,6 +144,7 @@ impl Engine {
             jobs: RwLock::default(),
             inflight: Mutex::default(),
             recording: Mutex::default(),
+            lease_writes: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
             stop: CancellationToken::new(),
             completions: Mutex::new(Some(tx)),
@@ -474,7 +478,11 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
     while rx.recv_many(&mut batch, 1000).await > 0 {
         let mut failures = 0u32;
         loop {
-            match shared.store.runs_complete(batch.clone()).await {
+            let written = {
+                let _writing = shared.lease_writes.lock().await;
+                shared.store.runs_complete(batch.clone()).await
+            };
+            match written {
                 Ok(held) => {
                     for (c, ok) in batch.iter().zip(held) {
                         if !ok {
@@ -531,6 +539,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             continue;
         }
         let until = shared.clock.now_ms() + ms(shared.config.lease);
+        let _writing = shared.lease_writes.lock().await;
         if let Err(e) = shared.store.runs_heartbeat(leases, until).await {
             tracing::warn!(error = %e, "extending leases failed");
         }
