@@ -350,6 +350,11 @@ fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {
 async fn worker_loop(shared: Arc<Shared>) {
     let store_wake = Arc::clone(shared.store.work_notify());
     let mut failures = 0u32;
+    // Consecutive claims that found nothing although something was due: runs another node was
+    // claiming at that moment (locked rows are skipped, yet still look queued). Each one doubles
+    // the pause before looking again, so idle nodes do not hammer the database; a wake-up (new
+    // work committed) still ends the pause at once.
+    let mut contended = 0u32;
     loop {
         if shared.stop.is_cancelled() {
             return;
@@ -361,6 +366,7 @@ async fn worker_loop(shared: Arc<Shared>) {
             .unwrap_or(usize::MAX);
         let free = shared.config.concurrency.saturating_sub(in_flight);
         let mut full_batch = false;
+        let mut claimed_none = false;
         if free > 0 {
             let groups = claim_groups(&shared, free);
             let asked: usize = groups.iter().map(|g| g.limit).sum();
@@ -375,6 +381,7 @@ async fn worker_loop(shared: Arc<Shared>) {
                     Ok(runs) => {
                         failures = 0;
                         full_batch = runs.len() == asked;
+                        claimed_none = runs.is_empty();
                         for run in runs {
                             executor::spawn(&shared, run);
                         }
@@ -412,10 +419,13 @@ async fn worker_loop(shared: Arc<Shared>) {
                 _ => shared.config.poll_interval,
             }
         };
-        if wait.is_zero() && free > 0 {
-            // Something is due but the claim found nothing (another node took it): yield briefly.
-            tokio::task::yield_now().await;
-        }
+        let wait = if wait.is_zero() && claimed_none {
+            contended = (contended + 1).min(8);
+            Duration::from_millis(1 << contended).min(shared.config.poll_interval)
+        } else {
+            contended = 0;
+            wait
+        };
         tokio::select! {
             _ = store_wake.notified() => {}
             _ = shared.wake.notified() => {}
