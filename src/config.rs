@@ -1,5 +1,5 @@
-//! Validated configuration of `flare serve`: raw flags and environment become a [`ServeConfig`]
-//! or one clear [`Error`].
+//! Validated configuration of `flare serve` and `flare worker`: raw flags and environment become
+//! a [`ServeConfig`] or a [`WorkerConfig`], or one clear [`Error`].
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -123,18 +123,12 @@ impl RawServe {
             None if !listen.ip().is_loopback() => return Err(Error::Unprotected(listen)),
             _ => {}
         }
-        if self.concurrency == 0 {
-            return Err(Error::Value {
-                name: "--concurrency",
-                reason: "must be at least 1".into(),
-            });
-        }
-        if self.lease_secs == 0 {
-            return Err(Error::Value {
-                name: "--lease-secs",
-                reason: "must be at least 1".into(),
-            });
-        }
+        let engine = engine_config(
+            self.concurrency,
+            self.lease_secs,
+            self.retention_days,
+            self.shutdown_grace_secs,
+        )?;
         let body_limit = self
             .max_body_bytes
             .unwrap_or(crate::http::body::DEFAULT_BODY_LIMIT);
@@ -162,14 +156,6 @@ impl RawServe {
                 }
             })?;
         }
-        let engine = EngineConfig {
-            concurrency: self.concurrency,
-            lease: Duration::from_secs(self.lease_secs),
-            retention: (self.retention_days > 0)
-                .then(|| Duration::from_secs(self.retention_days * 86_400)),
-            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
-            ..EngineConfig::default()
-        };
         Ok(ServeConfig {
             listen,
             database_url: self.database_url,
@@ -178,6 +164,88 @@ impl RawServe {
             clerk_secrets,
             body_limit,
             engine,
+        })
+    }
+}
+
+/// The engine settings both commands share, checked.
+fn engine_config(
+    concurrency: usize,
+    lease_secs: u64,
+    retention_days: u64,
+    shutdown_grace_secs: u64,
+) -> Result<EngineConfig, Error> {
+    if concurrency == 0 {
+        return Err(Error::Value {
+            name: "--concurrency",
+            reason: "must be at least 1".into(),
+        });
+    }
+    if lease_secs == 0 {
+        return Err(Error::Value {
+            name: "--lease-secs",
+            reason: "must be at least 1".into(),
+        });
+    }
+    let retention = match retention_days {
+        0 => None,
+        days => Some(Duration::from_secs(days.checked_mul(86_400).ok_or_else(
+            || Error::Value {
+                name: "--retention-days",
+                reason: format!("{days} days is too long"),
+            },
+        )?)),
+    };
+    Ok(EngineConfig {
+        concurrency,
+        lease: Duration::from_secs(lease_secs),
+        retention,
+        shutdown_grace: Duration::from_secs(shutdown_grace_secs),
+        ..EngineConfig::default()
+    })
+}
+
+/// Everything `flare worker` needs: where the data is and how the engine runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Database URL.
+    pub database_url: String,
+    /// Engine settings.
+    pub engine: EngineConfig,
+}
+
+/// Raw settings of `flare worker`, as given on the command line or in the environment.
+#[derive(Debug, Clone, Default)]
+pub struct RawWorker {
+    /// `--database-url`.
+    pub database_url: String,
+    /// `--concurrency`.
+    pub concurrency: usize,
+    /// `--retention-days` (0 keeps everything).
+    pub retention_days: u64,
+    /// `--lease-secs`.
+    pub lease_secs: u64,
+    /// `--shutdown-grace-secs`.
+    pub shutdown_grace_secs: u64,
+}
+
+impl RawWorker {
+    /// Validates the settings.
+    pub fn validate(self) -> Result<WorkerConfig, Error> {
+        if self.database_url.trim().is_empty() {
+            return Err(Error::Value {
+                name: "--database-url/DATABASE_URL",
+                reason: "must not be empty".into(),
+            });
+        }
+        Ok(WorkerConfig {
+            engine: engine_config(
+                self.concurrency,
+                self.lease_secs,
+                self.retention_days,
+                self.shutdown_grace_secs,
+            )?,
+            database_url: self.database_url,
         })
     }
 }
@@ -239,6 +307,42 @@ mod tests {
             raw("127.0.0.1:1").validate().expect("valid").body_limit,
             1024 * 1024
         );
+    }
+
+    #[test]
+    fn worker_settings_are_checked_like_serve_settings() {
+        let raw = RawWorker {
+            database_url: "sqlite://x.db".into(),
+            concurrency: 8,
+            retention_days: 0,
+            lease_secs: 2,
+            shutdown_grace_secs: 5,
+        };
+        let c = raw.clone().validate().expect("valid");
+        assert_eq!(c.engine.concurrency, 8);
+        assert_eq!(c.engine.lease, Duration::from_secs(2));
+        assert_eq!(c.engine.retention, None, "0 keeps everything");
+        let err = RawWorker {
+            lease_secs: 0,
+            ..raw.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("--lease-secs"), "{err}");
+        let err = RawWorker {
+            database_url: " ".into(),
+            ..raw.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("--database-url"), "{err}");
+        let err = RawWorker {
+            retention_days: u64::MAX,
+            ..raw
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("--retention-days"), "{err}");
     }
 
     #[test]

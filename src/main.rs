@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use flare::config::RawServe;
+use flare::config::{RawServe, RawWorker};
 
 #[derive(Parser)]
 #[command(
@@ -22,6 +22,9 @@ struct Cli {
 enum Command {
     /// Run the service: HTTP API, dashboard, scheduler and workers with the reference jobs.
     Serve(ServeArgs),
+    /// Run jobs without the HTTP server: workers, scheduler, rescuer and pruner on a shared
+    /// database (scale-out: start as many as you need next to one `flare serve`).
+    Worker(WorkerArgs),
     /// Measure send throughput, end-to-end throughput, latency and memory on temp databases.
     Bench(flare::bench::Args),
     /// Send an event through a running server (POST /trigger; FLARE_API_KEY as Bearer key).
@@ -41,6 +44,28 @@ struct SendArgs {
     /// The server.
     #[arg(long, env = "FLARE_URL", default_value = "http://127.0.0.1:3000")]
     url: String,
+}
+
+#[derive(clap::Args)]
+struct WorkerArgs {
+    /// Database URL shared with `flare serve` and the other workers.
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://flare.db")]
+    database_url: String,
+    /// Runs executing at once in this process.
+    #[arg(long, env = "FLARE_CONCURRENCY", default_value_t = 100)]
+    concurrency: usize,
+    /// Delete finished events older than this many days (0 keeps everything).
+    #[arg(long, env = "FLARE_RETENTION_DAYS", default_value_t = 7)]
+    retention_days: u64,
+    /// Lease of a claimed run, in seconds: a run whose process died is retried after this.
+    #[arg(long, env = "FLARE_LEASE_SECS", default_value_t = 30)]
+    lease_secs: u64,
+    /// Seconds running jobs get to finish on SIGTERM/SIGINT.
+    #[arg(long, env = "FLARE_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    shutdown_grace_secs: u64,
+    /// Also run the no-op job of `flare bench` (for the multi-process benchmark).
+    #[arg(long, hide = true)]
+    bench_job: bool,
 }
 
 #[derive(clap::Args)]
@@ -79,10 +104,24 @@ fn main() -> ExitCode {
     match run() {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("flare: {err:#}");
+            eprintln!("flare: {}", one_line(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, skipping a cause whose text the line already shows
+/// (errors that print their source would otherwise repeat it).
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !line.contains(&cause) {
+            line.push_str(": ");
+            line.push_str(&cause);
+        }
+    }
+    line
 }
 
 fn run() -> anyhow::Result<ExitCode> {
@@ -91,6 +130,7 @@ fn run() -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve(args).await,
+            Command::Worker(args) => worker(args).await,
             Command::Send(args) => send(args).await,
             Command::Bench(args) => flare::bench::run(args)
                 .await
@@ -118,6 +158,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     flare::server::run(config, listener, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let config = RawWorker {
+        database_url: args.database_url,
+        concurrency: args.concurrency,
+        retention_days: args.retention_days,
+        lease_secs: args.lease_secs,
+        shutdown_grace_secs: args.shutdown_grace_secs,
+    }
+    .validate()?;
+    let jobs = if args.bench_job {
+        vec![flare::bench::noop_job()]
+    } else {
+        Vec::new()
+    };
+    flare::server::run_worker(config, jobs, shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
 

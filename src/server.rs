@@ -1,14 +1,19 @@
 //! `run(config, listener, shutdown)`: the whole service. Connects the store, starts the engine with
 //! the reference jobs, serves HTTP until `shutdown` resolves, then shuts the engine down gracefully.
 //! Tests call it on a port-0 listener.
+//!
+//! `run_worker(config, jobs, shutdown)`: the engine alone (`flare worker`), for scale-out: the same
+//! jobs, workers, scheduler, rescuer and pruner on a shared database, without HTTP. Every node
+//! claims only runs of the jobs it defined; maintenance runs on one leader at a time.
 
 use std::future::Future;
 
 use tokio::net::TcpListener;
 
 use crate::client::Client;
-use crate::config::ServeConfig;
+use crate::config::{ServeConfig, WorkerConfig};
 use crate::http::{app, AppState};
+use crate::job::Job;
 use crate::reference_jobs;
 
 /// Why the server stopped with an error.
@@ -49,5 +54,33 @@ pub async fn run(
     tracing::info!("shutting down: finishing running jobs");
     client.shutdown().await;
     served?;
+    Ok(())
+}
+
+/// Runs the engine without HTTP until `shutdown` resolves: the reference jobs plus `jobs`, then a
+/// graceful shutdown (running runs get the grace period, the rest is released, leadership is
+/// handed over).
+pub async fn run_worker(
+    config: WorkerConfig,
+    jobs: Vec<Job>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let client = Client::builder(&config.database_url)
+        .config(config.engine.clone())
+        .connect()
+        .await?;
+    client.make_default();
+    reference_jobs::define_all(&client).await?;
+    for job in jobs {
+        client.register_job(job).await?;
+    }
+    tracing::info!(
+        node = client.engine().node_id(),
+        concurrency = config.engine.concurrency,
+        "flare worker is running jobs"
+    );
+    shutdown.await;
+    tracing::info!("shutting down: finishing running jobs");
+    client.shutdown().await;
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! The JSON API, `/metrics` and the OpenAPI document, driven through the router with real events
 //! and jobs: a job that succeeds and logs, one that fails once without retries, and a chain.
 
+mod support;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use flare::http::{app, AppState};
 use flare::model::Source;
 use flare::{event_trigger, Client, Delay, Io, Job, JobError, ManualClock, RetryPolicy, SendEvent};
 use serde_json::{json, Value};
+use support::TestDb;
 use tower::ServiceExt;
 
 /// 2024-05-01T12:00:00Z.
@@ -22,7 +25,6 @@ const T0: i64 = 1_714_564_800_000;
 const MINUTE: Duration = Duration::from_secs(60);
 
 struct Fixture {
-    _dir: tempfile::TempDir,
     client: Client,
     clock: ManualClock,
     app: Router,
@@ -33,6 +35,8 @@ struct Fixture {
     audit: String,
     hook: String,
     later: String,
+    /// Last, so the database outlives the client (fields drop in order).
+    _db: TestDb,
 }
 
 fn time(ms: i64) -> String {
@@ -62,9 +66,8 @@ async fn settle(client: &Client) {
 /// call; later calls succeed), `file.uploaded` (upload sends `file.processed`, which processed
 /// handles), `audit.noted` over http and `stripe.ping` from a webhook (no jobs), and a
 /// `reminder.send` delayed by an hour.
-async fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("sqlite://{}/flare.db", dir.path().display());
+async fn fixture(db: TestDb) -> Fixture {
+    let url = db.url.clone();
     let clock = ManualClock::new(T0);
     let client = Client::builder(&url)
         .clock(Arc::new(clock.clone()))
@@ -188,7 +191,7 @@ async fn fixture() -> Fixture {
     .expect("config");
     let app = app(AppState::new(client.clone(), config));
     Fixture {
-        _dir: dir,
+        _db: db,
         users: ids[0..5].to_vec(),
         order: ids[5].clone(),
         upload,
@@ -271,9 +274,8 @@ fn ids(list: &Value) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn event_list_filters_by_every_parameter() {
-    let f = fixture().await;
+async fn event_list_filters_by_every_parameter(db: TestDb) {
+    let f = fixture(db).await;
     assert_eq!(f.event_ids("/api/events").await, f.all_newest_first());
 
     let users: Vec<String> = f.users.iter().rev().cloned().collect();
@@ -353,9 +355,8 @@ async fn event_list_filters_by_every_parameter() {
     assert_eq!(body["nextCursor"], Value::Null);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cursors_walk_every_page_once_newest_first() {
-    let f = fixture().await;
+async fn cursors_walk_every_page_once_newest_first(db: TestDb) {
+    let f = fixture(db).await;
     let mut seen = Vec::new();
     let mut uri = "/api/events?limit=3".to_string();
     let mut pages = 0;
@@ -405,9 +406,8 @@ async fn cursors_walk_every_page_once_newest_first() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn details_show_runs_children_logs_and_attempts() {
-    let f = fixture().await;
+async fn details_show_runs_children_logs_and_attempts(db: TestDb) {
+    let f = fixture(db).await;
     let upload = f.get(&format!("/api/events/{}", f.upload)).await;
     assert_eq!(upload["name"], "file.uploaded");
     assert_eq!(upload["status"], "succeeded");
@@ -466,9 +466,8 @@ async fn details_show_runs_children_logs_and_attempts() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_retry_and_cancel_act_and_refuse_the_wrong_state() {
-    let f = fixture().await;
+async fn replay_retry_and_cancel_act_and_refuse_the_wrong_state(db: TestDb) {
+    let f = fixture(db).await;
 
     // Replay with an edited payload: a new event, same name and context, source replay:<id>.
     let uri = format!("/api/events/{}/replay", f.order);
@@ -569,9 +568,8 @@ async fn replay_retry_and_cancel_act_and_refuse_the_wrong_state() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_parameters_are_400_and_name_the_parameter() {
-    let f = fixture().await;
+async fn bad_parameters_are_400_and_name_the_parameter(db: TestDb) {
+    let f = fixture(db).await;
     for (uri, name) in [
         ("/api/events?limit=0", "limit"),
         ("/api/events?limit=501", "limit"),
@@ -597,9 +595,8 @@ async fn bad_parameters_are_400_and_name_the_parameter() {
     assert_eq!(max["events"].as_array().expect("events").len(), 11);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_stats_metrics_and_the_openapi_document() {
-    let f = fixture().await;
+async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
+    let f = fixture(db).await;
 
     let jobs = f.get("/api/jobs").await;
     let list = jobs["jobs"].as_array().expect("jobs");
@@ -710,3 +707,12 @@ async fn jobs_stats_metrics_and_the_openapi_document() {
 fn urlencode(s: &str) -> String {
     s.replace('+', "%2B").replace(':', "%3A")
 }
+
+backend_tests!(
+    event_list_filters_by_every_parameter,
+    cursors_walk_every_page_once_newest_first,
+    details_show_runs_children_logs_and_attempts,
+    replay_retry_and_cancel_act_and_refuse_the_wrong_state,
+    bad_parameters_are_400_and_name_the_parameter,
+    jobs_stats_metrics_and_the_openapi_document,
+);

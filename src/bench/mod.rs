@@ -9,6 +9,9 @@
 //! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database);
 //! - **dashboard** (not part of `all`): seeds `--events` events with their runs, then times the
 //!   dashboard's pages through the router (see `src/bench/dashboard.rs`).
+//! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
+//!   database, 1, 2, 4… of them (`--workers`): drain throughput of pre-stored no-op events and
+//!   send → start latency across processes (see [`scale`]).
 //!
 //! Every scenario is repeated (default 3×); the report gives the median and the min–max, the load
 //! average seen at the start of each repetition, and the peak resident memory of this process
@@ -17,6 +20,7 @@
 
 mod dashboard;
 mod report;
+mod scale;
 mod scenarios;
 
 use std::collections::BTreeMap;
@@ -57,8 +61,11 @@ pub enum Scenario {
     Memory,
     /// Server time of the dashboard's pages over `--events` seeded events (not part of `all`).
     Dashboard,
-    /// All of the above.
+    /// All of the above except dashboard and pg-scale.
     All,
+    /// Worker processes on a shared database (`--database-url`, `--workers`): drain
+    /// throughput and send → start latency.
+    PgScale,
 }
 
 /// `flare bench` options.
@@ -100,9 +107,33 @@ pub struct Args {
     /// Requests per page in the dashboard scenario (after one warm-up request).
     #[arg(long, default_value_t = 9)]
     pub requests: usize,
+    /// pg-scale: the shared database (e.g. postgres://postgres@127.0.0.1:5432/flare_bench).
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// pg-scale: numbers of worker processes to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub workers: Vec<usize>,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The no-op job of the multi-process scenario, run by `flare worker --bench-job`: `bench-noop`
+/// on `bench.noop`, like the in-process scenarios' job. When the payload carries `sentAtUs`
+/// (wall-clock microseconds just before the send), its output is `{"latencyUs": start − sent}`,
+/// so send → start latency can be measured across processes; otherwise its output is null.
+pub fn noop_job() -> crate::Job {
+    crate::Job::new(scenarios::JOB, "Benchmark no-op", "1.0.0")
+        .trigger(crate::event_trigger(scenarios::EVENT))
+        .run(|payload: serde_json::Value, _io: crate::Io| async move {
+            let output = match payload["sentAtUs"].as_i64() {
+                Some(sent) => {
+                    serde_json::json!({ "latencyUs": chrono::Utc::now().timestamp_micros() - sent })
+                }
+                None => serde_json::Value::Null,
+            };
+            Ok::<_, crate::JobError>(output)
+        })
 }
 
 /// One repetition's figures, by metric name.
@@ -206,8 +237,66 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
         figures.extend(dashboard::run(&args, &pb).await?);
         return Ok(figures);
     }
+    if args.scenario == Scenario::PgScale {
+        figures.extend(pg_scale(&args, reps).await?);
+    }
     if !args.json {
         print!("{}", report::table(&figures));
+    }
+    Ok(figures)
+}
+
+/// The multi-process scenario for each worker count: drain, then latency.
+async fn pg_scale(args: &Args, reps: usize) -> Result<Vec<Figure>, Error> {
+    let url = args
+        .database_url
+        .clone()
+        .ok_or_else(|| Error::Stalled("pg-scale needs --database-url (or DATABASE_URL)".into()))?;
+    let bin = match &args.flare_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?,
+    };
+    let mut figures = Vec::new();
+    for &n in &args.workers {
+        let settings = serde_json::json!({
+            "workers": n, "events": args.events, "worker_concurrency": args.concurrency,
+            "latency_rate": args.latency_rate, "latency_secs": args.latency_secs,
+        });
+        let mut drains = Vec::new();
+        let mut latencies = Vec::new();
+        for rep in 0..reps {
+            let pb = bar(
+                format!("pg-scale drain, {n} worker(s), rep {}/{reps}", rep + 1),
+                Some(args.events as u64),
+            );
+            drains.push(measured(scale::drain(args, &bin, &url, n, &pb)).await?);
+            pb.finish_and_clear();
+            let total = u64::from(args.latency_rate) * args.latency_secs;
+            let pb = bar(
+                format!("pg-scale latency, {n} worker(s), rep {}/{reps}", rep + 1),
+                Some(total),
+            );
+            latencies.push(measured(scale::latency(args, &bin, &url, n, &pb)).await?);
+            pb.finish_and_clear();
+        }
+        figures.push(emit(
+            args,
+            Figure::new(
+                "pg-scale drain",
+                format!("{n} workers"),
+                settings.clone(),
+                drains,
+            ),
+        ));
+        figures.push(emit(
+            args,
+            Figure::new(
+                "pg-scale latency",
+                format!("{n} workers, {}/s", args.latency_rate),
+                settings,
+                latencies,
+            ),
+        ));
     }
     Ok(figures)
 }

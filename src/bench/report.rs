@@ -111,6 +111,15 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("max_ms", "ms max"),
         ],
         "memory" => &[("idle_rss_mb", "MB RSS"), ("idle_hwm_mb", "MB peak RSS")],
+        "pg-scale drain" => &[
+            ("runs_per_s", "runs/s"),
+            ("seed_events_per_s", "events/s seeding"),
+        ],
+        "pg-scale latency" => &[
+            ("p50_ms", "ms p50"),
+            ("p99_ms", "ms p99"),
+            ("max_ms", "ms max"),
+        ],
         _ => &[],
     }
 }

@@ -15,9 +15,9 @@ use super::{db_url, Args, Error, Sample};
 use crate::{event_trigger, Client, EngineConfig, Io, Job, JobError, RunStatus};
 
 /// The event every scenario sends; it starts exactly one run of [`JOB`].
-const EVENT: &str = "bench.noop";
+pub(super) const EVENT: &str = "bench.noop";
 /// The no-op job.
-const JOB: &str = "bench-noop";
+pub(super) const JOB: &str = "bench-noop";
 
 fn join_error(e: tokio::task::JoinError) -> Error {
     Error::Stalled(format!("a benchmark task failed: {e}"))

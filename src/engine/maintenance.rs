@@ -1,16 +1,39 @@
-//! Maintenance services, one per chore, each with a `run_once` that tests call directly:
+//! Maintenance services, one per chore, each with a `*_once` that tests call directly:
 //! - **scheduler**: delivers scheduled events that are due (creates their runs), within one poll
 //!   interval of their time, also after a restart (the schedule is in the database);
 //! - **rescuer**: requeues runs whose lease expired because their worker died;
 //! - **pruner**: deletes finished events, their runs and logs older than the retention, in
 //!   bounded batches.
+//!
+//! With several nodes on one database only one of them does this work: the **leader**. Every
+//! tick, each node takes or renews the leader lease [`LEADER`] in the store (held for
+//! [`crate::EngineConfig::leader_ttl`]); only the holder runs the chores. A node stopping
+//! gracefully releases the lease; a node that dies stops renewing it, and the first node to tick
+//! after it expired takes over (and rescues at once: the dead leader may have held runs). The
+//! chores stay correct if two nodes ever run them at once (each is one transaction that
+//! re-checks its rows), so leadership is about not doing the work N times, not about safety.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Shared;
+use super::{ms, Shared};
 
 const BATCH: usize = 1000;
+
+/// The name of the leader lease that maintenance runs under.
+pub const LEADER: &str = "maintenance";
+
+/// What one leader pass did; see [`Maintenance::lead_once`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Scheduled events delivered.
+    pub delivered: usize,
+    /// Runs with an expired lease requeued (or failed).
+    pub rescued: usize,
+    /// Finished events pruned.
+    pub pruned: usize,
+}
 
 /// Handle on the maintenance services of one engine.
 #[derive(Clone)]
@@ -29,7 +52,45 @@ impl Maintenance {
         Self { shared }
     }
 
-    /// Delivers every due scheduled event. Returns how many.
+    /// Takes or renews this node's leader lease. True when this node leads now.
+    pub async fn lead(&self) -> crate::store::Result<bool> {
+        let s = &self.shared;
+        let held = s
+            .store
+            .leader_acquire(
+                LEADER,
+                &s.node_id,
+                s.clock.now_ms(),
+                ms(s.config.leader_ttl),
+            )
+            .await;
+        // An error leaves us unsure: stop leading; the lease expires if we still hold it.
+        s.leading.store(matches!(held, Ok(true)), Ordering::SeqCst);
+        held
+    }
+
+    /// Releases the leader lease if this node holds it, so another node takes over at once.
+    pub async fn resign(&self) -> crate::store::Result<()> {
+        let s = &self.shared;
+        s.leading.store(false, Ordering::SeqCst);
+        s.store.leader_release(LEADER, &s.node_id).await
+    }
+
+    /// One pass with every chore: takes or renews the leader lease, then, only if this node
+    /// leads, delivers due events, rescues expired leases and prunes. `None` when another node
+    /// leads (nothing was done).
+    pub async fn lead_once(&self) -> crate::store::Result<Option<Pass>> {
+        if !self.lead().await? {
+            return Ok(None);
+        }
+        Ok(Some(Pass {
+            delivered: self.schedule_once().await?,
+            rescued: self.rescue_once().await?,
+            pruned: self.prune_once().await?,
+        }))
+    }
+
+    /// Delivers every due scheduled event, whether or not this node leads. Returns how many.
     pub async fn schedule_once(&self) -> crate::store::Result<usize> {
         let mut total = 0;
         loop {
@@ -45,7 +106,7 @@ impl Maintenance {
         }
     }
 
-    /// Requeues runs with expired leases. Returns how many.
+    /// Requeues runs with expired leases, whether or not this node leads. Returns how many.
     pub async fn rescue_once(&self) -> crate::store::Result<usize> {
         let mut total = 0;
         loop {
@@ -67,7 +128,8 @@ impl Maintenance {
         }
     }
 
-    /// Prunes finished data older than the retention. Returns how many events were deleted.
+    /// Prunes finished data older than the retention, whether or not this node leads. Returns
+    /// how many events were deleted.
     pub async fn prune_once(&self) -> crate::store::Result<usize> {
         let Some(retention) = self.shared.config.retention else {
             return Ok(0);
@@ -88,35 +150,69 @@ impl Maintenance {
     }
 }
 
-/// The maintenance loop: scheduler every poll interval, rescuer every half lease (at least every
-/// poll interval), pruner every prune interval.
+/// The maintenance loop. Every poll interval (the first one poll interval after start): take or renew the leader lease; when leading, run
+/// the scheduler, the rescuer every half lease (and at once on taking over) and the pruner every
+/// prune interval.
 pub(crate) async fn run(shared: Arc<Shared>) {
     let m = Maintenance::new(Arc::clone(&shared));
     let tick = shared.config.poll_interval.max(Duration::from_millis(10));
     let rescue_every = (shared.config.lease / 2).max(tick);
-    let mut last_rescue = tokio::time::Instant::now();
+    // `None`: rescue at the next pass.
+    let mut last_rescue: Option<tokio::time::Instant> = None;
     let mut last_prune = tokio::time::Instant::now();
-    // A restart rescues at once: leases of a crashed process may have expired while it was down.
-    let _ = m.rescue_once().await;
+    let mut leading = false;
     loop {
-        if let Err(e) = m.schedule_once().await {
-            tracing::error!(error = %e, "delivering scheduled events failed");
-        }
-        if last_rescue.elapsed() >= rescue_every {
-            last_rescue = tokio::time::Instant::now();
-            if let Err(e) = m.rescue_once().await {
-                tracing::error!(error = %e, "rescuing expired runs failed");
-            }
-        }
-        if last_prune.elapsed() >= shared.config.prune_interval {
-            last_prune = tokio::time::Instant::now();
-            if let Err(e) = m.prune_once().await {
-                tracing::error!(error = %e, "pruning failed");
-            }
-        }
+        // The first pass comes one tick after start: a node starting up has its jobs defined by
+        // then, and tests that drive maintenance by hand can turn the loop off with a long tick.
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
             _ = shared.stop.cancelled() => return,
+        }
+        match m.lead().await {
+            Ok(true) => {
+                if !leading {
+                    tracing::info!(node = %shared.node_id, "this node leads maintenance (scheduler, rescuer, pruner)");
+                    // The previous leader may have died with runs in flight, or this is a
+                    // restart after a crash: rescue now.
+                    last_rescue = None;
+                }
+                leading = true;
+                chores(&m, &shared, rescue_every, &mut last_rescue, &mut last_prune).await;
+            }
+            Ok(false) => {
+                if leading {
+                    tracing::info!(node = %shared.node_id, "another node leads maintenance now");
+                }
+                leading = false;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "taking the maintenance lease failed");
+                leading = false;
+            }
+        }
+    }
+}
+
+async fn chores(
+    m: &Maintenance,
+    shared: &Shared,
+    rescue_every: Duration,
+    last_rescue: &mut Option<tokio::time::Instant>,
+    last_prune: &mut tokio::time::Instant,
+) {
+    if let Err(e) = m.schedule_once().await {
+        tracing::error!(error = %e, "delivering scheduled events failed");
+    }
+    if last_rescue.is_none_or(|at| at.elapsed() >= rescue_every) {
+        *last_rescue = Some(tokio::time::Instant::now());
+        if let Err(e) = m.rescue_once().await {
+            tracing::error!(error = %e, "rescuing expired runs failed");
+        }
+    }
+    if last_prune.elapsed() >= shared.config.prune_interval {
+        *last_prune = tokio::time::Instant::now();
+        if let Err(e) = m.prune_once().await {
+            tracing::error!(error = %e, "pruning failed");
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod maintenance;
 pub mod retry;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -44,6 +45,10 @@ pub struct EngineConfig {
     pub prune_interval: Duration,
     /// How long running runs may take to finish at shutdown. Default 30 s.
     pub shutdown_grace: Duration,
+    /// How long the maintenance leadership lasts without renewal: when the leading node dies,
+    /// another takes over within this time. Renewed every poll interval, so keep it several
+    /// poll intervals long. Default 2 s.
+    pub leader_ttl: Duration,
 }
 
 impl Default for EngineConfig {
@@ -56,6 +61,7 @@ impl Default for EngineConfig {
             retention: Some(Duration::from_secs(7 * 86_400)),
             prune_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(30),
+            leader_ttl: Duration::from_secs(2),
         }
     }
 }
@@ -76,11 +82,21 @@ pub(crate) struct InFlight {
 
 pub(crate) struct Shared {
     pub(crate) store: Store,
+    /// This engine's name in leader leases; unique per process and client.
+    pub(crate) node_id: String,
+    /// Whether this node held the maintenance leadership at its last attempt.
+    pub(crate) leading: AtomicBool,
     pub(crate) clock: SharedClock,
     pub(crate) config: EngineConfig,
     pub(crate) jitter: RwLock<Jitter>,
     pub(crate) jobs: RwLock<HashMap<String, Arc<Registered>>>,
     inflight: Mutex<HashMap<String, InFlight>>,
+    /// Finished attempts handed to the completer and not recorded yet (run id → lease token).
+    /// Their leases are still extended: a slow write must not let the rescuer run them again.
+    recording: Mutex<HashMap<String, i64>>,
+    /// Held while the completer or the heartbeat writes: both may touch the same runs, and two
+    /// transactions updating the same rows in different orders deadlock on PostgreSQL.
+    lease_writes: tokio::sync::Mutex<()>,
     /// Woken when a slot frees or a job is defined.
     wake: Notify,
     /// Cancelled to stop claiming.
@@ -116,11 +132,19 @@ impl Engine {
         let (tx, rx) = mpsc::channel(config.concurrency.max(1) * 4);
         let shared = Arc::new(Shared {
             store,
+            node_id: format!(
+                "node-{}-{}",
+                std::process::id(),
+                &uuid::Uuid::now_v7().simple().to_string()[20..]
+            ),
+            leading: AtomicBool::new(false),
             clock,
             config,
             jitter: RwLock::new(Arc::new(rand::random::<f64>)),
             jobs: RwLock::default(),
             inflight: Mutex::default(),
+            recording: Mutex::default(),
+            lease_writes: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
             stop: CancellationToken::new(),
             completions: Mutex::new(Some(tx)),
@@ -195,6 +219,16 @@ impl Engine {
         maintenance::Maintenance::new(Arc::clone(&self.shared))
     }
 
+    /// This engine's node id, as it appears in leader leases.
+    pub fn node_id(&self) -> &str {
+        &self.shared.node_id
+    }
+
+    /// Whether this node led maintenance (scheduler, rescuer, pruner) at its last attempt.
+    pub fn is_leader(&self) -> bool {
+        self.shared.leading.load(Ordering::SeqCst)
+    }
+
     /// Wakes the worker (after a [`crate::ManualClock`] moved, for example).
     pub fn wake(&self) {
         self.shared.wake.notify_one();
@@ -242,6 +276,12 @@ impl Engine {
         let completer = self.completer.lock().ok().and_then(|mut c| c.take());
         if let Some(c) = completer {
             let _ = c.await;
+        }
+        if shared.leading.swap(false, Ordering::SeqCst) {
+            // Hand maintenance over now rather than when the lease expires.
+            if let Err(e) = self.maintenance().resign().await {
+                tracing::warn!(error = %e, "could not release the maintenance leadership; it expires on its own");
+            }
         }
         if !leftovers.is_empty() {
             let n = leftovers.len();
@@ -308,10 +348,13 @@ fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {
 }
 
 async fn worker_loop(shared: Arc<Shared>) {
-    let store_wake = match &shared.store {
-        crate::store::Store::Sqlite(s) => Arc::clone(s.work_notify()),
-    };
+    let store_wake = Arc::clone(shared.store.work_notify());
     let mut failures = 0u32;
+    // Consecutive claims that found nothing although something was due: runs another node was
+    // claiming at that moment (locked rows are skipped, yet still look queued). Each one doubles
+    // the pause before looking again, so idle nodes do not hammer the database; a wake-up (new
+    // work committed) still ends the pause at once.
+    let mut contended = 0u32;
     loop {
         if shared.stop.is_cancelled() {
             return;
@@ -323,6 +366,7 @@ async fn worker_loop(shared: Arc<Shared>) {
             .unwrap_or(usize::MAX);
         let free = shared.config.concurrency.saturating_sub(in_flight);
         let mut full_batch = false;
+        let mut claimed_none = false;
         if free > 0 {
             let groups = claim_groups(&shared, free);
             let asked: usize = groups.iter().map(|g| g.limit).sum();
@@ -337,6 +381,7 @@ async fn worker_loop(shared: Arc<Shared>) {
                     Ok(runs) => {
                         failures = 0;
                         full_batch = runs.len() == asked;
+                        claimed_none = runs.is_empty();
                         for run in runs {
                             executor::spawn(&shared, run);
                         }
@@ -374,10 +419,13 @@ async fn worker_loop(shared: Arc<Shared>) {
                 _ => shared.config.poll_interval,
             }
         };
-        if wait.is_zero() && free > 0 {
-            // Something is due but the claim found nothing (another node took it): yield briefly.
-            tokio::task::yield_now().await;
-        }
+        let wait = if wait.is_zero() && claimed_none {
+            contended = (contended + 1).min(8);
+            Duration::from_millis(1 << contended).min(shared.config.poll_interval)
+        } else {
+            contended = 0;
+            wait
+        };
         tokio::select! {
             _ = store_wake.notified() => {}
             _ = shared.wake.notified() => {}
@@ -418,8 +466,14 @@ pub(crate) fn set_abort(shared: &Shared, run_id: &str, abort: AbortHandle) {
 pub(crate) async fn finish(shared: &Shared, completion: Completion) {
     let tx = shared.completions.lock().ok().and_then(|t| t.clone());
     let run_id = completion.run_id.clone();
+    if let Ok(mut r) = shared.recording.lock() {
+        r.insert(run_id.clone(), completion.token);
+    }
     if let Some(tx) = tx {
         if tx.send(completion).await.is_err() {
+            if let Ok(mut r) = shared.recording.lock() {
+                r.remove(&run_id);
+            }
             tracing::warn!(run = %run_id, "completer stopped; the run's lease will expire and it will run again");
         }
     }
@@ -434,7 +488,11 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
     while rx.recv_many(&mut batch, 1000).await > 0 {
         let mut failures = 0u32;
         loop {
-            match shared.store.runs_complete(batch.clone()).await {
+            let written = {
+                let _writing = shared.lease_writes.lock().await;
+                shared.store.runs_complete(batch.clone()).await
+            };
+            match written {
                 Ok(held) => {
                     for (c, ok) in batch.iter().zip(held) {
                         if !ok {
@@ -455,6 +513,11 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
                 }
             }
         }
+        if let Ok(mut r) = shared.recording.lock() {
+            for c in &batch {
+                r.remove(&c.run_id);
+            }
+        }
         batch.clear();
     }
 }
@@ -466,7 +529,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             _ = tokio::time::sleep(every) => {}
             _ = shared.stop.cancelled() => return,
         }
-        let leases: Vec<Lease> = match shared.inflight.lock() {
+        let mut leases: Vec<Lease> = match shared.inflight.lock() {
             Ok(m) => m
                 .iter()
                 .map(|(id, f)| Lease {
@@ -476,10 +539,17 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                 .collect(),
             Err(_) => continue,
         };
+        if let Ok(r) = shared.recording.lock() {
+            leases.extend(r.iter().map(|(id, token)| Lease {
+                run_id: id.clone(),
+                token: *token,
+            }));
+        }
         if leases.is_empty() {
             continue;
         }
         let until = shared.clock.now_ms() + ms(shared.config.lease);
+        let _writing = shared.lease_writes.lock().await;
         if let Err(e) = shared.store.runs_heartbeat(leases, until).await {
             tracing::warn!(error = %e, "extending leases failed");
         }

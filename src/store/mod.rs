@@ -1,11 +1,12 @@
 //! Storage: the only module that speaks SQL.
 //!
-//! [`Store`] is a concrete type over the backends (today SQLite; PostgreSQL plugs in as another
-//! variant). Methods are named noun-first (`event_insert`, `runs_claim`) and take plain parameter
+//! [`Store`] is a concrete type over the backends: embedded SQLite ([`sqlite`]) and PostgreSQL
+//! ([`postgres`]), picked by the URL's scheme. Methods are named noun-first (`event_insert`, `runs_claim`) and take plain parameter
 //! structs. Every method that changes state runs in exactly one transaction; on SQLite, concurrent
 //! callers are grouped into one transaction by a single writer thread (group commit) and each is
 //! answered only after that transaction committed.
 
+pub mod postgres;
 pub mod query;
 pub mod sqlite;
 
@@ -24,9 +25,10 @@ use query::{
 /// A storage failure.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
-    /// The database refused or failed the operation (I/O, locked, read-only, corrupt, …).
+    /// The database refused or failed the operation (I/O, locked, read-only, a connection that is
+    /// gone, …). The cause is the driver's error (SQLite or PostgreSQL), kept as the source.
     #[error("database error: {0}")]
-    Database(Arc<rusqlite::Error>),
+    Database(#[source] Arc<dyn std::error::Error + Send + Sync>),
     /// The storage worker has stopped; the store is closed.
     #[error("the store is closed")]
     Closed,
@@ -45,13 +47,28 @@ pub enum Error {
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     /// The database URL is not understood.
-    #[error("unsupported database URL {0:?}: use sqlite://PATH (or a plain file path)")]
+    #[error("unsupported database URL {0:?}: use sqlite://PATH (or a plain file path) or postgres://USER@HOST/DB")]
     Url(String),
 }
 
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         Error::Database(Arc::new(e))
+    }
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Error::Database(Arc::new(postgres::PgError::from(e)))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            other => Error::Database(Arc::new(other)),
+        }
     }
 }
 
@@ -341,22 +358,34 @@ pub struct WebhookDelivery {
 pub enum Store {
     /// Embedded SQLite.
     Sqlite(sqlite::SqliteStore),
+    /// PostgreSQL, shared by any number of processes.
+    Postgres(postgres::PgStore),
 }
 
 macro_rules! dispatch {
     ($self:ident, $s:ident => $call:expr) => {
         match $self {
             Store::Sqlite($s) => $call,
+            Store::Postgres($s) => $call,
         }
     };
 }
 
 impl Store {
-    /// Opens the store named by `url` (`sqlite://flare.db`, `sqlite:flare.db` or a plain path),
-    /// applying migrations.
+    /// Opens the store named by `url` (`sqlite://flare.db`, `sqlite:flare.db` or a plain path;
+    /// `postgres://…` or `postgresql://…`), applying migrations.
     pub async fn open(url: &str) -> Result<Self> {
+        if postgres::is_postgres_url(url) {
+            return Ok(Store::Postgres(postgres::PgStore::open(url).await?));
+        }
         let path = sqlite::path_from_url(url).ok_or_else(|| Error::Url(url.to_string()))?;
         Ok(Store::Sqlite(sqlite::SqliteStore::open(path).await?))
+    }
+
+    /// Notified when work may have become runnable: after a local commit that queued runs and,
+    /// on PostgreSQL, on a `NOTIFY` from another process. A hint only: workers also poll.
+    pub fn work_notify(&self) -> &Arc<tokio::sync::Notify> {
+        dispatch!(self, s => s.work_notify())
     }
 
     /// The job definitions fan-out uses.
@@ -448,6 +477,27 @@ impl Store {
     /// How many runs are in each state.
     pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
         dispatch!(self, s => s.run_counts().await)
+    }
+
+    /// Takes or renews the lease `name` for `holder` until `now + ttl_ms`: true when `holder`
+    /// holds it afterwards. It succeeds when nobody holds it, when `holder` already does, or when
+    /// the current holder's lease expired (`expires_at <= now`); one statement, so two nodes
+    /// racing for it cannot both win.
+    pub async fn leader_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        now: i64,
+        ttl_ms: i64,
+    ) -> Result<bool> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        dispatch!(self, s => s.leader_acquire(name, holder, now, ttl_ms).await)
+    }
+
+    /// Gives the lease `name` up if `holder` holds it (another node may take it at once).
+    pub async fn leader_release(&self, name: &str, holder: &str) -> Result<()> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        dispatch!(self, s => s.leader_release(name, holder).await)
     }
 
     /// Checks that the database answers.

@@ -17,6 +17,62 @@ use flare::{Client, EngineConfig, ManualClock};
 pub enum Backend {
     /// Embedded SQLite in a temp dir.
     Sqlite,
+    /// A fresh database on the local PostgreSQL server (see [`pg_admin_url`]).
+    Postgres,
+}
+
+/// The server's maintenance database the PostgreSQL tests create their databases from:
+/// `FLARE_TEST_PG_URL`, or the local server with the `postgres` user.
+pub fn pg_admin_url() -> String {
+    std::env::var("FLARE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
+}
+
+/// `url` with its database name replaced by `db`.
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_part = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    format!("{host_part}/{db}{query}")
+}
+
+async fn pg_admin() -> Result<tokio_postgres::Client, String> {
+    let url = pg_admin_url();
+    let connect = tokio_postgres::connect(&url, tokio_postgres::NoTls);
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok((client, conn))) => {
+            tokio::spawn(conn);
+            Ok(client)
+        }
+        Ok(Err(e)) => Err(format!("cannot connect to {url}: {e}")),
+        Err(_) => Err(format!("cannot connect to {url}: timed out")),
+    }
+}
+
+fn drop_pg_database(name: String) {
+    let dropped = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        rt.block_on(async {
+            let admin = pg_admin().await.ok()?;
+            admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await
+                .ok()
+        })
+    })
+    .join();
+    if !matches!(dropped, Ok(Some(()))) {
+        eprintln!("could not drop a test database; it is left on the server");
+    }
 }
 
 /// A fresh, empty database for one test.
@@ -26,12 +82,59 @@ pub struct TestDb {
     /// The backend.
     pub backend: Backend,
     _dir: Option<tempfile::TempDir>,
+    /// The PostgreSQL database to drop at the end.
+    pg_database: Option<String>,
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some(name) = self.pg_database.take() {
+            drop_pg_database(name);
+        }
+    }
 }
 
 impl TestDb {
-    /// A new empty database on `backend`.
+    /// A new empty database on `backend`. Panics when PostgreSQL is unreachable; see
+    /// [`TestDb::new_or_skip`].
     pub async fn new(backend: Backend) -> TestDb {
-        match backend {
+        match Self::try_new(backend).await {
+            Ok(db) => db,
+            Err(why) => panic!("{why}"),
+        }
+    }
+
+    /// A new empty database on `backend`, or `None` (printing why) when PostgreSQL is not
+    /// reachable and `CI` is not set. Under `CI` a missing server fails the test.
+    pub async fn new_or_skip(backend: Backend) -> Option<TestDb> {
+        match Self::try_new(backend).await {
+            Ok(db) => Some(db),
+            Err(why) if std::env::var_os("CI").is_some() => {
+                panic!("{why} (CI is set: the PostgreSQL suite must run)")
+            }
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                None
+            }
+        }
+    }
+
+    async fn try_new(backend: Backend) -> Result<TestDb, String> {
+        Ok(match backend {
+            Backend::Postgres => {
+                let admin = pg_admin().await?;
+                let name = format!("flare_t_{:016x}", rand::random::<u64>());
+                admin
+                    .batch_execute(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .map_err(|e| format!("cannot create a test database: {e}"))?;
+                TestDb {
+                    url: with_database(&pg_admin_url(), &name),
+                    backend,
+                    _dir: None,
+                    pg_database: Some(name),
+                }
+            }
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let url = format!("sqlite://{}", dir.path().join("flare.db").display());
@@ -39,9 +142,10 @@ impl TestDb {
                     url,
                     backend,
                     _dir: Some(dir),
+                    pg_database: None,
                 }
             }
-        }
+        })
     }
 
     /// A client with workers, a manual clock set to now, and test-friendly settings.
@@ -124,6 +228,16 @@ macro_rules! backend_tests {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name($crate::support::TestDb::new($crate::support::Backend::Sqlite).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(db) = $crate::support::TestDb::new_or_skip($crate::support::Backend::Postgres).await {
+                        super::$name(db).await;
+                    }
                 }
             )*
         }

@@ -28,6 +28,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_read_indexes.sql")),
     (3, include_str!("0003_webhook_deliveries.sql")),
+    (4, include_str!("0004_leaders.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
@@ -169,10 +170,30 @@ fn configure(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// Opens, configures and migrates the database; returns the writer connection and the stored
+/// job definitions.
+fn open_migrated(path: &Path) -> Result<(Connection, Vec<crate::job::JobSpec>)> {
+    let mut conn = Connection::open(path)?;
+    configure(&conn)?;
+    migrate(&mut conn)?;
+    let specs = ops::jobs_load(&conn)?;
+    Ok((conn, specs))
+}
+
+fn is_busy(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    matches!(
+        e.downcast_ref::<rusqlite::Error>(),
+        Some(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::DatabaseBusy
+    )
+}
+
 fn migrate(conn: &mut Connection) -> Result<()> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")?;
     for (version, sql) in MIGRATIONS {
-        let done: bool = conn.query_row(
+        // IMMEDIATE takes the write lock before the check, so processes starting at once on a
+        // new file apply each migration once (the others wait, then see it done).
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let done: bool = tx.query_row(
             "SELECT EXISTS (SELECT 1 FROM flare_migrations WHERE version = ?1)",
             [version],
             |r| r.get(0),
@@ -180,7 +201,6 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         if done {
             continue;
         }
-        let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
         tx.execute(
             "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, ?2)",
@@ -197,11 +217,18 @@ impl SqliteStore {
     pub async fn open(path: PathBuf) -> Result<Self> {
         let p = path.clone();
         let (conn, specs) = tokio::task::spawn_blocking(move || -> Result<_> {
-            let mut conn = Connection::open(&p)?;
-            configure(&conn)?;
-            migrate(&mut conn)?;
-            let specs = ops::jobs_load(&conn)?;
-            Ok((conn, specs))
+            let mut attempt = 0;
+            loop {
+                match open_migrated(&p) {
+                    // A new file opened by several processes at once: switching it to WAL can
+                    // fail with "locked" without waiting (SQLite's deadlock avoidance). Retry.
+                    Err(Error::Database(e)) if attempt < 50 && is_busy(e.as_ref()) => {
+                        attempt += 1;
+                        thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    other => return other,
+                }
+            }
         })
         .await
         .map_err(|_| Error::Closed)??;

@@ -505,6 +505,40 @@ impl SqliteStore {
         .await
     }
 
+    /// See [`crate::store::Store::leader_acquire`].
+    pub async fn leader_acquire(
+        &self,
+        name: String,
+        holder: String,
+        now: i64,
+        ttl_ms: i64,
+    ) -> Result<bool> {
+        self.write(move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "INSERT INTO leaders (name, holder, expires_at) VALUES (?1, ?2, ?3 + ?4) \
+                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
+                     WHERE leaders.holder = excluded.holder OR leaders.expires_at <= ?3 RETURNING holder",
+                )?
+                .query_row(params![name, holder, now, ttl_ms], |r| r.get::<_, String>(0))
+                .optional()?;
+            Ok(held.is_some())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::leader_release`].
+    pub async fn leader_release(&self, name: String, holder: String) -> Result<()> {
+        self.write(move |ctx| {
+            ctx.conn
+                .prepare_cached("DELETE FROM leaders WHERE name = ?1 AND holder = ?2")?
+                .execute(params![name, holder])?;
+            Ok(())
+        })
+        .await
+    }
+
     /// See [`crate::store::Store::prune`].
     pub async fn prune(&self, before: i64, limit: usize) -> Result<usize> {
         self.write(move |ctx| {

@@ -1,0 +1,512 @@
+//! The PostgreSQL backend: any number of processes share one database.
+//!
+//! - **Connections**: a `deadpool-postgres` pool of `tokio-postgres` connections; statements are
+//!   prepared once per connection and cached.
+//! - **Migrations** ([`MIGRATIONS`]) are embedded and applied at start under an advisory lock, so
+//!   several processes starting at once migrate once.
+//! - **Group commit**: [`PgStore::event_insert`] hands the event to one writer task that takes
+//!   every insert waiting (up to [`MAX_BATCH`]), writes them and their runs with two `UNNEST`
+//!   statements in one transaction, and answers each caller only after `COMMIT`.
+//! - **Claims** are one `UPDATE … WHERE seq IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING`
+//!   per group on the partial index of queued runs; **completions** are one statement per batch
+//!   (`UNNEST` arrays), fenced by the lease token.
+//! - **Wake-ups**: a transaction that makes runs runnable sends one `NOTIFY flare_work`; a listener
+//!   connection turns it into the same [`Notify`] the workers wait on. Workers poll as well, so
+//!   the hint may be lost. Behind a transaction-mode connection pooler, where `LISTEN` does not
+//!   work, turn the listener off with `FLARE_PG_LISTEN=off` or `?flare_listen=off` on the URL.
+//! - **Storage down** for tests ([`PgStore::set_read_only`]): every write transaction then starts
+//!   `READ ONLY`, so PostgreSQL itself refuses the writes.
+
+mod ops;
+mod query;
+mod read;
+mod webhooks;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+use super::{Error, Inserted, NewEvent, Result, Triggers};
+
+/// Most inserts grouped into one transaction.
+pub const MAX_BATCH: usize = 2048;
+
+/// Connections in the pool.
+const POOL_SIZE: usize = 16;
+
+/// The channel of the wake-up hint.
+pub(crate) const CHANNEL: &str = "flare_work";
+
+/// The advisory lock key held while migrating (any constant shared by every Flare process).
+const MIGRATION_LOCK: i64 = 0x666c_6172_655f_6d67; // "flare_mg"
+
+/// Embedded migrations, applied in order at start.
+pub const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("0001_init.sql"))];
+
+/// True for `postgres://…` and `postgresql://…` URLs.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// A PostgreSQL failure with the server's message (`tokio-postgres` prints only "db error").
+#[derive(Debug)]
+pub struct PgError {
+    message: String,
+    source: tokio_postgres::Error,
+}
+
+impl PgError {
+    /// The SQLSTATE code, when the server answered with an error.
+    pub fn code(&self) -> Option<&str> {
+        self.source.as_db_error().map(|d| d.code().code())
+    }
+}
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(source: tokio_postgres::Error) -> Self {
+        let message = match source.as_db_error() {
+            Some(db) => format!("{} ({})", db.message(), db.code().code()),
+            None => match std::error::Error::source(&source) {
+                Some(cause) => format!("{source}: {cause}"),
+                None => source.to_string(),
+            },
+        };
+        Self { message, source }
+    }
+}
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for PgError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Settings read from the URL and the environment.
+#[derive(Debug, Clone)]
+struct Settings {
+    /// The connection settings, Flare's own parameters removed.
+    config: tokio_postgres::Config,
+    /// Whether to keep a `LISTEN` connection for wake-ups.
+    listen: bool,
+}
+
+/// Reads `url`, removing Flare's own query parameter `flare_listen=on|off` (the driver refuses
+/// parameters it does not know). `FLARE_PG_LISTEN=off` in the environment also turns it off.
+fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
+    let bad = || Error::Url(redact(url));
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut listen = !matches!(env_listen, Some(v) if is_off(v));
+    let mut kept = Vec::new();
+    for pair in query.into_iter().flat_map(|q| q.split('&')) {
+        match pair.split_once('=') {
+            Some(("flare_listen", v)) => listen = !is_off(v),
+            _ if pair.is_empty() => {}
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    let config: tokio_postgres::Config = url.parse().map_err(|_| bad())?;
+    Ok(Settings { config, listen })
+}
+
+fn is_off(v: &str) -> bool {
+    matches!(
+        v.to_ascii_lowercase().as_str(),
+        "off" | "0" | "false" | "no"
+    )
+}
+
+/// The URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Runs `sql` (prepared once per connection) and returns its rows.
+pub(crate) async fn rows<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>> {
+    let st = c.prepare_cached(sql).await?;
+    Ok(c.query(&st, params).await?)
+}
+
+/// Runs `sql` (prepared once per connection) and returns how many rows it changed.
+pub(crate) async fn exec<C: GenericClient>(
+    c: &C,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64> {
+    let st = c.prepare_cached(sql).await?;
+    Ok(c.execute(&st, params).await?)
+}
+
+/// The PostgreSQL store. Cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("listen", &self.inner.listener.is_some())
+            .finish()
+    }
+}
+
+struct Inner {
+    pool: Pool,
+    triggers: Arc<Triggers>,
+    work: Arc<Notify>,
+    read_only: Arc<AtomicBool>,
+    inserts: mpsc::Sender<InsertOp>,
+    listener: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(l) = &self.listener {
+            l.abort();
+        }
+    }
+}
+
+/// One caller's event waiting for the writer's next transaction.
+struct InsertOp {
+    event: NewEvent,
+    payload: String,
+    context: Option<String>,
+    reply: oneshot::Sender<Result<Inserted>>,
+}
+
+/// What the writer task shares with the store.
+struct Writer {
+    pool: Pool,
+    triggers: Arc<Triggers>,
+    work: Arc<Notify>,
+    read_only: Arc<AtomicBool>,
+}
+
+impl PgStore {
+    /// Connects to the database at `url`, migrates it, loads the stored job definitions and
+    /// starts the insert writer and (unless turned off) the wake-up listener.
+    pub async fn open(url: &str) -> Result<Self> {
+        let env = std::env::var("FLARE_PG_LISTEN").ok();
+        let settings = settings(url, env.as_deref())?;
+        let manager = Manager::from_config(
+            settings.config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| Error::Database(Arc::new(e)))?;
+
+        migrate(&pool).await?;
+        let triggers = Arc::new(Triggers::default());
+        {
+            let client = pool.get().await?;
+            ops::triggers_refresh(&client, &triggers).await?;
+        }
+        let work = Arc::new(Notify::new());
+        let read_only = Arc::new(AtomicBool::new(false));
+        let listener = settings
+            .listen
+            .then(|| tokio::spawn(listen_loop(settings.config, Arc::clone(&work))).abort_handle());
+        let (tx, rx) = mpsc::channel(MAX_BATCH * 4);
+        let writer = Writer {
+            pool: pool.clone(),
+            triggers: Arc::clone(&triggers),
+            work: Arc::clone(&work),
+            read_only: Arc::clone(&read_only),
+        };
+        tokio::spawn(writer_loop(writer, rx));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                triggers,
+                work,
+                read_only,
+                inserts: tx,
+                listener,
+            }),
+        })
+    }
+
+    /// The shared trigger registry.
+    pub fn triggers(&self) -> &Arc<Triggers> {
+        &self.inner.triggers
+    }
+
+    /// Notified after a commit that made runs runnable, here or (through `LISTEN`) elsewhere.
+    pub fn work_notify(&self) -> &Arc<Notify> {
+        &self.inner.work
+    }
+
+    /// A pooled connection.
+    pub(crate) async fn conn(&self) -> Result<deadpool_postgres::Object> {
+        Ok(self.inner.pool.get().await?)
+    }
+
+    /// Whether write transactions start `READ ONLY` (see [`Self::set_read_only`]).
+    pub(crate) fn read_only(&self) -> bool {
+        self.inner.read_only.load(Ordering::SeqCst)
+    }
+
+    /// Wakes this process's workers now (other processes get the `NOTIFY`).
+    pub(crate) fn wake(&self) {
+        self.inner.work.notify_one();
+    }
+
+    /// See [`super::Store::set_read_only`]: later write transactions start `READ ONLY`, so the
+    /// database itself refuses them.
+    pub async fn set_read_only(&self, on: bool) -> Result<()> {
+        self.inner.read_only.store(on, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Checks that the database answers a query.
+    pub async fn ping(&self) -> Result<()> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        rows(c, "SELECT 1", &[]).await.map(|_| ())
+    }
+
+    /// See [`super::Store::event_insert`]: grouped with concurrent inserts into one transaction.
+    pub async fn event_insert(&self, event: NewEvent) -> Result<Inserted> {
+        let payload = event.payload.to_string();
+        let context = event.context.as_ref().map(serde_json::Value::to_string);
+        let (reply, rx) = oneshot::channel();
+        let op = InsertOp {
+            event,
+            payload,
+            context,
+            reply,
+        };
+        self.inner
+            .inserts
+            .send(op)
+            .await
+            .map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+}
+
+/// Applies the missing migrations under an advisory lock (held by one connection for the whole
+/// run), each in its own transaction.
+async fn migrate(pool: &Pool) -> Result<()> {
+    let mut client = pool.get().await?;
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    let result = apply_migrations(&mut client).await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await;
+    result?;
+    unlock?;
+    Ok(())
+}
+
+async fn apply_migrations(client: &mut deadpool_postgres::Object) -> Result<()> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
+        )
+        .await?;
+    for (version, sql) in MIGRATIONS {
+        let done = client
+            .query_opt(
+                "SELECT 1 FROM flare_migrations WHERE version = $1",
+                &[version],
+            )
+            .await?
+            .is_some();
+        if done {
+            continue;
+        }
+        let tx = client.transaction().await?;
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "INSERT INTO flare_migrations (version, applied_at) VALUES ($1, $2)",
+            &[version, &chrono::Utc::now().timestamp_millis()],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version, "applied PostgreSQL migration");
+    }
+    Ok(())
+}
+
+/// Keeps a connection that `LISTEN`s on [`CHANNEL`] and wakes the workers on each notification;
+/// reconnects with a backoff when it drops (workers poll meanwhile).
+async fn listen_loop(config: tokio_postgres::Config, work: Arc<Notify>) {
+    let mut failures = 0u32;
+    loop {
+        match listen_once(&config, &work).await {
+            Ok(()) => failures = 0,
+            Err(e) => {
+                failures += 1;
+                if failures <= 3 {
+                    tracing::warn!(error = %e, "the PostgreSQL wake-up listener stopped; workers poll until it reconnects");
+                }
+            }
+        }
+        // Something may have been queued while not listening.
+        work.notify_one();
+        tokio::time::sleep(Duration::from_millis(
+            200 * u64::from(failures.clamp(1, 25)),
+        ))
+        .await;
+    }
+}
+
+async fn listen_once(config: &tokio_postgres::Config, work: &Notify) -> Result<()> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<()>();
+    let driver = tokio::spawn(async move {
+        loop {
+            match futures::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => {
+                    if seen_tx.send(()).is_err() {
+                        return Ok(());
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            }
+        }
+    });
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    work.notify_one();
+    while seen_rx.recv().await.is_some() {
+        // Coalesce a burst of notifications into one wake-up.
+        while seen_rx.try_recv().is_ok() {}
+        work.notify_one();
+    }
+    drop(client);
+    match driver.await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::Closed),
+    }
+}
+
+/// Collects waiting inserts into one transaction (group commit) and answers each caller after
+/// `COMMIT`.
+async fn writer_loop(writer: Writer, mut rx: mpsc::Receiver<InsertOp>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let result = write_batch(&writer, &batch).await;
+        match result {
+            Ok(inserted) => {
+                for (op, ins) in batch.drain(..).zip(inserted) {
+                    let _ = op.reply.send(Ok(ins));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, events = batch.len(), "inserting a batch of events failed; every sender gets the error");
+                for op in batch.drain(..) {
+                    let _ = op.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+    tracing::debug!("PostgreSQL writer stopped");
+}
+
+async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
+    let mut client = writer.pool.get().await?;
+    ops::triggers_refresh(&client, &writer.triggers).await?;
+    let tx = client
+        .build_transaction()
+        .read_only(writer.read_only.load(Ordering::SeqCst))
+        .start()
+        .await?;
+    let rows: Vec<ops::EventRow<'_>> = batch
+        .iter()
+        .map(|op| ops::EventRow {
+            event: &op.event,
+            payload: &op.payload,
+            context: op.context.as_deref(),
+        })
+        .collect();
+    let (inserted, wake) = ops::insert_events(&tx, &writer.triggers, &rows).await?;
+    tx.commit().await?;
+    if wake {
+        writer.work.notify_one();
+    }
+    Ok(inserted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_recognized_and_flare_parameters_removed() {
+        assert!(is_postgres_url("postgres://u@h/db"));
+        assert!(is_postgres_url("postgresql://u@h/db"));
+        assert!(!is_postgres_url("sqlite://x.db"));
+
+        let s = settings("postgres://u@localhost/db", None).expect("parse");
+        assert!(s.listen);
+        let s = settings(
+            "postgres://u@localhost/db?flare_listen=off&connect_timeout=5",
+            None,
+        )
+        .expect("parse");
+        assert!(!s.listen);
+        assert_eq!(
+            s.config.get_connect_timeout(),
+            Some(&Duration::from_secs(5))
+        );
+        let s = settings("postgres://u@localhost/db", Some("off")).expect("parse");
+        assert!(!s.listen);
+        let s = settings("postgres://u@localhost/db?flare_listen=on", Some("off")).expect("parse");
+        assert!(s.listen, "the URL wins over the environment");
+    }
+
+    #[test]
+    fn bad_urls_are_refused_without_their_password() {
+        let e = settings("postgres://u:secret@localhost/db?nonsense=1", None)
+            .expect_err("unknown parameter");
+        let text = e.to_string();
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.contains("u:***@localhost"), "{text}");
+    }
+}

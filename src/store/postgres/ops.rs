@@ -1,0 +1,823 @@
+//! Write operations of the PostgreSQL backend. Each runs in one transaction (started `READ ONLY`
+//! while the store is switched to read-only), and each batch is one statement over `UNNEST`
+//! arrays where it can be, so a batch costs one round trip whatever its size.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use deadpool_postgres::{GenericClient, Object, Transaction};
+use serde_json::Value;
+
+use super::read::{event_from_row, EVENT_SELECT};
+use super::{exec, rows, PgStore, CHANNEL};
+use crate::engine::retry::RetryPolicy;
+use crate::filter::Filter;
+use crate::job::JobSpec;
+use crate::model::StoredEvent;
+use crate::store::{
+    ClaimParams, ClaimedRun, Completion, Error, Finish, Inserted, Lease, NewEvent, Result, Triggers,
+};
+
+/// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
+/// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner
+/// select walks the partial index of queued runs in due order and stops at the limit.
+pub(super) const CLAIM_SQL: &str =
+    "UPDATE runs r SET status = 'running', attempt = r.attempt + 1, \
+       started_at = $1, lease_until = $2, lease_token = $3 \
+     FROM events e \
+     WHERE r.seq = ANY(ARRAY(SELECT seq FROM runs WHERE status = 'queued' AND run_at <= $1 \
+         AND job_id = ANY($4) ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
+       AND e.id = r.event_id \
+     RETURNING r.id, r.event_id, e.name, r.job_id, r.attempt, r.max_attempts, e.payload";
+
+/// Inserts a batch of events and, in the same statement, the runs of those that were new.
+const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
+       INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                            $7::int8[], $8::int8[], $9::int8[]) \
+       ON CONFLICT (id) DO NOTHING RETURNING id), \
+     r AS ( \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
+       FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) \
+       WHERE u.event_id IN (SELECT id FROM ev) ORDER BY u.ord) \
+     SELECT id FROM ev";
+
+/// Inserts runs (scheduled events being delivered).
+const INSERT_RUNS_SQL: &str = "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+     SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[]) \
+          WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) ORDER BY u.ord";
+
+/// Records a batch of finished attempts in one statement: each run is updated only while its lease
+/// token still matches (fencing); attempts and logs are written for those alone.
+const COMPLETE_SQL: &str = "WITH u AS ( \
+       SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
+                            $7::text[], $8::int4[], $9::int8[]) \
+         WITH ORDINALITY AS u(id, token, status, run_at, finished_at, output, error, attempt, started_at, ord)), \
+     done AS ( \
+       UPDATE runs r SET status = u.status, \
+         run_at = CASE WHEN u.status = 'queued' THEN u.run_at ELSE r.run_at END, \
+         finished_at = CASE WHEN u.status = 'queued' THEN r.finished_at ELSE u.finished_at END, \
+         output = CASE WHEN u.status = 'succeeded' THEN u.output ELSE r.output END, \
+         error = u.error, lease_until = NULL, lease_token = NULL \
+       FROM u WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' \
+       RETURNING r.id), \
+     attempts AS ( \
+       INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+       SELECT u.id, u.attempt, CASE WHEN u.status = 'queued' THEN 'retrying' ELSE u.status END, \
+              u.started_at, u.finished_at, u.error \
+       FROM u WHERE u.id IN (SELECT id FROM done) ORDER BY u.ord), \
+     logs AS ( \
+       INSERT INTO run_logs (run_id, attempt, level, message, fields, at) \
+       SELECT l.run_id, l.attempt, l.level, l.message, l.fields, l.at \
+       FROM unnest($10::text[], $11::int4[], $12::text[], $13::text[], $14::text[], $15::int8[]) \
+            WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
+       WHERE l.run_id IN (SELECT id FROM done) ORDER BY l.ord) \
+     SELECT id FROM done";
+
+/// A new run id: time-ordered, so ids sort by creation (as on SQLite).
+fn new_run_id() -> String {
+    format!("run_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// One event to insert, with its JSON already serialized.
+pub(super) struct EventRow<'a> {
+    pub(super) event: &'a NewEvent,
+    pub(super) payload: &'a str,
+    pub(super) context: Option<&'a str>,
+}
+
+/// Columns of runs to insert.
+#[derive(Default)]
+struct NewRuns {
+    ids: Vec<String>,
+    event_ids: Vec<String>,
+    job_ids: Vec<String>,
+    versions: Vec<String>,
+    max_attempts: Vec<i32>,
+    at: Vec<i64>,
+}
+
+impl NewRuns {
+    /// Adds one queued run per job matching the event; returns their ids.
+    fn fan_out(
+        &mut self,
+        triggers: &Triggers,
+        event_id: &str,
+        name: &str,
+        payload: &Value,
+        now: i64,
+    ) -> Vec<String> {
+        let mut ids = Vec::new();
+        for job in triggers.matching(name, payload) {
+            let id = new_run_id();
+            self.ids.push(id.clone());
+            self.event_ids.push(event_id.to_string());
+            self.job_ids.push(job.id);
+            self.versions.push(job.version);
+            self.max_attempts
+                .push(i32::try_from(job.retry.max_attempts).unwrap_or(i32::MAX));
+            self.at.push(now);
+            ids.push(id);
+        }
+        ids
+    }
+}
+
+/// Reads an `integer` column as a count.
+pub(super) fn u32_of(row: &tokio_postgres::Row, i: usize) -> Result<u32> {
+    let v: i32 = row.try_get(i)?;
+    u32::try_from(v).map_err(|_| Error::Corrupt(format!("negative count {v}")))
+}
+
+/// Inserts events (the first of each id; an existing id is left as stored) and the runs of the
+/// new immediate ones, in the caller's transaction. Returns what each row did, and whether
+/// workers should be woken (a `NOTIFY` is then queued in the transaction).
+pub(super) async fn insert_events<C: GenericClient>(
+    c: &C,
+    triggers: &Triggers,
+    batch: &[EventRow<'_>],
+) -> Result<(Vec<Inserted>, bool)> {
+    let n = batch.len();
+    let (mut ids, mut names, mut payloads, mut contexts, mut sources, mut parents) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut stamps, mut deliver, mut delivered) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let mut runs = NewRuns::default();
+    let mut run_ids: Vec<Vec<String>> = vec![Vec::new(); n];
+    let mut first = HashSet::with_capacity(n);
+    let mut candidate = vec![false; n];
+    for (i, row) in batch.iter().enumerate() {
+        let ev = row.event;
+        if !first.insert(ev.id.as_str()) {
+            continue;
+        }
+        candidate[i] = true;
+        let immediate = ev.deliver_at.is_none_or(|t| t <= ev.now);
+        ids.push(ev.id.as_str());
+        names.push(ev.name.as_str());
+        payloads.push(row.payload);
+        contexts.push(row.context);
+        sources.push(ev.source.as_str());
+        parents.push(ev.parent_run_id.as_deref());
+        stamps.push(ev.now);
+        deliver.push(ev.deliver_at);
+        delivered.push(immediate.then_some(ev.now));
+        if immediate {
+            run_ids[i] = runs.fan_out(triggers, &ev.id, &ev.name, &ev.payload, ev.now);
+        }
+    }
+    let created: HashSet<String> = rows(
+        c,
+        INSERT_EVENTS_SQL,
+        &[
+            &ids,
+            &names,
+            &payloads,
+            &contexts,
+            &sources,
+            &parents,
+            &stamps,
+            &deliver,
+            &delivered,
+            &runs.ids,
+            &runs.event_ids,
+            &runs.job_ids,
+            &runs.versions,
+            &runs.max_attempts,
+            &runs.at,
+        ],
+    )
+    .await?
+    .iter()
+    .map(|r| r.try_get::<_, String>(0))
+    .collect::<Result<_, _>>()?;
+
+    let mut wake = false;
+    let mut out: Vec<Option<Inserted>> = Vec::with_capacity(n);
+    let mut existing = Vec::new();
+    for (i, row) in batch.iter().enumerate() {
+        let ev = row.event;
+        if !(candidate[i] && created.contains(&ev.id)) {
+            existing.push(ev.id.clone());
+            out.push(None);
+            continue;
+        }
+        let immediate = ev.deliver_at.is_none_or(|t| t <= ev.now);
+        wake |= !immediate || !run_ids[i].is_empty();
+        let t = crate::model::ms_to_time;
+        out.push(Some(Inserted {
+            event: StoredEvent {
+                id: ev.id.clone(),
+                name: ev.name.clone(),
+                payload: ev.payload.clone(),
+                context: ev.context.clone(),
+                source: ev.source.clone(),
+                timestamp: t(ev.now),
+                deliver_at: ev.deliver_at.map(t),
+                delivered_at: immediate.then(|| t(ev.now)),
+                cancelled_at: None,
+                parent_run_id: ev.parent_run_id.clone(),
+                run_ids: std::mem::take(&mut run_ids[i]),
+            },
+            created: true,
+        }));
+    }
+    let mut stored: HashMap<String, StoredEvent> = HashMap::new();
+    if !existing.is_empty() {
+        for r in rows(
+            c,
+            &format!("SELECT {EVENT_SELECT} FROM events WHERE id = ANY($1)"),
+            &[&existing],
+        )
+        .await?
+        {
+            let e = event_from_row(&r)?;
+            stored.insert(e.id.clone(), e);
+        }
+    }
+    if wake {
+        notify(c).await?;
+    }
+    batch
+        .iter()
+        .zip(out)
+        .map(|(row, done)| match done {
+            Some(ins) => Ok(ins),
+            None => stored
+                .get(&row.event.id)
+                .cloned()
+                .map(|event| Inserted {
+                    event,
+                    created: false,
+                })
+                .ok_or_else(|| Error::NotFound {
+                    what: "event",
+                    id: row.event.id.clone(),
+                }),
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(|v| (v, wake))
+}
+
+/// Queues the wake-up hint for other processes; PostgreSQL sends it at `COMMIT`, once per
+/// transaction however often it is called.
+async fn notify<C: GenericClient>(c: &C) -> Result<()> {
+    exec(c, "SELECT pg_notify($1, '')", &[&CHANNEL]).await?;
+    Ok(())
+}
+
+/// Loads stored job definitions (so fan-out knows jobs defined by other processes).
+pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
+    let mut specs = Vec::new();
+    for r in rows(
+        c,
+        "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency FROM jobs",
+        &[],
+    )
+    .await?
+    {
+        let filter: Option<String> = r.try_get(4)?;
+        let filter = match filter {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                Some(Filter::parse(&v).map_err(|e| Error::Corrupt(e.to_string()))?)
+            }
+            None => None,
+        };
+        let timeout_ms: i64 = r.try_get(6)?;
+        let concurrency: Option<i32> = r.try_get(7)?;
+        specs.push(JobSpec {
+            id: r.try_get(0)?,
+            name: r.try_get(1)?,
+            version: r.try_get(2)?,
+            event: r.try_get(3)?,
+            filter,
+            retry: RetryPolicy::default().max_attempts(u32_of(&r, 5)?),
+            timeout: Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0)),
+            concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
+        });
+    }
+    Ok(specs)
+}
+
+/// Reloads stored job definitions when the job table changed (another process defined a job).
+pub(super) async fn triggers_refresh<C: GenericClient>(c: &C, triggers: &Triggers) -> Result<()> {
+    let r = rows(
+        c,
+        "SELECT count(*), coalesce(max(updated_at), 0)::int8 FROM jobs",
+        &[],
+    )
+    .await?;
+    let revision = match r.first() {
+        Some(r) => (r.try_get::<_, i64>(0)?, r.try_get::<_, i64>(1)?),
+        None => (0, 0),
+    };
+    if triggers.revision_changed(revision) {
+        for spec in jobs_load(c).await? {
+            triggers.upsert_stored(spec);
+        }
+    }
+    Ok(())
+}
+
+impl PgStore {
+    /// Starts a write transaction on `client` (`READ ONLY` while the store is switched so).
+    pub(super) async fn begin<'a>(&self, client: &'a mut Object) -> Result<Transaction<'a>> {
+        Ok(client
+            .build_transaction()
+            .read_only(self.read_only())
+            .start()
+            .await?)
+    }
+
+    /// Stores a job definition.
+    pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
+        let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
+        let max_attempts = i32::try_from(spec.retry.max_attempts).unwrap_or(i32::MAX);
+        let timeout = i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX);
+        let concurrency = spec
+            .concurrency
+            .map(|c| i32::try_from(c).unwrap_or(i32::MAX));
+        let now = chrono::Utc::now().timestamp_millis();
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        exec(
+            &tx,
+            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
+             filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
+             concurrency = excluded.concurrency, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1)",
+            &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// See [`crate::store::Store::event_insert_many`].
+    pub async fn event_insert_many(&self, events: Vec<NewEvent>) -> Result<Vec<Inserted>> {
+        let texts: Vec<(String, Option<String>)> = events
+            .iter()
+            .map(|ev| {
+                (
+                    ev.payload.to_string(),
+                    ev.context.as_ref().map(Value::to_string),
+                )
+            })
+            .collect();
+        let batch: Vec<EventRow<'_>> = events
+            .iter()
+            .zip(&texts)
+            .map(|(event, (payload, context))| EventRow {
+                event,
+                payload,
+                context: context.as_deref(),
+            })
+            .collect();
+        let mut client = self.conn().await?;
+        triggers_refresh(&client, self.triggers()).await?;
+        let tx = self.begin(&mut client).await?;
+        let (inserted, wake) = insert_events(&tx, self.triggers(), &batch).await?;
+        tx.commit().await?;
+        if wake {
+            self.wake();
+        }
+        Ok(inserted)
+    }
+
+    /// See [`crate::store::Store::event_cancel`].
+    pub async fn event_cancel(&self, id: String, now: i64) -> Result<StoredEvent> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let n = exec(
+            &tx,
+            "UPDATE events SET cancelled_at = $2 WHERE id = $1 AND delivered_at IS NULL AND cancelled_at IS NULL",
+            &[&id, &now],
+        )
+        .await?;
+        let event = rows(
+            &tx,
+            &format!("SELECT {EVENT_SELECT} FROM events WHERE id = $1"),
+            &[&id],
+        )
+        .await?
+        .first()
+        .map(event_from_row)
+        .transpose()?
+        .ok_or_else(|| Error::NotFound {
+            what: "event",
+            id: id.clone(),
+        })?;
+        if n == 0 {
+            let why = if event.cancelled_at.is_some() {
+                "it was already cancelled"
+            } else {
+                "it was already delivered"
+            };
+            return Err(Error::Conflict(format!(
+                "event {id:?} cannot be cancelled: {why}"
+            )));
+        }
+        tx.commit().await?;
+        Ok(event)
+    }
+
+    /// See [`crate::store::Store::events_deliver_due`]. Several nodes may call it at once: the
+    /// due events are taken with `FOR UPDATE SKIP LOCKED` and marked delivered by the same
+    /// statement, so each is delivered (its runs created) exactly once.
+    pub async fn events_deliver_due(&self, now: i64, limit: usize) -> Result<usize> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut client = self.conn().await?;
+        triggers_refresh(&client, self.triggers()).await?;
+        let tx = self.begin(&mut client).await?;
+        let due = rows(
+            &tx,
+            "UPDATE events e SET delivered_at = $1 \
+             WHERE e.seq = ANY(ARRAY(SELECT seq FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
+                 AND deliver_at <= $1 ORDER BY deliver_at LIMIT $2 FOR UPDATE SKIP LOCKED)) \
+               AND e.delivered_at IS NULL AND e.cancelled_at IS NULL \
+             RETURNING e.id, e.name, e.payload",
+            &[&now, &limit],
+        )
+        .await?;
+        let mut runs = NewRuns::default();
+        for r in &due {
+            let id: String = r.try_get(0)?;
+            let name: String = r.try_get(1)?;
+            let payload = super::read::json_text(&r.try_get::<_, String>(2)?)?;
+            runs.fan_out(self.triggers(), &id, &name, &payload, now);
+        }
+        if !runs.ids.is_empty() {
+            exec(
+                &tx,
+                INSERT_RUNS_SQL,
+                &[
+                    &runs.ids,
+                    &runs.event_ids,
+                    &runs.job_ids,
+                    &runs.versions,
+                    &runs.max_attempts,
+                    &runs.at,
+                ],
+            )
+            .await?;
+            notify(&tx).await?;
+        }
+        tx.commit().await?;
+        if !runs.ids.is_empty() {
+            self.wake();
+        }
+        Ok(due.len())
+    }
+
+    /// See [`crate::store::Store::runs_claim`].
+    pub async fn runs_claim(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>> {
+        let token: i64 = rand::random::<i64>() & i64::MAX;
+        let groups: Vec<(&[String], i64)> = p
+            .groups
+            .iter()
+            .filter(|g| g.limit > 0 && !g.jobs.is_empty())
+            .map(|g| {
+                (
+                    g.jobs.as_slice(),
+                    i64::try_from(g.limit).unwrap_or(i64::MAX),
+                )
+            })
+            .collect();
+        if groups.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let mut claimed = Vec::new();
+        for (jobs, limit) in groups {
+            for r in rows(
+                &tx,
+                CLAIM_SQL,
+                &[&p.now, &p.lease_until, &token, &jobs, &limit],
+            )
+            .await?
+            {
+                claimed.push(ClaimedRun {
+                    id: r.try_get(0)?,
+                    event_id: r.try_get(1)?,
+                    event_name: r.try_get(2)?,
+                    job_id: r.try_get(3)?,
+                    attempt: u32_of(&r, 4)?,
+                    max_attempts: u32_of(&r, 5)?,
+                    token,
+                    payload: super::read::json_text(&r.try_get::<_, String>(6)?)?,
+                    started_at: p.now,
+                });
+            }
+        }
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    /// See [`crate::store::Store::runs_complete`]: the whole batch in one statement.
+    pub async fn runs_complete(&self, completions: Vec<Completion>) -> Result<Vec<bool>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = completions.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut tokens = Vec::with_capacity(n);
+        let mut statuses = Vec::with_capacity(n);
+        let mut run_at: Vec<Option<i64>> = Vec::with_capacity(n);
+        let mut finished = Vec::with_capacity(n);
+        let mut outputs: Vec<Option<String>> = Vec::with_capacity(n);
+        let mut errors: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut attempts = Vec::with_capacity(n);
+        let mut started = Vec::with_capacity(n);
+        let (mut l_run, mut l_attempt, mut l_level, mut l_message, mut l_fields, mut l_at) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        let mut retry = false;
+        for c in &completions {
+            ids.push(c.run_id.as_str());
+            tokens.push(c.token);
+            finished.push(c.finished_at);
+            attempts.push(i32::try_from(c.attempt).unwrap_or(i32::MAX));
+            started.push(c.started_at);
+            match &c.finish {
+                Finish::Succeeded(output) => {
+                    statuses.push("succeeded");
+                    run_at.push(None);
+                    outputs.push(Some(output.to_string()));
+                    errors.push(None);
+                }
+                Finish::Retry { error, at } => {
+                    retry = true;
+                    statuses.push("queued");
+                    run_at.push(Some(*at));
+                    outputs.push(None);
+                    errors.push(Some(error.as_str()));
+                }
+                Finish::Failed(error) => {
+                    statuses.push("failed");
+                    run_at.push(None);
+                    outputs.push(None);
+                    errors.push(Some(error.as_str()));
+                }
+            }
+            for line in &c.logs {
+                l_run.push(c.run_id.as_str());
+                l_attempt.push(i32::try_from(line.attempt).unwrap_or(i32::MAX));
+                l_level.push(line.level.as_str());
+                l_message.push(line.message.as_str());
+                l_fields.push(line.fields.as_ref().map(Value::to_string));
+                l_at.push(line.at.timestamp_millis());
+            }
+        }
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let held: HashSet<String> = rows(
+            &tx,
+            COMPLETE_SQL,
+            &[
+                &ids, &tokens, &statuses, &run_at, &finished, &outputs, &errors, &attempts,
+                &started, &l_run, &l_attempt, &l_level, &l_message, &l_fields, &l_at,
+            ],
+        )
+        .await?
+        .iter()
+        .map(|r| r.try_get::<_, String>(0))
+        .collect::<Result<_, _>>()?;
+        tx.commit().await?;
+        if retry {
+            self.wake();
+        }
+        Ok(completions
+            .iter()
+            .map(|c| held.contains(&c.run_id))
+            .collect())
+    }
+
+    /// See [`crate::store::Store::runs_heartbeat`].
+    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+        let ids: Vec<&str> = leases.iter().map(|l| l.run_id.as_str()).collect();
+        let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let n = exec(
+            &tx,
+            "UPDATE runs r SET lease_until = $3 FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
+             WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running'",
+            &[&ids, &tokens, &lease_until],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    /// See [`crate::store::Store::runs_release`].
+    pub async fn runs_release(&self, leases: Vec<Lease>, now: i64) -> Result<usize> {
+        let ids: Vec<&str> = leases.iter().map(|l| l.run_id.as_str()).collect();
+        let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let r = rows(
+            &tx,
+            "WITH rel AS ( \
+               UPDATE runs r SET status = 'queued', attempt = r.attempt - 1, run_at = $3, lease_until = NULL, lease_token = NULL \
+               FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
+               WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' \
+               RETURNING r.id, r.attempt + 1 AS attempt, r.started_at), \
+             a AS ( \
+               INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+               SELECT id, attempt, 'released', started_at, $3, 'released at shutdown before it finished' FROM rel) \
+             SELECT count(*) FROM rel",
+            &[&ids, &tokens, &now],
+        )
+        .await?;
+        let n: i64 = r.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+        if n > 0 {
+            notify(&tx).await?;
+        }
+        tx.commit().await?;
+        if n > 0 {
+            self.wake();
+        }
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// See [`crate::store::Store::runs_rescue`]. Safe with several nodes at once: the expired
+    /// runs are taken with `FOR UPDATE SKIP LOCKED` and still `running` in the same statement.
+    pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let rescued = rows(
+            &tx,
+            "WITH lost AS ( \
+               SELECT seq FROM runs WHERE status = 'running' AND lease_until < $1 \
+               ORDER BY lease_until LIMIT 1000 FOR UPDATE SKIP LOCKED), \
+             res AS ( \
+               UPDATE runs r SET \
+                 status = CASE WHEN r.attempt < r.max_attempts THEN 'queued' ELSE 'failed' END, \
+                 finished_at = CASE WHEN r.attempt < r.max_attempts THEN NULL ELSE $1 END, \
+                 run_at = $1, lease_until = NULL, lease_token = NULL, \
+                 error = 'lease expired: the worker running attempt ' || r.attempt || ' stopped responding' \
+               FROM lost WHERE r.seq = lost.seq AND r.status = 'running' \
+               RETURNING r.id, r.attempt, r.started_at, r.error, r.status), \
+             a AS ( \
+               INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+               SELECT id, attempt, 'lost', started_at, $1, error FROM res) \
+             SELECT status FROM res",
+            &[&now],
+        )
+        .await?;
+        let mut requeued = false;
+        for r in &rescued {
+            requeued |= r.try_get::<_, String>(0)? == "queued";
+        }
+        if requeued {
+            notify(&tx).await?;
+        }
+        tx.commit().await?;
+        if requeued {
+            self.wake();
+        }
+        Ok(rescued.len())
+    }
+
+    /// See [`crate::store::Store::run_cancel`].
+    pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let n = exec(
+            &tx,
+            "UPDATE runs SET status = 'cancelled', finished_at = $2 WHERE id = $1 AND status = 'queued'",
+            &[&id, &now],
+        )
+        .await?;
+        if n == 1 {
+            tx.commit().await?;
+            return Ok(());
+        }
+        run_state_error(&tx, &id, "cancelled", "only a queued run can be cancelled").await
+    }
+
+    /// See [`crate::store::Store::run_retry`].
+    pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let n = exec(
+            &tx,
+            "UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = attempt + 1 \
+             WHERE id = $1 AND status IN ('failed', 'cancelled')",
+            &[&id, &now],
+        )
+        .await?;
+        if n == 1 {
+            notify(&tx).await?;
+            tx.commit().await?;
+            self.wake();
+            return Ok(());
+        }
+        run_state_error(
+            &tx,
+            &id,
+            "retried",
+            "only a failed or cancelled run can be retried",
+        )
+        .await
+    }
+
+    /// See [`crate::store::Store::prune`]: one bounded batch, deleted in one statement.
+    pub async fn prune(&self, before: i64, limit: usize) -> Result<usize> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let r = rows(
+            &tx,
+            "WITH doomed AS ( \
+               SELECT e.id FROM events e WHERE e.timestamp < $1 \
+                 AND (e.delivered_at IS NOT NULL OR e.cancelled_at IS NOT NULL) \
+                 AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.event_id = e.id AND r.status IN ('queued', 'running')) \
+               ORDER BY e.timestamp LIMIT $2 FOR UPDATE SKIP LOCKED), \
+             druns AS (DELETE FROM runs r USING doomed WHERE r.event_id = doomed.id RETURNING r.id), \
+             dlogs AS (DELETE FROM run_logs l USING druns WHERE l.run_id = druns.id), \
+             datt AS (DELETE FROM run_attempts a USING druns WHERE a.run_id = druns.id), \
+             dev AS (DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING 1) \
+             SELECT count(*) FROM dev",
+            &[&before, &limit],
+        )
+        .await?;
+        tx.commit().await?;
+        let n: i64 = r.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// See [`crate::store::Store::leader_acquire`]: one statement.
+    pub async fn leader_acquire(
+        &self,
+        name: String,
+        holder: String,
+        now: i64,
+        ttl_ms: i64,
+    ) -> Result<bool> {
+        let expires = now.saturating_add(ttl_ms);
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let r = rows(
+            &tx,
+            "INSERT INTO leaders (name, holder, expires_at) VALUES ($1, $2, $4) \
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
+             WHERE leaders.holder = excluded.holder OR leaders.expires_at <= $3 RETURNING holder",
+            &[&name, &holder, &now, &expires],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(!r.is_empty())
+    }
+
+    /// See [`crate::store::Store::leader_release`].
+    pub async fn leader_release(&self, name: String, holder: String) -> Result<()> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        exec(
+            &tx,
+            "DELETE FROM leaders WHERE name = $1 AND holder = $2",
+            &[&name, &holder],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+async fn run_state_error<C: GenericClient>(c: &C, id: &str, verb: &str, rule: &str) -> Result<()> {
+    let r = rows(c, "SELECT status FROM runs WHERE id = $1", &[&id]).await?;
+    match r.first() {
+        None => Err(Error::NotFound {
+            what: "run",
+            id: id.to_string(),
+        }),
+        Some(r) => {
+            let s: String = r.try_get(0)?;
+            Err(Error::Conflict(format!(
+                "run {id:?} cannot be {verb}: it is {s}; {rule}"
+            )))
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! The read side of the PostgreSQL backend: the list and statistics queries of
+//! [`crate::store::query`], with the same rules as the SQLite ones (keyset pages on `seq`, newest
+//! first, each filter on an index of `0001_init.sql`). The payload search is a case-insensitive
+//! `ILIKE` over the payload text.
+
+use std::collections::HashMap;
+
+use tokio_postgres::types::ToSql;
+
+use super::read::{
+    count_of, event_from_row, json_text, run_from_row, EVENT_SELECT, EVENT_WIDTH, RUN_COLUMNS,
+    RUN_WIDTH,
+};
+use super::{rows, PgStore};
+use crate::model::{ms_to_time, RunStatus};
+use crate::store::query::{
+    clamp_limit, Cursor, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes,
+    JobSummary, Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket,
+    StatsQuery,
+};
+use crate::store::Result;
+
+/// The kind of a source, the part before the colon; indexed as `events_source_kind`, whose
+/// expression must stay identical.
+const SOURCE_KIND: &str = "split_part(source, ':', 1)";
+
+type Param = Box<dyn ToSql + Sync + Send>;
+
+/// Runs of this event in any of these states exist.
+fn runs_exist(states: &str) -> String {
+    format!("EXISTS (SELECT 1 FROM runs r WHERE r.event_id = events.id AND r.status IN ({states}))")
+}
+
+/// The SQL condition selecting events in `status` (the rules of [`EventStatus`]).
+fn status_condition(status: EventStatus) -> String {
+    let active = runs_exist("'queued', 'running'");
+    let failed = runs_exist("'failed'");
+    let any = "EXISTS (SELECT 1 FROM runs r WHERE r.event_id = events.id)";
+    match status {
+        EventStatus::Scheduled => "delivered_at IS NULL AND cancelled_at IS NULL".into(),
+        EventStatus::Cancelled => format!(
+            "(cancelled_at IS NOT NULL OR (delivered_at IS NOT NULL AND {} AND NOT {}))",
+            runs_exist("'cancelled'"),
+            runs_exist("'queued', 'running', 'succeeded', 'failed'")
+        ),
+        EventStatus::NoRuns => {
+            format!("delivered_at IS NOT NULL AND cancelled_at IS NULL AND NOT {any}")
+        }
+        EventStatus::Running => format!("cancelled_at IS NULL AND {active}"),
+        EventStatus::Failed => format!("cancelled_at IS NULL AND NOT {active} AND {failed}"),
+        EventStatus::Succeeded => format!(
+            "cancelled_at IS NULL AND NOT {active} AND NOT {failed} AND {}",
+            runs_exist("'succeeded'")
+        ),
+    }
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE` pattern (backslash is PostgreSQL's default escape).
+fn like_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// Collects conditions with numbered parameters.
+#[derive(Default)]
+struct Where {
+    conds: Vec<String>,
+    params: Vec<Param>,
+}
+
+impl Where {
+    /// Adds a parameter and returns its placeholder.
+    fn param(&mut self, v: impl ToSql + Sync + Send + 'static) -> String {
+        self.params.push(Box::new(v));
+        format!("${}", self.params.len())
+    }
+
+    fn cond(&mut self, c: String) {
+        self.conds.push(c);
+    }
+
+    fn sql(&self) -> String {
+        if self.conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", self.conds.join(" AND "))
+        }
+    }
+}
+
+fn refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// The event list's SQL: columns of [`event_from_row`], then `seq`; one row more than a page.
+fn events_sql(q: &EventQuery) -> (String, Vec<Param>) {
+    let mut w = Where::default();
+    if let Some(name) = &q.name {
+        let p = w.param(name.clone());
+        w.cond(format!("name = {p}"));
+    }
+    if let Some(source) = &q.source {
+        let p = w.param(source.clone());
+        if source.contains(':') {
+            w.cond(format!("source = {p}"));
+        } else {
+            w.cond(format!("{SOURCE_KIND} = {p}"));
+        }
+    }
+    if let Some(from) = q.from {
+        let p = w.param(from.timestamp_millis());
+        w.cond(format!("timestamp >= {p}"));
+    }
+    if let Some(to) = q.to {
+        let p = w.param(to.timestamp_millis());
+        w.cond(format!("timestamp < {p}"));
+    }
+    if let Some(text) = &q.q {
+        let p = w.param(like_pattern(text));
+        w.cond(format!("payload ILIKE {p}"));
+    }
+    if let Some(cursor) = q.cursor {
+        let p = w.param(cursor.seq());
+        w.cond(format!("seq < {p}"));
+    }
+    if let Some(status) = q.status {
+        w.cond(status_condition(status));
+    }
+    let limit = clamp_limit(q.limit) + 1;
+    let sql = format!(
+        "SELECT {EVENT_SELECT}, seq FROM events {} ORDER BY seq DESC LIMIT {limit}",
+        w.sql()
+    );
+    (sql, w.params)
+}
+
+/// The run list's SQL: columns of [`run_from_row`], then `seq` and the event's name.
+fn runs_sql(q: &RunQuery) -> (String, Vec<Param>) {
+    let mut w = Where::default();
+    if let Some(job) = &q.job_id {
+        let p = w.param(job.clone());
+        w.cond(format!("job_id = {p}"));
+    }
+    if let Some(status) = q.status {
+        let p = w.param(status.as_str().to_string());
+        w.cond(format!("status = {p}"));
+    }
+    if let Some(event) = &q.event_id {
+        let p = w.param(event.clone());
+        w.cond(format!("event_id = {p}"));
+    }
+    if let Some(cursor) = q.cursor {
+        let p = w.param(cursor.seq());
+        w.cond(format!("seq < {p}"));
+    }
+    let limit = clamp_limit(q.limit) + 1;
+    let sql = format!(
+        "SELECT {RUN_COLUMNS}, seq, (SELECT e.name FROM events e WHERE e.id = runs.event_id) \
+         FROM runs {} ORDER BY seq DESC LIMIT {limit}",
+        w.sql()
+    );
+    (sql, w.params)
+}
+
+/// Cuts the extra row off and names the cursor of the next page.
+fn page<T>(mut rows: Vec<(T, i64)>, limit: usize) -> Page<T> {
+    let limit = clamp_limit(limit);
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = if more {
+        rows.last().map(|(_, seq)| Cursor::after(*seq))
+    } else {
+        None
+    };
+    Page {
+        items: rows.into_iter().map(|(item, _)| item).collect(),
+        next_cursor,
+    }
+}
+
+/// Runs that finished in `[since, until)`, by job and state.
+async fn outcomes_by_job(
+    c: &deadpool_postgres::Client,
+    since: i64,
+    until: Option<i64>,
+) -> Result<HashMap<String, Outcomes>> {
+    let until = until.unwrap_or(i64::MAX);
+    let mut out: HashMap<String, Outcomes> = HashMap::new();
+    for r in rows(
+        c,
+        "SELECT job_id, status, count(*) FROM runs \
+         WHERE finished_at >= $1 AND finished_at < $2 GROUP BY job_id, status",
+        &[&since, &until],
+    )
+    .await?
+    {
+        let status: String = r.try_get(1)?;
+        if let Some(s) = RunStatus::parse(&status) {
+            out.entry(r.try_get(0)?)
+                .or_default()
+                .add(s, count_of(&r, 2)?);
+        }
+    }
+    Ok(out)
+}
+
+async fn queue_depth_at(c: &deadpool_postgres::Client, now: i64) -> Result<QueueDepth> {
+    let r = rows(
+        c,
+        "SELECT (SELECT count(*) FROM runs WHERE status = 'queued' AND run_at <= $1), \
+                (SELECT count(*) FROM runs WHERE status = 'queued' AND run_at > $1), \
+                (SELECT count(*) FROM runs WHERE status = 'running'), \
+                (SELECT count(*) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL)",
+        &[&now],
+    )
+    .await?;
+    let Some(r) = r.first() else {
+        return Ok(QueueDepth::default());
+    };
+    Ok(QueueDepth {
+        ready: count_of(r, 0)?,
+        delayed: count_of(r, 1)?,
+        running: count_of(r, 2)?,
+        scheduled_events: count_of(r, 3)?,
+    })
+}
+
+impl PgStore {
+    /// See [`crate::store::Store::events_list`].
+    pub async fn events_list(&self, q: EventQuery) -> Result<Page<EventSummary>> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        let (sql, args) = events_sql(&q);
+        let mut events = Vec::new();
+        for r in rows(c, &sql, &refs(&args)).await? {
+            events.push((event_from_row(&r)?, r.try_get::<_, i64>(EVENT_WIDTH)?));
+        }
+        let ids: Vec<&str> = events.iter().map(|(e, _)| e.id.as_str()).collect();
+        let mut counts: HashMap<String, RunCounts> = HashMap::new();
+        for r in rows(
+            c,
+            "SELECT event_id, status, count(*) FROM runs WHERE event_id = ANY($1) GROUP BY event_id, status",
+            &[&ids],
+        )
+        .await?
+        {
+            let status: String = r.try_get(1)?;
+            if let Some(s) = RunStatus::parse(&status) {
+                counts
+                    .entry(r.try_get(0)?)
+                    .or_default()
+                    .add(s, count_of(&r, 2)?);
+            }
+        }
+        let rows = events
+            .into_iter()
+            .map(|(event, seq)| {
+                let run_counts = counts.remove(&event.id).unwrap_or_default();
+                let status = EventStatus::of(&event, &run_counts);
+                (
+                    EventSummary {
+                        event,
+                        status,
+                        run_counts,
+                    },
+                    seq,
+                )
+            })
+            .collect();
+        Ok(page(rows, q.limit))
+    }
+
+    /// See [`crate::store::Store::runs_list`].
+    pub async fn runs_list(&self, q: RunQuery) -> Result<Page<RunSummary>> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        let (sql, args) = runs_sql(&q);
+        let mut runs = Vec::new();
+        for r in rows(c, &sql, &refs(&args)).await? {
+            let summary = RunSummary {
+                run: run_from_row(&r)?,
+                event_name: r
+                    .try_get::<_, Option<String>>(RUN_WIDTH + 1)?
+                    .unwrap_or_default(),
+            };
+            runs.push((summary, r.try_get::<_, i64>(RUN_WIDTH)?));
+        }
+        Ok(page(runs, q.limit))
+    }
+
+    /// See [`crate::store::Store::jobs_list`].
+    pub async fn jobs_list(&self, now: i64) -> Result<Vec<JobSummary>> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        let mut defs = Vec::new();
+        for r in rows(
+            c,
+            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at \
+             FROM jobs ORDER BY id",
+            &[],
+        )
+        .await?
+        {
+            let filter: Option<String> = r.try_get(4)?;
+            let concurrency: Option<i32> = r.try_get(7)?;
+            defs.push(JobDefinition {
+                id: r.try_get(0)?,
+                name: r.try_get(1)?,
+                version: r.try_get(2)?,
+                event: r.try_get(3)?,
+                filter: filter.as_deref().map(json_text).transpose()?,
+                max_attempts: super::ops::u32_of(&r, 5)?,
+                timeout_ms: u64::try_from(r.try_get::<_, i64>(6)?).unwrap_or(0),
+                concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
+                updated_at: ms_to_time(r.try_get(8)?),
+            });
+        }
+        let mut active: HashMap<String, RunCounts> = HashMap::new();
+        for r in rows(
+            c,
+            "SELECT job_id, status, count(*) FROM runs WHERE status IN ('queued', 'running') \
+             GROUP BY job_id, status",
+            &[],
+        )
+        .await?
+        {
+            let status: String = r.try_get(1)?;
+            if let Some(s) = RunStatus::parse(&status) {
+                active
+                    .entry(r.try_get(0)?)
+                    .or_default()
+                    .add(s, count_of(&r, 2)?);
+            }
+        }
+        let mut hour = outcomes_by_job(c, now - 3_600_000, None).await?;
+        let mut day = outcomes_by_job(c, now - 86_400_000, None).await?;
+        Ok(defs
+            .into_iter()
+            .map(|job| {
+                let load = active.remove(&job.id).unwrap_or_default();
+                JobSummary {
+                    queued: load.queued,
+                    running: load.running,
+                    last_hour: hour.remove(&job.id).unwrap_or_default(),
+                    last_day: day.remove(&job.id).unwrap_or_default(),
+                    job,
+                }
+            })
+            .collect())
+    }
+
+    /// See [`crate::store::Store::stats`].
+    pub async fn stats(&self, q: StatsQuery) -> Result<Stats> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        let now = q.now.timestamp_millis();
+        let (from, to) = q.window.bounds(now);
+        let width = q.window.bucket_ms();
+        let mut buckets: Vec<StatsBucket> = (0..q.window.buckets())
+            .map(|i| StatsBucket {
+                start: ms_to_time(from + i * width),
+                ..StatsBucket::default()
+            })
+            .collect();
+        let n = buckets.len();
+        let slot = move |b: i64| usize::try_from(b).ok().filter(|&i| i < n);
+
+        let mut events = 0;
+        for r in rows(
+            c,
+            "SELECT (timestamp - $1) / $3, count(*) FROM events \
+             WHERE timestamp >= $1 AND timestamp < $2 GROUP BY 1",
+            &[&from, &to, &width],
+        )
+        .await?
+        {
+            let (b, k): (i64, u64) = (r.try_get(0)?, count_of(&r, 1)?);
+            events += k;
+            if let Some(i) = slot(b) {
+                buckets[i].events += k;
+            }
+        }
+
+        let mut runs = Outcomes::default();
+        for r in rows(
+            c,
+            "SELECT (finished_at - $1) / $3, status, count(*) FROM runs \
+             WHERE finished_at >= $1 AND finished_at < $2 GROUP BY 1, 2",
+            &[&from, &to, &width],
+        )
+        .await?
+        {
+            let b: i64 = r.try_get(0)?;
+            let status: String = r.try_get(1)?;
+            let Some(s) = RunStatus::parse(&status) else {
+                continue;
+            };
+            let k = count_of(&r, 2)?;
+            runs.add(s, k);
+            if let Some(i) = slot(b) {
+                buckets[i].runs.add(s, k);
+            }
+        }
+
+        let mut jobs: Vec<JobOutcomes> = outcomes_by_job(c, from, Some(to))
+            .await?
+            .into_iter()
+            .map(|(job_id, runs)| JobOutcomes { job_id, runs })
+            .collect();
+        jobs.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+        Ok(Stats {
+            window: q.window,
+            bucket_seconds: width / 1000,
+            from: ms_to_time(from),
+            to: ms_to_time(to),
+            events,
+            runs,
+            buckets,
+            jobs,
+            queue: queue_depth_at(c, now).await?,
+        })
+    }
+
+    /// See [`crate::store::Store::queue_depth`].
+    pub async fn queue_depth(&self, now: i64) -> Result<QueueDepth> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        queue_depth_at(c, now).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns_escape_wildcards() {
+        assert_eq!(like_pattern("a%b_c\\"), "%a\\%b\\_c\\\\%");
+    }
+
+    #[test]
+    fn source_kinds_use_the_indexed_expression() {
+        let q = EventQuery {
+            source: Some("job".into()),
+            ..EventQuery::default()
+        };
+        let (sql, args) = events_sql(&q);
+        assert!(sql.contains("split_part(source, ':', 1) = $1"), "{sql}");
+        assert_eq!(args.len(), 1);
+        assert!(include_str!("0001_init.sql").contains(&format!("(({SOURCE_KIND}), seq)")));
+    }
+}

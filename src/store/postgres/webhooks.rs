@@ -1,0 +1,129 @@
+//! Verified webhook deliveries in PostgreSQL: the delivery row and every event it produces are
+//! written in one transaction. The delivery row goes first with `ON CONFLICT DO NOTHING`, so two
+//! nodes receiving the same provider retry at once serialize on its key and the second one sees
+//! a duplicate instead of failing.
+
+use serde_json::Value;
+
+use super::ops::{insert_events, triggers_refresh, EventRow};
+use super::read::json_text;
+use super::{rows, PgStore};
+use crate::model::ms_to_time;
+use crate::store::{Error, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
+
+/// Most deliveries one list returns.
+const MAX_LIST: usize = 1000;
+
+impl PgStore {
+    /// See [`crate::store::Store::webhook_record`].
+    pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
+        let texts: Vec<(String, Option<String>)> = delivery
+            .events
+            .iter()
+            .map(|ev| {
+                (
+                    ev.payload.to_string(),
+                    ev.context.as_ref().map(Value::to_string),
+                )
+            })
+            .collect();
+        let ids: Vec<String> = delivery.events.iter().map(|e| e.id.clone()).collect();
+        let ids_text = serde_json::to_string(&ids).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let mut client = self.conn().await?;
+        triggers_refresh(&client, self.triggers()).await?;
+        let tx = self.begin(&mut client).await?;
+        let fresh = rows(
+            &tx,
+            "INSERT INTO webhook_deliveries (provider, delivery_id, received_at, event_type, outcome, event_ids, raw_body) \
+             VALUES ($1, $2, $3, $4, 'accepted', $5, $6) ON CONFLICT (provider, delivery_id) DO NOTHING RETURNING seq",
+            &[
+                &delivery.provider,
+                &delivery.delivery_id,
+                &delivery.received_at,
+                &delivery.event_type,
+                &ids_text,
+                &delivery.raw_body,
+            ],
+        )
+        .await?;
+        if fresh.is_empty() {
+            let existing = rows(
+                &tx,
+                "SELECT event_ids FROM webhook_deliveries WHERE provider = $1 AND delivery_id = $2",
+                &[&delivery.provider, &delivery.delivery_id],
+            )
+            .await?;
+            let text: String = existing
+                .first()
+                .map(|r| r.try_get(0))
+                .transpose()?
+                .ok_or_else(|| Error::NotFound {
+                    what: "webhook delivery",
+                    id: delivery.delivery_id.clone(),
+                })?;
+            tx.commit().await?;
+            return Ok(WebhookRecorded {
+                event_ids: event_ids(&text)?,
+                duplicate: true,
+                events: Vec::new(),
+            });
+        }
+        let batch: Vec<EventRow<'_>> = delivery
+            .events
+            .iter()
+            .zip(&texts)
+            .map(|(event, (payload, context))| EventRow {
+                event,
+                payload,
+                context: context.as_deref(),
+            })
+            .collect();
+        let (inserted, wake) = insert_events(&tx, self.triggers(), &batch).await?;
+        tx.commit().await?;
+        if wake {
+            self.wake();
+        }
+        Ok(WebhookRecorded {
+            event_ids: ids,
+            duplicate: false,
+            events: inserted.into_iter().map(|i| i.event).collect(),
+        })
+    }
+
+    /// See [`crate::store::Store::webhook_deliveries_list`].
+    pub async fn webhook_deliveries_list(
+        &self,
+        provider: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<WebhookDelivery>> {
+        let limit = i64::try_from(limit.min(MAX_LIST)).unwrap_or(0);
+        let conn = self.conn().await?;
+        let c = &conn;
+        let mut out = Vec::new();
+        for r in rows(
+            c,
+            "SELECT provider, delivery_id, received_at, event_type, outcome, event_ids, raw_body \
+             FROM webhook_deliveries WHERE ($1::text IS NULL OR provider = $1) ORDER BY seq DESC LIMIT $2",
+            &[&provider, &limit],
+        )
+        .await?
+        {
+            let body: Vec<u8> = r.try_get(6)?;
+            out.push(WebhookDelivery {
+                provider: r.try_get(0)?,
+                delivery_id: r.try_get(1)?,
+                received_at: ms_to_time(r.try_get(2)?),
+                event_type: r.try_get(3)?,
+                outcome: r.try_get(4)?,
+                event_ids: event_ids(&r.try_get::<_, String>(5)?)?,
+                raw_body: String::from_utf8_lossy(&body).into_owned(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn event_ids(text: &str) -> Result<Vec<String>> {
+    serde_json::from_value(json_text(text)?)
+        .map_err(|e| Error::Corrupt(format!("webhook delivery event ids: {e}")))
+}

@@ -1,0 +1,380 @@
+//! Multi-process test: one `flare serve` and three `flare worker` processes (the real binary) share
+//! one database. 10,000 events arrive over HTTP (`POST /trigger`, concurrent); half-way one worker
+//! is killed with SIGKILL. Afterwards every event's runs each have exactly one successful
+//! completion, its chained event was sent exactly once, and nothing is left queued or running.
+//!
+//! Runs on SQLite (four processes on one file) and on PostgreSQL (a fresh database
+//! `flare_mp_<random>` on `FLARE_TEST_PG_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`;
+//! without a server the PostgreSQL test is skipped with the reason printed, unless `CI` is set).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flare::store::query::{EventQuery, RunQuery, MAX_LIMIT};
+use flare::{Client, RunStatus};
+use serde_json::json;
+use tokio::task::JoinSet;
+
+const EVENTS: usize = 10_000;
+const SENDERS: usize = 32;
+
+/// One scenario at a time: each starts four processes, and the box may have two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A spawned `flare` process, killed if the test fails half-way so none outlives it.
+struct Proc {
+    child: Child,
+    what: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn spawn(what: &str, args: &[&str], db_url: &str, dir: &std::path::Path) -> Proc {
+        let child = Command::new(env!("CARGO_BIN_EXE_flare"))
+            .args(args)
+            .args(["--lease-secs", "2", "--shutdown-grace-secs", "5"])
+            .env("DATABASE_URL", db_url)
+            .env_remove("FLARE_API_KEY")
+            .env("RUST_LOG", "warn")
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {what}: {e}"));
+        Proc {
+            child,
+            what: what.to_string(),
+        }
+    }
+
+    /// SIGTERM, then the exit status must be success (graceful shutdown).
+    fn stop_gracefully(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(exit) = self.child.try_wait().unwrap() {
+                assert!(
+                    exit.success(),
+                    "{} exits 0 on SIGTERM, got {exit:?}",
+                    self.what
+                );
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not stop on SIGTERM",
+                self.what
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Every run, through the paginated list.
+async fn all_runs(store: &flare::store::Store) -> Vec<flare::Run> {
+    let mut runs = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .runs_list(RunQuery {
+                limit: MAX_LIMIT,
+                cursor,
+                ..RunQuery::default()
+            })
+            .await
+            .unwrap();
+        runs.extend(page.items.into_iter().map(|r| r.run));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return runs,
+        }
+    }
+}
+
+/// Every event named `name`, through the paginated list.
+async fn all_events(store: &flare::store::Store, name: &str) -> Vec<flare::StoredEvent> {
+    let mut events = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .events_list(EventQuery {
+                name: Some(name.to_string()),
+                limit: MAX_LIMIT,
+                cursor,
+                ..EventQuery::default()
+            })
+            .await
+            .unwrap();
+        events.extend(page.items.into_iter().map(|e| e.event));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return events,
+        }
+    }
+}
+
+async fn wait_healthy(port: u16) {
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(r) = reqwest::get(&url).await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("flare serve did not become healthy on port {port}");
+}
+
+/// The whole scenario on the database at `db_url`; `dir` is the processes' working directory.
+async fn one_server_three_workers_and_a_sigkill(db_url: &str, dir: &std::path::Path) {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = Proc::spawn("flare serve", &["serve", "--listen", &listen], db_url, dir);
+    wait_healthy(port).await;
+    let mut workers: Vec<Proc> = (0..3)
+        .map(|i| Proc::spawn(&format!("flare worker {i}"), &["worker"], db_url, dir))
+        .collect();
+
+    let http = reqwest::Client::new();
+    let url = format!("http://{listen}/trigger");
+    let next = Arc::new(AtomicUsize::new(0));
+    let acked = Arc::new(AtomicUsize::new(0));
+    let mut senders = JoinSet::new();
+    for _ in 0..SENDERS {
+        let (http, url, next, acked) = (
+            http.clone(),
+            url.clone(),
+            Arc::clone(&next),
+            Arc::clone(&acked),
+        );
+        senders.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= EVENTS {
+                    return;
+                }
+                let body = json!({
+                    "event": "file.uploaded",
+                    "id": format!("mp-{i}"),
+                    "payload": {"fileId": format!("f{i}"), "filename": format!("f{i}.txt")},
+                });
+                let answer = http.post(&url).json(&body).send().await.expect("send");
+                assert_eq!(answer.status(), 200, "event {i}: {:?}", answer.text().await);
+                acked.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    // Half-way, one worker dies without a chance to clean up.
+    while acked.load(Ordering::Relaxed) < EVENTS / 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "sending is too slow"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut killed = workers.remove(0);
+    killed.child.kill().expect("SIGKILL");
+    killed.child.wait().unwrap();
+    while let Some(done) = senders.join_next().await {
+        done.expect("sender");
+    }
+    let sent_in = started.elapsed();
+
+    let observer = Client::builder(db_url)
+        .workers(false)
+        .connect()
+        .await
+        .unwrap();
+    let store = observer.store().clone();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let counts = store.run_counts().await.unwrap();
+        let open = counts.get(&RunStatus::Queued).copied().unwrap_or(0)
+            + counts.get(&RunStatus::Running).copied().unwrap_or(0);
+        // process-upload on each upload, notify-file-processed on each file.processed.
+        let total: u64 = counts.values().sum();
+        if open == 0 && total == 2 * EVENTS as u64 {
+            assert_eq!(
+                counts.get(&RunStatus::Succeeded).copied(),
+                Some(2 * EVENTS as u64),
+                "{counts:?}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "runs still open (queued or running) or missing: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let done_in = started.elapsed();
+
+    // Every event: one run, one chained event with one run; each run succeeded exactly once.
+    let runs = all_runs(&store).await;
+    assert_eq!(runs.len(), 2 * EVENTS);
+    let mut upload_runs = HashSet::new();
+    let mut upload_events = HashSet::new();
+    let mut notified_events = HashSet::new();
+    for run in &runs {
+        assert_eq!(run.status, RunStatus::Succeeded, "run {}", run.id);
+        match run.job_id.as_str() {
+            "process-upload" => {
+                upload_runs.insert(run.id.clone());
+                assert!(
+                    upload_events.insert(run.event_id.clone()),
+                    "{}: one process-upload run",
+                    run.event_id
+                );
+            }
+            "notify-file-processed" => assert!(
+                notified_events.insert(run.event_id.clone()),
+                "{}: one notify run",
+                run.event_id
+            ),
+            other => panic!("unexpected job {other}"),
+        }
+    }
+    let expected: HashSet<String> = (0..EVENTS).map(|i| format!("mp-{i}")).collect();
+    assert_eq!(upload_events, expected, "every acknowledged event ran");
+    let processed = all_events(&store, "file.processed").await;
+    assert_eq!(
+        processed.len(),
+        EVENTS,
+        "file.processed sent once per upload"
+    );
+    let parents: HashSet<String> = processed
+        .iter()
+        .map(|e| e.parent_run_id.clone().expect("chained"))
+        .collect();
+    assert_eq!(parents, upload_runs, "one chained event per upload run");
+    let processed_ids: HashSet<String> = processed.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(notified_events, processed_ids);
+    // Attempt histories: every run that was claimed more than once (rescued after the kill or a
+    // lost lease), and a sample of the others.
+    let mut lost = 0;
+    let mut checked = 0;
+    for (i, run) in runs.iter().enumerate() {
+        if run.attempt == 1 && i % 40 != 0 {
+            continue;
+        }
+        let detail = store.run_detail(&run.id).await.unwrap().unwrap();
+        let outcomes: Vec<&str> = detail.attempts.iter().map(|a| a.outcome.as_str()).collect();
+        let successes = outcomes.iter().filter(|o| **o == "succeeded").count();
+        assert_eq!(successes, 1, "run {}: {outcomes:?}", run.id);
+        lost += outcomes.iter().filter(|o| **o == "lost").count();
+        checked += 1;
+    }
+    eprintln!(
+        "{EVENTS} events sent in {sent_in:?}, all runs done after {done_in:?}, checked in {:?}; \
+         {checked} attempt histories read, attempts lost (the killed worker's, or leases lost under load) and rescued: {lost}",
+        started.elapsed() - done_in
+    );
+
+    for w in workers {
+        w.stop_gracefully();
+    }
+    server.stop_gracefully();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_one_server_three_workers_survive_a_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let db_url = format!("sqlite://{}", dir.path().join("flare.db").display());
+    one_server_three_workers_and_a_sigkill(&db_url, dir.path()).await;
+}
+
+/// The PostgreSQL server's admin URL: `FLARE_TEST_PG_URL` or the local server.
+fn pg_admin_url() -> String {
+    std::env::var("FLARE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
+}
+
+/// `url` with its database replaced by `db` (query parameters kept).
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    format!("{host}/{db}{query}")
+}
+
+async fn pg_admin() -> Result<tokio_postgres::Client, String> {
+    let url = pg_admin_url();
+    let connect = tokio_postgres::connect(&url, tokio_postgres::NoTls);
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok((client, conn))) => {
+            tokio::spawn(conn);
+            Ok(client)
+        }
+        Ok(Err(e)) => Err(format!("cannot connect to {url}: {e}")),
+        Err(_) => Err(format!("cannot connect to {url}: timed out")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_one_server_three_workers_survive_a_sigkill() {
+    let admin = match pg_admin().await {
+        Ok(a) => a,
+        Err(why) if std::env::var_os("CI").is_some() => {
+            panic!("{why} (CI is set: the PostgreSQL multi-process test must run)")
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let name = format!("flare_mp_{:016x}", rand::random::<u64>());
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create the test database");
+    let dir = tempfile::tempdir().unwrap();
+    let url = with_database(&pg_admin_url(), &name);
+    // Drop the database even when the scenario fails.
+    let outcome = tokio::spawn({
+        let url = url.clone();
+        let path = dir.path().to_path_buf();
+        async move { one_server_three_workers_and_a_sigkill(&url, &path).await }
+    })
+    .await;
+    let dropped = admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    dropped.expect("drop the test database");
+}

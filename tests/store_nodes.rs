@@ -1,0 +1,363 @@
+//! Behaviour suite: several nodes on one database. Each test opens the same database several times
+//! (one `Store` per node) and races them on the chores that must happen exactly once: delivering
+//! due events, rescuing expired leases, claiming runs, holding the leader lease. Runs on every
+//! backend; the PostgreSQL-only checks (wake-ups through LISTEN/NOTIFY, a connection that is
+//! gone) are at the end.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use flare::job::JobSpec;
+use flare::store::{ClaimGroup, ClaimParams, NewEvent, Store};
+use flare::{Clock, ManualClock, RetryPolicy, RunStatus};
+use futures::future::join_all;
+use serde_json::json;
+use support::{wait_for, Backend, TestDb};
+
+const NODES: usize = 4;
+
+fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
+    JobSpec {
+        id: id.into(),
+        name: id.into(),
+        version: "1.0.0".into(),
+        event: event.into(),
+        filter: None,
+        retry: RetryPolicy::default().max_attempts(max_attempts),
+        timeout: Duration::from_secs(30),
+        concurrency: None,
+    }
+}
+
+fn event(id: String, deliver_at: Option<i64>, now: i64) -> NewEvent {
+    NewEvent {
+        id,
+        name: "order.placed".into(),
+        payload: json!({"n": 1}),
+        context: None,
+        source: "api".into(),
+        parent_run_id: None,
+        deliver_at,
+        now,
+    }
+}
+
+async fn nodes(db: &TestDb) -> Vec<Store> {
+    let mut stores = Vec::new();
+    for _ in 0..NODES {
+        stores.push(Store::open(&db.url).await.expect("open"));
+    }
+    stores
+}
+
+async fn processes_starting_at_once_on_a_new_database_migrate_it_once(db: TestDb) {
+    let opened = join_all((0..NODES).map(|_| Store::open(&db.url))).await;
+    for o in &opened {
+        assert!(o.is_ok(), "{:?}", o.as_ref().err());
+    }
+    let store = opened.into_iter().next().unwrap().unwrap();
+    store
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let ins = store
+        .event_insert(event("evt_1".into(), None, 1_000))
+        .await
+        .unwrap();
+    assert_eq!(ins.event.run_ids.len(), 1);
+}
+
+async fn the_leader_lease_is_taken_over_only_after_it_expires(db: TestDb) {
+    let clock = ManualClock::new(1_000_000);
+    let (a, b) = (
+        Store::open(&db.url).await.unwrap(),
+        Store::open(&db.url).await.unwrap(),
+    );
+    let ttl = 10_000;
+    assert!(a
+        .leader_acquire("maintenance", "node-a", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+    assert!(!b
+        .leader_acquire("maintenance", "node-b", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+    // The holder renews; the other still cannot take it just before the renewed expiry.
+    clock.advance(Duration::from_millis(9_000));
+    assert!(a
+        .leader_acquire("maintenance", "node-a", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+    clock.advance(Duration::from_millis(9_999));
+    assert!(!b
+        .leader_acquire("maintenance", "node-b", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+    // Another lease name is independent.
+    assert!(b
+        .leader_acquire("other", "node-b", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+    // The holder stopped renewing: at expiry the other node takes over, and the old one is out.
+    clock.advance(Duration::from_millis(1));
+    assert!(b
+        .leader_acquire("maintenance", "node-b", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+    assert!(!a
+        .leader_acquire("maintenance", "node-a", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+    // Releasing by a non-holder does nothing; by the holder frees it at once.
+    a.leader_release("maintenance", "node-a").await.unwrap();
+    assert!(!a
+        .leader_acquire("maintenance", "node-a", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+    b.leader_release("maintenance", "node-b").await.unwrap();
+    assert!(a
+        .leader_acquire("maintenance", "node-a", clock.now_ms(), ttl)
+        .await
+        .unwrap());
+}
+
+async fn racing_nodes_all_acquire_a_free_lease_but_one_wins(db: TestDb) {
+    let stores = nodes(&db).await;
+    let won = join_all(stores.iter().enumerate().map(|(i, s)| async move {
+        s.leader_acquire("maintenance", &format!("node-{i}"), 5_000, 1_000)
+            .await
+            .unwrap()
+    }))
+    .await;
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+}
+
+async fn due_events_are_delivered_exactly_once_by_racing_nodes(db: TestDb) {
+    let stores = nodes(&db).await;
+    stores[0]
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let now = 1_000_000;
+    let n = 300;
+    for i in 0..n {
+        let ev = event(format!("evt_{i}"), Some(now + 1_000), now);
+        stores[i % NODES].event_insert(ev).await.unwrap();
+    }
+    // Not due yet.
+    assert_eq!(stores[1].events_deliver_due(now, 50).await.unwrap(), 0);
+    let delivered = join_all(stores.iter().map(|s| async move {
+        let mut total = 0;
+        loop {
+            let k = s.events_deliver_due(now + 2_000, 25).await.unwrap();
+            if k == 0 {
+                return total;
+            }
+            total += k;
+        }
+    }))
+    .await;
+    assert_eq!(delivered.iter().sum::<usize>(), n, "{delivered:?}");
+    let counts = stores[0].run_counts().await.unwrap();
+    assert_eq!(counts.get(&RunStatus::Queued).copied(), Some(n as u64));
+    for i in [0, n / 2, n - 1] {
+        let e = stores[2]
+            .event_get(&format!("evt_{i}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.run_ids.len(), 1, "one run per job and event");
+        assert!(e.delivered_at.is_some());
+    }
+}
+
+async fn racing_claims_never_hand_out_a_run_twice(db: TestDb) {
+    let stores = nodes(&db).await;
+    stores[0]
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let now = 1_000_000;
+    let n = 400;
+    let events: Vec<NewEvent> = (0..n)
+        .map(|i| event(format!("evt_{i}"), None, now))
+        .collect();
+    stores[0].event_insert_many(events).await.unwrap();
+    let claimed = join_all(stores.iter().map(|s| async move {
+        let mut mine = Vec::new();
+        loop {
+            let params = ClaimParams {
+                now,
+                lease_until: now + 30_000,
+                groups: vec![ClaimGroup {
+                    jobs: vec!["ship".into()],
+                    limit: 16,
+                }],
+            };
+            let runs = s.runs_claim(params).await.unwrap();
+            if runs.is_empty() {
+                return mine;
+            }
+            assert!(runs
+                .iter()
+                .all(|r| r.attempt == 1 && r.payload == json!({"n": 1})));
+            mine.extend(runs.into_iter().map(|r| r.id));
+        }
+    }))
+    .await;
+    let all: Vec<&String> = claimed.iter().flatten().collect();
+    let unique: HashSet<&String> = all.iter().copied().collect();
+    assert_eq!(all.len(), n, "every run claimed");
+    assert_eq!(unique.len(), n, "no run claimed twice");
+}
+
+async fn expired_leases_are_rescued_exactly_once_by_racing_nodes(db: TestDb) {
+    let stores = nodes(&db).await;
+    stores[0]
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let now = 1_000_000;
+    let n = 120;
+    let events: Vec<NewEvent> = (0..n)
+        .map(|i| event(format!("evt_{i}"), None, now))
+        .collect();
+    stores[0].event_insert_many(events).await.unwrap();
+    let claimed = stores[0]
+        .runs_claim(ClaimParams {
+            now,
+            lease_until: now + 1_000,
+            groups: vec![ClaimGroup {
+                jobs: vec!["ship".into()],
+                limit: n,
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), n);
+    // Leases still valid: nothing to rescue.
+    assert_eq!(stores[1].runs_rescue(now + 999).await.unwrap(), 0);
+    let rescued = join_all(stores.iter().map(|s| async move {
+        let mut total = 0;
+        loop {
+            let k = s.runs_rescue(now + 5_000).await.unwrap();
+            if k == 0 {
+                return total;
+            }
+            total += k;
+        }
+    }))
+    .await;
+    assert_eq!(rescued.iter().sum::<usize>(), n, "{rescued:?}");
+    let detail = stores[3].run_detail(&claimed[0].id).await.unwrap().unwrap();
+    assert_eq!(detail.run.status, RunStatus::Queued);
+    assert_eq!(detail.attempts.len(), 1, "one lost attempt recorded");
+    assert_eq!(detail.attempts[0].outcome, "lost");
+}
+
+backend_tests!(
+    processes_starting_at_once_on_a_new_database_migrate_it_once,
+    the_leader_lease_is_taken_over_only_after_it_expires,
+    racing_nodes_all_acquire_a_free_lease_but_one_wins,
+    due_events_are_delivered_exactly_once_by_racing_nodes,
+    racing_claims_never_hand_out_a_run_twice,
+    expired_leases_are_rescued_exactly_once_by_racing_nodes,
+);
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL only.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_insert_on_one_node_wakes_the_workers_of_another() {
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
+    };
+    let (sender, worker) = (
+        Store::open(&db.url).await.unwrap(),
+        Store::open(&db.url).await.unwrap(),
+    );
+    sender
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let wake = std::sync::Arc::clone(worker.work_notify());
+    // Let the listener connect (it signals once when it starts listening), then drain that.
+    tokio::time::timeout(Duration::from_secs(10), wake.notified())
+        .await
+        .expect("the listener started");
+    let woken = tokio::spawn(async move {
+        tokio::time::timeout(Duration::from_secs(10), wake.notified())
+            .await
+            .is_ok()
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    sender
+        .event_insert(event("evt_1".into(), None, 1_000))
+        .await
+        .unwrap();
+    assert!(
+        woken.await.unwrap(),
+        "NOTIFY reached the other node's workers"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_without_listen_the_store_still_works_by_polling() {
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
+    };
+    let url = format!("{}?flare_listen=off", db.url);
+    let store = Store::open(&url).await.unwrap();
+    assert!(format!("{store:?}").contains("listen: false"), "{store:?}");
+    store
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let ins = store
+        .event_insert(event("evt_1".into(), None, 1_000))
+        .await
+        .unwrap();
+    assert_eq!(ins.event.run_ids.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_connection_that_is_gone_is_an_unavailable_error_and_the_pool_recovers() {
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
+    };
+    // Nothing listens on port 1: opening fails as "unavailable", with the cause kept.
+    let err = Store::open("postgres://postgres@127.0.0.1:1/flare")
+        .await
+        .expect_err("no server");
+    assert!(err.is_unavailable(), "{err}");
+    assert!(std::error::Error::source(&err).is_some());
+
+    let store = Store::open(&db.url).await.unwrap();
+    store.ping().await.unwrap();
+    let name = db.url.rsplit('/').next().unwrap().to_string();
+    let (client, conn) = tokio_postgres::connect(&support::pg_admin_url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&name],
+        )
+        .await
+        .unwrap();
+    // The first use may meet a dead connection: then it is an "unavailable" error, never a panic
+    // or a request error. The pool then replaces the connections.
+    if let Err(e) = store.run_counts().await {
+        assert!(e.is_unavailable(), "{e}");
+    }
+    wait_for("the pool to reconnect", || async {
+        store.ping().await.ok()
+    })
+    .await;
+}

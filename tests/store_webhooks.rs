@@ -1,0 +1,127 @@
+//! Behaviour suite: verified webhook deliveries in the store, on every backend — dedupe per
+//! provider, all-or-nothing writes, and the same delivery arriving at several nodes at once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use flare::store::{NewEvent, NewWebhookDelivery, Store};
+use futures::future::join_all;
+use serde_json::json;
+use support::TestDb;
+
+fn delivery(provider: &str, id: &str, n: usize, at: i64) -> NewWebhookDelivery {
+    NewWebhookDelivery {
+        provider: provider.into(),
+        delivery_id: id.into(),
+        event_type: "thing.happened".into(),
+        raw_body: format!("{{\"id\":\"{id}\"}}").into_bytes(),
+        received_at: at,
+        events: (0..n)
+            .map(|i| NewEvent {
+                id: format!("{provider}:{id}:{i}"),
+                name: "thing.happened".into(),
+                payload: json!({"i": i}),
+                context: None,
+                source: format!("webhook:{provider}"),
+                parent_run_id: None,
+                deliver_at: None,
+                now: at,
+            })
+            .collect(),
+    }
+}
+
+async fn deliveries_dedupe_per_provider_and_list_newest_first(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let first = store
+        .webhook_record(delivery("payments", "evt_1", 2, 1000))
+        .await
+        .unwrap();
+    assert!(!first.duplicate);
+    assert_eq!(first.event_ids, ["payments:evt_1:0", "payments:evt_1:1"]);
+    assert_eq!(first.events.len(), 2);
+
+    // Same delivery again, even with other events: nothing new, the original ids.
+    let again = store
+        .webhook_record(delivery("payments", "evt_1", 3, 2000))
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.event_ids, first.event_ids);
+    assert!(again.events.is_empty());
+    assert!(store.event_get("payments:evt_1:2").await.unwrap().is_none());
+
+    // The same id from another provider is another delivery.
+    let other = store
+        .webhook_record(delivery("auth", "evt_1", 1, 3000))
+        .await
+        .unwrap();
+    assert!(!other.duplicate);
+
+    let all = store.webhook_deliveries_list(None, 10).await.unwrap();
+    assert_eq!(
+        all.iter().map(|d| d.provider.as_str()).collect::<Vec<_>>(),
+        ["auth", "payments"]
+    );
+    assert_eq!(all[1].raw_body, "{\"id\":\"evt_1\"}");
+    assert_eq!(all[1].outcome, "accepted");
+    let payments = store
+        .webhook_deliveries_list(Some("payments"), 10)
+        .await
+        .unwrap();
+    assert_eq!(payments.len(), 1);
+    assert_eq!(
+        store.webhook_deliveries_list(None, 1).await.unwrap().len(),
+        1
+    );
+}
+
+async fn a_failed_write_records_neither_the_delivery_nor_its_events(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    store.set_read_only(true).await.unwrap();
+    let err = store
+        .webhook_record(delivery("payments", "evt_9", 2, 1000))
+        .await
+        .expect_err("storage is down");
+    assert!(err.is_unavailable(), "{err}");
+    store.set_read_only(false).await.unwrap();
+    assert!(store
+        .webhook_deliveries_list(None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store.event_get("payments:evt_9:0").await.unwrap().is_none());
+}
+
+async fn one_delivery_reaching_several_nodes_at_once_is_recorded_once(db: TestDb) {
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        stores.push(Store::open(&db.url).await.unwrap());
+    }
+    let outcomes = join_all(
+        stores
+            .iter()
+            .map(|s| s.webhook_record(delivery("payments", "evt_7", 2, 1000))),
+    )
+    .await;
+    let outcomes: Vec<_> = outcomes.into_iter().map(|o| o.unwrap()).collect();
+    assert_eq!(outcomes.iter().filter(|o| !o.duplicate).count(), 1);
+    for o in &outcomes {
+        assert_eq!(o.event_ids, ["payments:evt_7:0", "payments:evt_7:1"]);
+    }
+    assert_eq!(
+        stores[0]
+            .webhook_deliveries_list(None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+backend_tests!(
+    deliveries_dedupe_per_provider_and_list_newest_first,
+    a_failed_write_records_neither_the_delivery_nor_its_events,
+    one_delivery_reaching_several_nodes_at_once_is_recorded_once,
+);
