@@ -11,7 +11,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use super::read::{event_from_row, EVENT_SELECT};
-use super::{exec, rows, PgStore, CHANNEL};
+use super::{exec, rows, PgStore};
 use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
 use crate::job::JobSpec;
@@ -323,21 +323,11 @@ pub(super) async fn insert_events<C: GenericClient>(
     let (created, existing) = prepared.created(&inserted)?;
     let stored = events_by_ids(c, &existing).await?;
     let wake = prepared.wake;
-    if wake {
-        notify(c).await?;
-    }
     Ok((prepared.finish(&created, &stored)?, wake))
 }
 
 /// The wake-up hint for other processes (`$1` = [`CHANNEL`]).
 pub(super) const NOTIFY_SQL: &str = "SELECT pg_notify($1, '')";
-
-/// Queues the wake-up hint for other processes; PostgreSQL sends it at `COMMIT`, once per
-/// transaction however often it is called.
-async fn notify<C: GenericClient>(c: &C) -> Result<()> {
-    exec(c, NOTIFY_SQL, &[&CHANNEL]).await?;
-    Ok(())
-}
 
 /// Loads stored job definitions (so fan-out knows jobs defined by other processes).
 pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
@@ -559,7 +549,6 @@ impl PgStore {
                 ],
             )
             .await?;
-            notify(&tx).await?;
         }
         tx.commit().await?;
         if !runs.ids.is_empty() {
@@ -735,9 +724,6 @@ impl PgStore {
         )
         .await?;
         let n: i64 = r.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
-        if n > 0 {
-            notify(&tx).await?;
-        }
         tx.commit().await?;
         if n > 0 {
             self.wake();
@@ -773,9 +759,6 @@ impl PgStore {
         let mut requeued = false;
         for r in &rescued {
             requeued |= r.try_get::<_, String>(0)? == "queued";
-        }
-        if requeued {
-            notify(&tx).await?;
         }
         tx.commit().await?;
         if requeued {
@@ -813,7 +796,6 @@ impl PgStore {
         )
         .await?;
         if n == 1 {
-            notify(&tx).await?;
             tx.commit().await?;
             self.wake();
             return Ok(());
