@@ -406,9 +406,42 @@ impl PgStore {
         if !self.read_only() {
             return Ok(c.query(&st, params).await?);
         }
+        self.pipelined(c, "BEGIN READ ONLY", &st, params).await
+    }
+
+    /// Like [`Self::write_one`] for a write whose loss in a server crash costs nothing but a
+    /// re-run: a claim or a lease extension. Its commit does not wait for the WAL flush
+    /// (`synchronous_commit = off` for this transaction only). If the server crashes before the
+    /// flush, the run is simply still queued (or its lease shorter): the rescuer and the fencing
+    /// token keep at-least-once, and an attempt that was never recorded did not count. Every
+    /// other write (events, runs, outcomes) stays synchronous.
+    pub(super) async fn write_one_lazy(
+        &self,
+        c: &Object,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let st = c.prepare_cached(sql).await?;
+        let begin = if self.read_only() {
+            "BEGIN READ ONLY; SET LOCAL synchronous_commit = off"
+        } else {
+            "BEGIN; SET LOCAL synchronous_commit = off"
+        };
+        self.pipelined(c, begin, &st, params).await
+    }
+
+    /// Sends `begin`, the statement and `COMMIT` in one round trip. A failed statement aborts the
+    /// transaction, and the `COMMIT` after it then rolls back.
+    async fn pipelined(
+        &self,
+        c: &Object,
+        begin: &str,
+        st: &tokio_postgres::Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
         let (began, result, ended) = futures::join!(
-            c.batch_execute("BEGIN READ ONLY"),
-            c.query(&st, params),
+            c.batch_execute(begin),
+            c.query(st, params),
             c.batch_execute("COMMIT"),
         );
         began?;
@@ -579,7 +612,7 @@ impl PgStore {
         let mut claimed = Vec::new();
         for (jobs, limit) in groups {
             for r in self
-                .write_one(
+                .write_one_lazy(
                     &client,
                     CLAIM_SQL,
                     &[&p.now, &p.lease_until, &token, &jobs, &limit],
@@ -691,7 +724,7 @@ impl PgStore {
         let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
         let client = self.conn().await?;
         let n = self
-            .write_one(
+            .write_one_lazy(
                 &client,
                 "WITH hb AS (UPDATE runs r SET lease_until = $3 FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
                  WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' RETURNING 1) \
