@@ -104,10 +104,13 @@ struct Settings {
     config: tokio_postgres::Config,
     /// Whether to keep a `LISTEN` connection for wake-ups.
     listen: bool,
+    /// Connections in the pool.
+    pool_size: usize,
 }
 
-/// Reads `url`, removing Flare's own query parameter `flare_listen=on|off` (the driver refuses
-/// parameters it does not know). `FLARE_PG_LISTEN=off` in the environment also turns it off.
+/// Reads `url`, removing Flare's own query parameters (the driver refuses parameters it does not
+/// know): `flare_listen=on|off` (`FLARE_PG_LISTEN=off` in the environment also turns it off) and
+/// `flare_pool_size=N` (connections per process, default [`POOL_SIZE`]).
 fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
     let bad = || Error::Url(redact(url));
     let (base, query) = match url.split_once('?') {
@@ -115,10 +118,14 @@ fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
         None => (url, None),
     };
     let mut listen = !matches!(env_listen, Some(v) if is_off(v));
+    let mut pool_size = POOL_SIZE;
     let mut kept = Vec::new();
     for pair in query.into_iter().flat_map(|q| q.split('&')) {
         match pair.split_once('=') {
             Some(("flare_listen", v)) => listen = !is_off(v),
+            Some(("flare_pool_size", v)) => {
+                pool_size = v.parse().ok().filter(|n| *n >= 2).ok_or_else(bad)?;
+            }
             _ if pair.is_empty() => {}
             _ => kept.push(pair),
         }
@@ -129,7 +136,11 @@ fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
         format!("{base}?{}", kept.join("&"))
     };
     let config: tokio_postgres::Config = url.parse().map_err(|_| bad())?;
-    Ok(Settings { config, listen })
+    Ok(Settings {
+        config,
+        listen,
+        pool_size,
+    })
 }
 
 fn is_off(v: &str) -> bool {
@@ -234,7 +245,7 @@ impl PgStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(settings.pool_size)
             .wait_timeout(Some(Duration::from_secs(30)))
             .create_timeout(Some(Duration::from_secs(10)))
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -537,6 +548,11 @@ mod tests {
         assert!(!s.listen);
         let s = settings("postgres://u@localhost/db?flare_listen=on", Some("off")).expect("parse");
         assert!(s.listen, "the URL wins over the environment");
+        assert_eq!(s.pool_size, POOL_SIZE);
+        let s = settings("postgres://u@localhost/db?flare_pool_size=4", None).expect("parse");
+        assert_eq!(s.pool_size, 4);
+        assert!(settings("postgres://u@localhost/db?flare_pool_size=1", None).is_err());
+        assert!(settings("postgres://u@localhost/db?flare_pool_size=x", None).is_err());
     }
 
     #[test]
