@@ -301,7 +301,42 @@ async fn with_storage_down_claims_and_chores_fail_and_change_nothing(db: TestDb)
         .unwrap());
 }
 
+async fn racing_inserts_of_the_same_ids_in_any_order_never_fail(db: TestDb) {
+    let stores = nodes(&db).await;
+    stores[0]
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let n = 200;
+    for round in 0..3 {
+        let results = join_all(stores.iter().enumerate().map(|(k, s)| async move {
+            // Each node sends the same ids in another order (reversed, rotated).
+            let mut ids: Vec<usize> = (0..n).collect();
+            if k % 2 == 1 {
+                ids.reverse();
+            }
+            ids.rotate_left(k * 37 % n);
+            let events = ids
+                .into_iter()
+                .map(|i| event(format!("evt_{round}_{i}"), None, 1_000))
+                .collect();
+            s.event_insert_many(events).await
+        }))
+        .await;
+        let mut created = 0;
+        for r in results {
+            let inserted = r.expect("no deadlock, no conflict error");
+            assert_eq!(inserted.len(), n);
+            created += inserted.iter().filter(|i| i.created).count();
+        }
+        assert_eq!(created, n, "each id created once");
+    }
+    let counts = stores[0].run_counts().await.unwrap();
+    assert_eq!(counts.get(&RunStatus::Queued).copied(), Some(3 * n as u64));
+}
+
 backend_tests!(
+    racing_inserts_of_the_same_ids_in_any_order_never_fail,
     with_storage_down_claims_and_chores_fail_and_change_nothing,
     processes_starting_at_once_on_a_new_database_migrate_it_once,
     the_leader_lease_is_taken_over_only_after_it_expires,

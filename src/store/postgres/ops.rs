@@ -32,11 +32,15 @@ pub(super) const CLAIM_SQL: &str =
        AND e.id = r.event_id \
      RETURNING r.id, r.event_id, e.name, r.job_id, r.attempt, r.max_attempts, e.payload";
 
-/// Inserts a batch of events and, in the same statement, the runs of those that were new.
+/// Inserts a batch of events and, in the same statement, the runs of those that were new. Rows go
+/// in id order: two transactions inserting overlapping ids (writers in flight at once, several
+/// nodes) then wait for each other in one order instead of deadlocking on the unique index.
 pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
        INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
                             $7::int8[], $8::int8[], $9::int8[]) \
+         AS u(id, name, payload, context, source, parent_run_id, ts, deliver_at, delivered_at) \
+       ORDER BY u.id \
        ON CONFLICT (id) DO NOTHING RETURNING id), \
      r AS ( \
        INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
