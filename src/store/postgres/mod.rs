@@ -150,8 +150,8 @@ fn is_off(v: &str) -> bool {
     )
 }
 
-/// The URL without its password, for messages.
-fn redact(url: &str) -> String {
+/// The URL with its password replaced by `***`, for messages and `Debug` output.
+pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &url[s + 3..at];
@@ -562,5 +562,7 @@ mod tests {
         let text = e.to_string();
         assert!(!text.contains("secret"), "{text}");
         assert!(text.contains("u:***@localhost"), "{text}");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("sqlite://a@b.db"), "sqlite://a@b.db");
     }
 }
