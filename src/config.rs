@@ -59,7 +59,10 @@ impl std::fmt::Debug for ServeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeConfig")
             .field("listen", &self.listen)
-            .field("database_url", &self.database_url)
+            .field(
+                "database_url",
+                &crate::store::postgres::redact(&self.database_url),
+            )
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field(
                 "stripe_secrets",

@@ -259,7 +259,85 @@ async fn expired_leases_are_rescued_exactly_once_by_racing_nodes(db: TestDb) {
     assert_eq!(detail.attempts[0].outcome, "lost");
 }
 
+async fn with_storage_down_claims_and_chores_fail_and_change_nothing(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    store
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let now = 1_000_000;
+    let events: Vec<NewEvent> = (0..5)
+        .map(|i| event(format!("evt_{i}"), None, now))
+        .collect();
+    store.event_insert_many(events).await.unwrap();
+    let claim = || ClaimParams {
+        now,
+        lease_until: now + 1_000,
+        groups: vec![ClaimGroup {
+            jobs: vec!["ship".into()],
+            limit: 10,
+        }],
+    };
+    store.set_read_only(true).await.unwrap();
+    let e = store.runs_claim(claim()).await.expect_err("claim refused");
+    assert!(e.is_unavailable(), "{e}");
+    let e = store
+        .leader_acquire("maintenance", "node-a", now, 1_000)
+        .await
+        .expect_err("lease refused");
+    assert!(e.is_unavailable(), "{e}");
+    assert!(store.runs_rescue(now + 5_000).await.is_err());
+    store.set_read_only(false).await.unwrap();
+    let counts = store.run_counts().await.unwrap();
+    assert_eq!(
+        counts.get(&RunStatus::Queued).copied(),
+        Some(5),
+        "nothing was claimed"
+    );
+    assert_eq!(store.runs_claim(claim()).await.unwrap().len(), 5);
+    assert!(store
+        .leader_acquire("maintenance", "node-a", now, 1_000)
+        .await
+        .unwrap());
+}
+
+async fn racing_inserts_of_the_same_ids_in_any_order_never_fail(db: TestDb) {
+    let stores = nodes(&db).await;
+    stores[0]
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let n = 200;
+    for round in 0..3 {
+        let results = join_all(stores.iter().enumerate().map(|(k, s)| async move {
+            // Each node sends the same ids in another order (reversed, rotated).
+            let mut ids: Vec<usize> = (0..n).collect();
+            if k % 2 == 1 {
+                ids.reverse();
+            }
+            ids.rotate_left(k * 37 % n);
+            let events = ids
+                .into_iter()
+                .map(|i| event(format!("evt_{round}_{i}"), None, 1_000))
+                .collect();
+            s.event_insert_many(events).await
+        }))
+        .await;
+        let mut created = 0;
+        for r in results {
+            let inserted = r.expect("no deadlock, no conflict error");
+            assert_eq!(inserted.len(), n);
+            created += inserted.iter().filter(|i| i.created).count();
+        }
+        assert_eq!(created, n, "each id created once");
+    }
+    let counts = stores[0].run_counts().await.unwrap();
+    assert_eq!(counts.get(&RunStatus::Queued).copied(), Some(3 * n as u64));
+}
+
 backend_tests!(
+    racing_inserts_of_the_same_ids_in_any_order_never_fail,
+    with_storage_down_claims_and_chores_fail_and_change_nothing,
     processes_starting_at_once_on_a_new_database_migrate_it_once,
     the_leader_lease_is_taken_over_only_after_it_expires,
     racing_nodes_all_acquire_a_free_lease_but_one_wins,

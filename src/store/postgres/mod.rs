@@ -4,9 +4,10 @@
 //!   prepared once per connection and cached.
 //! - **Migrations** ([`MIGRATIONS`]) are embedded and applied at start under an advisory lock, so
 //!   several processes starting at once migrate once.
-//! - **Group commit**: [`PgStore::event_insert`] hands the event to one writer task that takes
-//!   every insert waiting (up to [`MAX_BATCH`]), writes them and their runs with two `UNNEST`
-//!   statements in one transaction, and answers each caller only after `COMMIT`.
+//! - **Group commit**: [`PgStore::event_insert`] hands the event to the writer tasks; one takes
+//!   every insert waiting (up to [`MAX_BATCH`]), writes them and their runs with one `UNNEST`
+//!   statement in one transaction (pipelined with `BEGIN`, `NOTIFY` and `COMMIT`), and answers each
+//!   caller only after `COMMIT`. A few writers overlap, so one batch fills while another commits.
 //! - **Claims** are one `UPDATE … WHERE seq IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING`
 //!   per group on the partial index of queued runs; **completions** are one statement per batch
 //!   (`UNNEST` arrays), fenced by the lease token.
@@ -35,6 +36,10 @@ use super::{Error, Inserted, NewEvent, Result, Triggers};
 
 /// Most inserts grouped into one transaction.
 pub const MAX_BATCH: usize = 2048;
+
+/// Insert transactions in flight at once. PostgreSQL flushes the WAL of transactions that commit
+/// together with one fsync, so several batches in flight cost about one flush.
+const WRITERS: usize = 4;
 
 /// Connections in the pool.
 const POOL_SIZE: usize = 16;
@@ -99,10 +104,13 @@ struct Settings {
     config: tokio_postgres::Config,
     /// Whether to keep a `LISTEN` connection for wake-ups.
     listen: bool,
+    /// Connections in the pool.
+    pool_size: usize,
 }
 
-/// Reads `url`, removing Flare's own query parameter `flare_listen=on|off` (the driver refuses
-/// parameters it does not know). `FLARE_PG_LISTEN=off` in the environment also turns it off.
+/// Reads `url`, removing Flare's own query parameters (the driver refuses parameters it does not
+/// know): `flare_listen=on|off` (`FLARE_PG_LISTEN=off` in the environment also turns it off) and
+/// `flare_pool_size=N` (connections per process, default [`POOL_SIZE`]).
 fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
     let bad = || Error::Url(redact(url));
     let (base, query) = match url.split_once('?') {
@@ -110,10 +118,14 @@ fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
         None => (url, None),
     };
     let mut listen = !matches!(env_listen, Some(v) if is_off(v));
+    let mut pool_size = POOL_SIZE;
     let mut kept = Vec::new();
     for pair in query.into_iter().flat_map(|q| q.split('&')) {
         match pair.split_once('=') {
             Some(("flare_listen", v)) => listen = !is_off(v),
+            Some(("flare_pool_size", v)) => {
+                pool_size = v.parse().ok().filter(|n| *n >= 2).ok_or_else(bad)?;
+            }
             _ if pair.is_empty() => {}
             _ => kept.push(pair),
         }
@@ -124,7 +136,11 @@ fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
         format!("{base}?{}", kept.join("&"))
     };
     let config: tokio_postgres::Config = url.parse().map_err(|_| bad())?;
-    Ok(Settings { config, listen })
+    Ok(Settings {
+        config,
+        listen,
+        pool_size,
+    })
 }
 
 fn is_off(v: &str) -> bool {
@@ -134,8 +150,8 @@ fn is_off(v: &str) -> bool {
     )
 }
 
-/// The URL without its password, for messages.
-fn redact(url: &str) -> String {
+/// The URL with its password replaced by `***`, for messages and `Debug` output.
+pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &url[s + 3..at];
@@ -229,7 +245,7 @@ impl PgStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(settings.pool_size)
             .wait_timeout(Some(Duration::from_secs(30)))
             .create_timeout(Some(Duration::from_secs(10)))
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -248,13 +264,16 @@ impl PgStore {
             .listen
             .then(|| tokio::spawn(listen_loop(settings.config, Arc::clone(&work))).abort_handle());
         let (tx, rx) = mpsc::channel(MAX_BATCH * 4);
-        let writer = Writer {
+        let writer = Arc::new(Writer {
             pool: pool.clone(),
             triggers: Arc::clone(&triggers),
             work: Arc::clone(&work),
             read_only: Arc::clone(&read_only),
-        };
-        tokio::spawn(writer_loop(writer, rx));
+        });
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for _ in 0..WRITERS {
+            tokio::spawn(writer_loop(Arc::clone(&writer), Arc::clone(&rx)));
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
@@ -427,12 +446,16 @@ async fn listen_once(config: &tokio_postgres::Config, work: &Notify) -> Result<(
 }
 
 /// Collects waiting inserts into one transaction (group commit) and answers each caller after
-/// `COMMIT`.
-async fn writer_loop(writer: Writer, mut rx: mpsc::Receiver<InsertOp>) {
+/// `COMMIT`. [`WRITERS`] of these share the queue: while one batch waits for its commit, the
+/// next one is already being written.
+async fn writer_loop(writer: Arc<Writer>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<InsertOp>>>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let result = write_batch(&writer, &batch).await;
-        match result {
+    loop {
+        let n = rx.lock().await.recv_many(&mut batch, MAX_BATCH).await;
+        if n == 0 {
+            break;
+        }
+        match write_batch(&writer, &batch).await {
             Ok(inserted) => {
                 for (op, ins) in batch.drain(..).zip(inserted) {
                     let _ = op.reply.send(Ok(ins));
@@ -449,14 +472,13 @@ async fn writer_loop(writer: Writer, mut rx: mpsc::Receiver<InsertOp>) {
     tracing::debug!("PostgreSQL writer stopped");
 }
 
+/// Writes one batch in two round trips: the job table's revision (fan-out must know every stored
+/// job), then `BEGIN`, the insert, the `NOTIFY` and `COMMIT` pipelined.
 async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
-    let mut client = writer.pool.get().await?;
+    let client = writer.pool.get().await?;
     ops::triggers_refresh(&client, &writer.triggers).await?;
-    let tx = client
-        .build_transaction()
-        .read_only(writer.read_only.load(Ordering::SeqCst))
-        .start()
-        .await?;
+    let insert = client.prepare_cached(ops::INSERT_EVENTS_SQL).await?;
+    let notify = client.prepare_cached(ops::NOTIFY_SQL).await?;
     let rows: Vec<ops::EventRow<'_>> = batch
         .iter()
         .map(|op| ops::EventRow {
@@ -465,12 +487,39 @@ async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted
             context: op.context.as_deref(),
         })
         .collect();
-    let (inserted, wake) = ops::insert_events(&tx, &writer.triggers, &rows).await?;
-    tx.commit().await?;
+    let prepared = ops::PreparedEvents::new(&writer.triggers, &rows);
+    let begin = if writer.read_only.load(Ordering::SeqCst) {
+        "BEGIN READ ONLY"
+    } else {
+        "BEGIN"
+    };
+    let params = prepared.params();
+    let wake = prepared.wake;
+    // Sent in this order on the first poll; each answer comes back in order. A failed statement
+    // aborts the transaction, and the COMMIT after it then rolls back.
+    let (began, inserted, notified, committed) = futures::join!(
+        client.batch_execute(begin),
+        client.query(&insert, &params),
+        async {
+            if wake {
+                client.execute(&notify, &[&CHANNEL]).await.map(|_| ())
+            } else {
+                Ok(())
+            }
+        },
+        client.batch_execute("COMMIT"),
+    );
+    began?;
+    let inserted = inserted?;
+    notified?;
+    committed?;
+    let (created, existing) = prepared.created(&inserted)?;
+    let stored = ops::events_by_ids(&client, &existing).await?;
+    let result = prepared.finish(&created, &stored)?;
     if wake {
         writer.work.notify_one();
     }
-    Ok(inserted)
+    Ok(result)
 }
 
 #[cfg(test)]
@@ -499,6 +548,11 @@ mod tests {
         assert!(!s.listen);
         let s = settings("postgres://u@localhost/db?flare_listen=on", Some("off")).expect("parse");
         assert!(s.listen, "the URL wins over the environment");
+        assert_eq!(s.pool_size, POOL_SIZE);
+        let s = settings("postgres://u@localhost/db?flare_pool_size=4", None).expect("parse");
+        assert_eq!(s.pool_size, 4);
+        assert!(settings("postgres://u@localhost/db?flare_pool_size=1", None).is_err());
+        assert!(settings("postgres://u@localhost/db?flare_pool_size=x", None).is_err());
     }
 
     #[test]
@@ -508,5 +562,7 @@ mod tests {
         let text = e.to_string();
         assert!(!text.contains("secret"), "{text}");
         assert!(text.contains("u:***@localhost"), "{text}");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("sqlite://a@b.db"), "sqlite://a@b.db");
     }
 }

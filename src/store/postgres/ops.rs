@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Object, Transaction};
 use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 
 use super::read::{event_from_row, EVENT_SELECT};
-use super::{exec, rows, PgStore, CHANNEL};
+use super::{exec, rows, PgStore};
 use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
 use crate::job::JobSpec;
@@ -30,11 +32,15 @@ pub(super) const CLAIM_SQL: &str =
        AND e.id = r.event_id \
      RETURNING r.id, r.event_id, e.name, r.job_id, r.attempt, r.max_attempts, e.payload";
 
-/// Inserts a batch of events and, in the same statement, the runs of those that were new.
-const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
+/// Inserts a batch of events and, in the same statement, the runs of those that were new. Rows go
+/// in id order: two transactions inserting overlapping ids (writers in flight at once, several
+/// nodes) then wait for each other in one order instead of deadlocking on the unique index.
+pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
        INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
                             $7::int8[], $8::int8[], $9::int8[]) \
+         AS u(id, name, payload, context, source, parent_run_id, ts, deliver_at, delivered_at) \
+       ORDER BY u.id \
        ON CONFLICT (id) DO NOTHING RETURNING id), \
      r AS ( \
        INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
@@ -132,6 +138,182 @@ pub(super) fn u32_of(row: &tokio_postgres::Row, i: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::Corrupt(format!("negative count {v}")))
 }
 
+/// A batch of events ready to insert: the columns of the new ones (the first of each id) and of
+/// the runs of the immediate ones, as arrays for [`INSERT_EVENTS_SQL`].
+pub(super) struct PreparedEvents<'a> {
+    batch: &'a [EventRow<'a>],
+    ids: Vec<&'a str>,
+    names: Vec<&'a str>,
+    payloads: Vec<&'a str>,
+    contexts: Vec<Option<&'a str>>,
+    sources: Vec<&'a str>,
+    parents: Vec<Option<&'a str>>,
+    stamps: Vec<i64>,
+    deliver: Vec<Option<i64>>,
+    delivered: Vec<Option<i64>>,
+    runs: NewRuns,
+    run_ids: Vec<Vec<String>>,
+    candidate: Vec<bool>,
+    /// True when inserting would make work runnable or scheduled (workers should be woken).
+    pub(super) wake: bool,
+}
+
+impl<'a> PreparedEvents<'a> {
+    /// Fans each new event out to the jobs in `triggers` and lays the rows out as arrays.
+    pub(super) fn new(triggers: &Triggers, batch: &'a [EventRow<'a>]) -> Self {
+        let n = batch.len();
+        let mut p = PreparedEvents {
+            batch,
+            ids: Vec::with_capacity(n),
+            names: Vec::with_capacity(n),
+            payloads: Vec::with_capacity(n),
+            contexts: Vec::with_capacity(n),
+            sources: Vec::with_capacity(n),
+            parents: Vec::with_capacity(n),
+            stamps: Vec::with_capacity(n),
+            deliver: Vec::with_capacity(n),
+            delivered: Vec::with_capacity(n),
+            runs: NewRuns::default(),
+            run_ids: vec![Vec::new(); n],
+            candidate: vec![false; n],
+            wake: false,
+        };
+        let mut first = HashSet::with_capacity(n);
+        for (i, row) in batch.iter().enumerate() {
+            let ev = row.event;
+            if !first.insert(ev.id.as_str()) {
+                continue;
+            }
+            p.candidate[i] = true;
+            let immediate = ev.deliver_at.is_none_or(|t| t <= ev.now);
+            p.ids.push(ev.id.as_str());
+            p.names.push(ev.name.as_str());
+            p.payloads.push(row.payload);
+            p.contexts.push(row.context);
+            p.sources.push(ev.source.as_str());
+            p.parents.push(ev.parent_run_id.as_deref());
+            p.stamps.push(ev.now);
+            p.deliver.push(ev.deliver_at);
+            p.delivered.push(immediate.then_some(ev.now));
+            if immediate {
+                p.run_ids[i] = p
+                    .runs
+                    .fan_out(triggers, &ev.id, &ev.name, &ev.payload, ev.now);
+                p.wake |= !p.run_ids[i].is_empty();
+            } else {
+                p.wake = true;
+            }
+        }
+        p
+    }
+
+    /// The parameters of [`INSERT_EVENTS_SQL`].
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 15] {
+        [
+            &self.ids,
+            &self.names,
+            &self.payloads,
+            &self.contexts,
+            &self.sources,
+            &self.parents,
+            &self.stamps,
+            &self.deliver,
+            &self.delivered,
+            &self.runs.ids,
+            &self.runs.event_ids,
+            &self.runs.job_ids,
+            &self.runs.versions,
+            &self.runs.max_attempts,
+            &self.runs.at,
+        ]
+    }
+
+    /// The ids the insert created, from its rows, and the ids that existed before (to look up).
+    pub(super) fn created(&self, rows: &[Row]) -> Result<(HashSet<String>, Vec<String>)> {
+        let created: HashSet<String> = rows
+            .iter()
+            .map(|r| r.try_get::<_, String>(0))
+            .collect::<Result<_, _>>()?;
+        let existing = self
+            .batch
+            .iter()
+            .enumerate()
+            .filter(|(i, row)| !(self.candidate[*i] && created.contains(&row.event.id)))
+            .map(|(_, row)| row.event.id.clone())
+            .collect();
+        Ok((created, existing))
+    }
+
+    /// What each row did: the new events as inserted, the others as `stored` holds them.
+    pub(super) fn finish(
+        self,
+        created: &HashSet<String>,
+        stored: &HashMap<String, StoredEvent>,
+    ) -> Result<Vec<Inserted>> {
+        let t = crate::model::ms_to_time;
+        let mut run_ids = self.run_ids;
+        self.batch
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let ev = row.event;
+                if self.candidate[i] && created.contains(&ev.id) {
+                    let immediate = ev.deliver_at.is_none_or(|at| at <= ev.now);
+                    return Ok(Inserted {
+                        event: StoredEvent {
+                            id: ev.id.clone(),
+                            name: ev.name.clone(),
+                            payload: ev.payload.clone(),
+                            context: ev.context.clone(),
+                            source: ev.source.clone(),
+                            timestamp: t(ev.now),
+                            deliver_at: ev.deliver_at.map(t),
+                            delivered_at: immediate.then(|| t(ev.now)),
+                            cancelled_at: None,
+                            parent_run_id: ev.parent_run_id.clone(),
+                            run_ids: std::mem::take(&mut run_ids[i]),
+                        },
+                        created: true,
+                    });
+                }
+                stored
+                    .get(&ev.id)
+                    .cloned()
+                    .map(|event| Inserted {
+                        event,
+                        created: false,
+                    })
+                    .ok_or_else(|| Error::NotFound {
+                        what: "event",
+                        id: ev.id.clone(),
+                    })
+            })
+            .collect()
+    }
+}
+
+/// Reads stored events by id.
+pub(super) async fn events_by_ids<C: GenericClient>(
+    c: &C,
+    ids: &[String],
+) -> Result<HashMap<String, StoredEvent>> {
+    let mut stored = HashMap::new();
+    if ids.is_empty() {
+        return Ok(stored);
+    }
+    for r in rows(
+        c,
+        &format!("SELECT {EVENT_SELECT} FROM events WHERE id = ANY($1)"),
+        &[&ids],
+    )
+    .await?
+    {
+        let e = event_from_row(&r)?;
+        stored.insert(e.id.clone(), e);
+    }
+    Ok(stored)
+}
+
 /// Inserts events (the first of each id; an existing id is left as stored) and the runs of the
 /// new immediate ones, in the caller's transaction. Returns what each row did, and whether
 /// workers should be woken (a `NOTIFY` is then queued in the transaction).
@@ -140,143 +322,16 @@ pub(super) async fn insert_events<C: GenericClient>(
     triggers: &Triggers,
     batch: &[EventRow<'_>],
 ) -> Result<(Vec<Inserted>, bool)> {
-    let n = batch.len();
-    let (mut ids, mut names, mut payloads, mut contexts, mut sources, mut parents) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut stamps, mut deliver, mut delivered) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let mut runs = NewRuns::default();
-    let mut run_ids: Vec<Vec<String>> = vec![Vec::new(); n];
-    let mut first = HashSet::with_capacity(n);
-    let mut candidate = vec![false; n];
-    for (i, row) in batch.iter().enumerate() {
-        let ev = row.event;
-        if !first.insert(ev.id.as_str()) {
-            continue;
-        }
-        candidate[i] = true;
-        let immediate = ev.deliver_at.is_none_or(|t| t <= ev.now);
-        ids.push(ev.id.as_str());
-        names.push(ev.name.as_str());
-        payloads.push(row.payload);
-        contexts.push(row.context);
-        sources.push(ev.source.as_str());
-        parents.push(ev.parent_run_id.as_deref());
-        stamps.push(ev.now);
-        deliver.push(ev.deliver_at);
-        delivered.push(immediate.then_some(ev.now));
-        if immediate {
-            run_ids[i] = runs.fan_out(triggers, &ev.id, &ev.name, &ev.payload, ev.now);
-        }
-    }
-    let created: HashSet<String> = rows(
-        c,
-        INSERT_EVENTS_SQL,
-        &[
-            &ids,
-            &names,
-            &payloads,
-            &contexts,
-            &sources,
-            &parents,
-            &stamps,
-            &deliver,
-            &delivered,
-            &runs.ids,
-            &runs.event_ids,
-            &runs.job_ids,
-            &runs.versions,
-            &runs.max_attempts,
-            &runs.at,
-        ],
-    )
-    .await?
-    .iter()
-    .map(|r| r.try_get::<_, String>(0))
-    .collect::<Result<_, _>>()?;
-
-    let mut wake = false;
-    let mut out: Vec<Option<Inserted>> = Vec::with_capacity(n);
-    let mut existing = Vec::new();
-    for (i, row) in batch.iter().enumerate() {
-        let ev = row.event;
-        if !(candidate[i] && created.contains(&ev.id)) {
-            existing.push(ev.id.clone());
-            out.push(None);
-            continue;
-        }
-        let immediate = ev.deliver_at.is_none_or(|t| t <= ev.now);
-        wake |= !immediate || !run_ids[i].is_empty();
-        let t = crate::model::ms_to_time;
-        out.push(Some(Inserted {
-            event: StoredEvent {
-                id: ev.id.clone(),
-                name: ev.name.clone(),
-                payload: ev.payload.clone(),
-                context: ev.context.clone(),
-                source: ev.source.clone(),
-                timestamp: t(ev.now),
-                deliver_at: ev.deliver_at.map(t),
-                delivered_at: immediate.then(|| t(ev.now)),
-                cancelled_at: None,
-                parent_run_id: ev.parent_run_id.clone(),
-                run_ids: std::mem::take(&mut run_ids[i]),
-            },
-            created: true,
-        }));
-    }
-    let mut stored: HashMap<String, StoredEvent> = HashMap::new();
-    if !existing.is_empty() {
-        for r in rows(
-            c,
-            &format!("SELECT {EVENT_SELECT} FROM events WHERE id = ANY($1)"),
-            &[&existing],
-        )
-        .await?
-        {
-            let e = event_from_row(&r)?;
-            stored.insert(e.id.clone(), e);
-        }
-    }
-    if wake {
-        notify(c).await?;
-    }
-    batch
-        .iter()
-        .zip(out)
-        .map(|(row, done)| match done {
-            Some(ins) => Ok(ins),
-            None => stored
-                .get(&row.event.id)
-                .cloned()
-                .map(|event| Inserted {
-                    event,
-                    created: false,
-                })
-                .ok_or_else(|| Error::NotFound {
-                    what: "event",
-                    id: row.event.id.clone(),
-                }),
-        })
-        .collect::<Result<Vec<_>>>()
-        .map(|v| (v, wake))
+    let prepared = PreparedEvents::new(triggers, batch);
+    let inserted = rows(c, INSERT_EVENTS_SQL, &prepared.params()).await?;
+    let (created, existing) = prepared.created(&inserted)?;
+    let stored = events_by_ids(c, &existing).await?;
+    let wake = prepared.wake;
+    Ok((prepared.finish(&created, &stored)?, wake))
 }
 
-/// Queues the wake-up hint for other processes; PostgreSQL sends it at `COMMIT`, once per
-/// transaction however often it is called.
-async fn notify<C: GenericClient>(c: &C) -> Result<()> {
-    exec(c, "SELECT pg_notify($1, '')", &[&CHANNEL]).await?;
-    Ok(())
-}
+/// The wake-up hint for other processes (`$1` = [`CHANNEL`]).
+pub(super) const NOTIFY_SQL: &str = "SELECT pg_notify($1, '')";
 
 /// Loads stored job definitions (so fan-out knows jobs defined by other processes).
 pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
@@ -341,6 +396,62 @@ impl PgStore {
             .read_only(self.read_only())
             .start()
             .await?)
+    }
+
+    /// Runs one statement as its own transaction: in autocommit (one round trip) or, while the
+    /// store is read-only, pipelined inside `BEGIN READ ONLY` … `COMMIT` so the server refuses it.
+    pub(super) async fn write_one(
+        &self,
+        c: &Object,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let st = c.prepare_cached(sql).await?;
+        if !self.read_only() {
+            return Ok(c.query(&st, params).await?);
+        }
+        self.pipelined(c, "BEGIN READ ONLY", &st, params).await
+    }
+
+    /// Like [`Self::write_one`] for a write whose loss in a server crash costs nothing but a
+    /// re-run: a claim or a lease extension. Its commit does not wait for the WAL flush
+    /// (`synchronous_commit = off` for this transaction only). If the server crashes before the
+    /// flush, the run is simply still queued (or its lease shorter): the rescuer and the fencing
+    /// token keep at-least-once, and an attempt that was never recorded did not count. Every
+    /// other write (events, runs, outcomes) stays synchronous.
+    pub(super) async fn write_one_lazy(
+        &self,
+        c: &Object,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let st = c.prepare_cached(sql).await?;
+        let begin = if self.read_only() {
+            "BEGIN READ ONLY; SET LOCAL synchronous_commit = off"
+        } else {
+            "BEGIN; SET LOCAL synchronous_commit = off"
+        };
+        self.pipelined(c, begin, &st, params).await
+    }
+
+    /// Sends `begin`, the statement and `COMMIT` in one round trip. A failed statement aborts the
+    /// transaction, and the `COMMIT` after it then rolls back.
+    async fn pipelined(
+        &self,
+        c: &Object,
+        begin: &str,
+        st: &tokio_postgres::Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let (began, result, ended) = futures::join!(
+            c.batch_execute(begin),
+            c.query(st, params),
+            c.batch_execute("COMMIT"),
+        );
+        began?;
+        let result = result?;
+        ended?;
+        Ok(result)
     }
 
     /// Stores a job definition.
@@ -475,7 +586,6 @@ impl PgStore {
                 ],
             )
             .await?;
-            notify(&tx).await?;
         }
         tx.commit().await?;
         if !runs.ids.is_empty() {
@@ -501,16 +611,17 @@ impl PgStore {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        let mut client = self.conn().await?;
-        let tx = self.begin(&mut client).await?;
+        // Each group's claim is one statement in its own transaction: nothing stays open.
+        let client = self.conn().await?;
         let mut claimed = Vec::new();
         for (jobs, limit) in groups {
-            for r in rows(
-                &tx,
-                CLAIM_SQL,
-                &[&p.now, &p.lease_until, &token, &jobs, &limit],
-            )
-            .await?
+            for r in self
+                .write_one_lazy(
+                    &client,
+                    CLAIM_SQL,
+                    &[&p.now, &p.lease_until, &token, &jobs, &limit],
+                )
+                .await?
             {
                 claimed.push(ClaimedRun {
                     id: r.try_get(0)?,
@@ -525,7 +636,6 @@ impl PgStore {
                 });
             }
         }
-        tx.commit().await?;
         Ok(claimed)
     }
 
@@ -589,21 +699,20 @@ impl PgStore {
                 l_at.push(line.at.timestamp_millis());
             }
         }
-        let mut client = self.conn().await?;
-        let tx = self.begin(&mut client).await?;
-        let held: HashSet<String> = rows(
-            &tx,
-            COMPLETE_SQL,
-            &[
-                &ids, &tokens, &statuses, &run_at, &finished, &outputs, &errors, &attempts,
-                &started, &l_run, &l_attempt, &l_level, &l_message, &l_fields, &l_at,
-            ],
-        )
-        .await?
-        .iter()
-        .map(|r| r.try_get::<_, String>(0))
-        .collect::<Result<_, _>>()?;
-        tx.commit().await?;
+        let client = self.conn().await?;
+        let held: HashSet<String> = self
+            .write_one(
+                &client,
+                COMPLETE_SQL,
+                &[
+                    &ids, &tokens, &statuses, &run_at, &finished, &outputs, &errors, &attempts,
+                    &started, &l_run, &l_attempt, &l_level, &l_message, &l_fields, &l_at,
+                ],
+            )
+            .await?
+            .iter()
+            .map(|r| r.try_get::<_, String>(0))
+            .collect::<Result<_, _>>()?;
         if retry {
             self.wake();
         }
@@ -617,17 +726,18 @@ impl PgStore {
     pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
         let ids: Vec<&str> = leases.iter().map(|l| l.run_id.as_str()).collect();
         let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
-        let mut client = self.conn().await?;
-        let tx = self.begin(&mut client).await?;
-        let n = exec(
-            &tx,
-            "UPDATE runs r SET lease_until = $3 FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
-             WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running'",
-            &[&ids, &tokens, &lease_until],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        let client = self.conn().await?;
+        let n = self
+            .write_one_lazy(
+                &client,
+                "WITH hb AS (UPDATE runs r SET lease_until = $3 FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
+                 WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' RETURNING 1) \
+                 SELECT count(*) FROM hb",
+                &[&ids, &tokens, &lease_until],
+            )
+            .await?;
+        let n: i64 = n.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+        Ok(usize::try_from(n).unwrap_or(0))
     }
 
     /// See [`crate::store::Store::runs_release`].
@@ -651,9 +761,6 @@ impl PgStore {
         )
         .await?;
         let n: i64 = r.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
-        if n > 0 {
-            notify(&tx).await?;
-        }
         tx.commit().await?;
         if n > 0 {
             self.wake();
@@ -689,9 +796,6 @@ impl PgStore {
         let mut requeued = false;
         for r in &rescued {
             requeued |= r.try_get::<_, String>(0)? == "queued";
-        }
-        if requeued {
-            notify(&tx).await?;
         }
         tx.commit().await?;
         if requeued {
@@ -729,7 +833,6 @@ impl PgStore {
         )
         .await?;
         if n == 1 {
-            notify(&tx).await?;
             tx.commit().await?;
             self.wake();
             return Ok(());
@@ -777,31 +880,28 @@ impl PgStore {
         ttl_ms: i64,
     ) -> Result<bool> {
         let expires = now.saturating_add(ttl_ms);
-        let mut client = self.conn().await?;
-        let tx = self.begin(&mut client).await?;
-        let r = rows(
-            &tx,
+        let client = self.conn().await?;
+        let r = self
+            .write_one(
+            &client,
             "INSERT INTO leaders (name, holder, expires_at) VALUES ($1, $2, $4) \
              ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
              WHERE leaders.holder = excluded.holder OR leaders.expires_at <= $3 RETURNING holder",
             &[&name, &holder, &now, &expires],
         )
         .await?;
-        tx.commit().await?;
         Ok(!r.is_empty())
     }
 
     /// See [`crate::store::Store::leader_release`].
     pub async fn leader_release(&self, name: String, holder: String) -> Result<()> {
-        let mut client = self.conn().await?;
-        let tx = self.begin(&mut client).await?;
-        exec(
-            &tx,
+        let client = self.conn().await?;
+        self.write_one(
+            &client,
             "DELETE FROM leaders WHERE name = $1 AND holder = $2",
             &[&name, &holder],
         )
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 }
