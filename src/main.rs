@@ -46,9 +46,10 @@ struct SendArgs {
     url: String,
 }
 
+/// The engine's settings, the same for `serve` and `worker`.
 #[derive(clap::Args)]
-struct WorkerArgs {
-    /// Database URL shared with `flare serve` and the other workers.
+struct EngineArgs {
+    /// Database URL (sqlite://PATH or postgres://…), shared by every node of a deployment.
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://flare.db")]
     database_url: String,
     /// Runs executing at once in this process.
@@ -63,6 +64,12 @@ struct WorkerArgs {
     /// Seconds running jobs get to finish on SIGTERM/SIGINT.
     #[arg(long, env = "FLARE_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     shutdown_grace_secs: u64,
+}
+
+#[derive(clap::Args)]
+struct WorkerArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
     /// Also run the no-op job of `flare bench` (for the multi-process benchmark).
     #[arg(long, hide = true)]
     bench_job: bool,
@@ -73,21 +80,8 @@ struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "FLARE_LISTEN", default_value = "127.0.0.1:3000")]
     listen: String,
-    /// Database URL (sqlite://PATH).
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://flare.db")]
-    database_url: String,
-    /// Runs executing at once.
-    #[arg(long, env = "FLARE_CONCURRENCY", default_value_t = 100)]
-    concurrency: usize,
-    /// Delete finished events older than this many days (0 keeps everything).
-    #[arg(long, env = "FLARE_RETENTION_DAYS", default_value_t = 7)]
-    retention_days: u64,
-    /// Lease of a claimed run, in seconds: a run whose process died is retried after this.
-    #[arg(long, env = "FLARE_LEASE_SECS", default_value_t = 30)]
-    lease_secs: u64,
-    /// Seconds running jobs get to finish on SIGTERM/SIGINT.
-    #[arg(long, env = "FLARE_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
-    shutdown_grace_secs: u64,
+    #[command(flatten)]
+    engine: EngineArgs,
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "FLARE_MAX_BODY_BYTES", default_value_t = flare::http::body::DEFAULT_BODY_LIMIT)]
     max_body_bytes: usize,
@@ -143,14 +137,14 @@ fn run() -> anyhow::Result<ExitCode> {
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = RawServe {
         listen: args.listen,
-        database_url: args.database_url,
+        database_url: args.engine.database_url,
         api_key: std::env::var("FLARE_API_KEY").ok(),
         stripe_secrets: std::env::var("STRIPE_WEBHOOK_SECRET").ok(),
         clerk_secrets: std::env::var("CLERK_WEBHOOK_SECRET").ok(),
-        concurrency: args.concurrency,
-        retention_days: args.retention_days,
-        lease_secs: args.lease_secs,
-        shutdown_grace_secs: args.shutdown_grace_secs,
+        concurrency: args.engine.concurrency,
+        retention_days: args.engine.retention_days,
+        lease_secs: args.engine.lease_secs,
+        shutdown_grace_secs: args.engine.shutdown_grace_secs,
         max_body_bytes: Some(args.max_body_bytes),
     }
     .validate()?;
@@ -162,12 +156,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let EngineArgs {
+        database_url,
+        concurrency,
+        retention_days,
+        lease_secs,
+        shutdown_grace_secs,
+    } = args.engine;
     let config = RawWorker {
-        database_url: args.database_url,
-        concurrency: args.concurrency,
-        retention_days: args.retention_days,
-        lease_secs: args.lease_secs,
-        shutdown_grace_secs: args.shutdown_grace_secs,
+        database_url,
+        concurrency,
+        retention_days,
+        lease_secs,
+        shutdown_grace_secs,
     }
     .validate()?;
     let jobs = if args.bench_job {

@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,6 +20,7 @@ use std::time::{Duration, Instant};
 use flare::store::query::{EventQuery, RunQuery, MAX_LIMIT};
 use flare::{Client, RunStatus};
 use serde_json::json;
+use support::{pg_admin, pg_admin_url, with_database};
 use tokio::task::JoinSet;
 
 const EVENTS: usize = 10_000;
@@ -309,39 +312,6 @@ async fn sqlite_one_server_three_workers_survive_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let db_url = format!("sqlite://{}", dir.path().join("flare.db").display());
     one_server_three_workers_and_a_sigkill(&db_url, dir.path()).await;
-}
-
-/// The PostgreSQL server's admin URL: `FLARE_TEST_PG_URL` or the local server.
-fn pg_admin_url() -> String {
-    std::env::var("FLARE_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
-}
-
-/// `url` with its database replaced by `db` (query parameters kept).
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, format!("?{q}")),
-        None => (url, String::new()),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    format!("{host}/{db}{query}")
-}
-
-async fn pg_admin() -> Result<tokio_postgres::Client, String> {
-    let url = pg_admin_url();
-    let connect = tokio_postgres::connect(&url, tokio_postgres::NoTls);
-    match tokio::time::timeout(Duration::from_secs(5), connect).await {
-        Ok(Ok((client, conn))) => {
-            tokio::spawn(conn);
-            Ok(client)
-        }
-        Ok(Err(e)) => Err(format!("cannot connect to {url}: {e}")),
-        Err(_) => Err(format!("cannot connect to {url}: timed out")),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

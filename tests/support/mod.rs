@@ -28,8 +28,8 @@ pub fn pg_admin_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
 }
 
-/// `url` with its database name replaced by `db`.
-fn with_database(url: &str, db: &str) -> String {
+/// `url` with its database name replaced by `db` (query parameters kept).
+pub fn with_database(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, format!("?{q}")),
         None => (url, String::new()),
@@ -42,7 +42,8 @@ fn with_database(url: &str, db: &str) -> String {
     format!("{host_part}/{db}{query}")
 }
 
-async fn pg_admin() -> Result<tokio_postgres::Client, String> {
+/// A connection to the server's maintenance database, or why there is none.
+pub async fn pg_admin() -> Result<tokio_postgres::Client, String> {
     let url = pg_admin_url();
     let connect = tokio_postgres::connect(&url, tokio_postgres::NoTls);
     match tokio::time::timeout(Duration::from_secs(5), connect).await {
