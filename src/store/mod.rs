@@ -8,6 +8,7 @@
 
 pub mod postgres;
 pub mod query;
+mod sql;
 pub mod sqlite;
 
 use std::collections::HashMap;

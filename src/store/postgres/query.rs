@@ -14,10 +14,10 @@ use super::read::{
 use super::{rows, PgStore};
 use crate::model::{ms_to_time, RunStatus};
 use crate::store::query::{
-    clamp_limit, Cursor, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes,
-    JobSummary, Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket,
-    StatsQuery,
+    clamp_limit, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes, JobSummary,
+    Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket, StatsQuery,
 };
+use crate::store::sql::{like_pattern, page, status_condition};
 use crate::store::Result;
 
 /// The kind of a source, the part before the colon; indexed as `events_source_kind`, whose
@@ -25,49 +25,6 @@ use crate::store::Result;
 const SOURCE_KIND: &str = "split_part(source, ':', 1)";
 
 type Param = Box<dyn ToSql + Sync + Send>;
-
-/// Runs of this event in any of these states exist.
-fn runs_exist(states: &str) -> String {
-    format!("EXISTS (SELECT 1 FROM runs r WHERE r.event_id = events.id AND r.status IN ({states}))")
-}
-
-/// The SQL condition selecting events in `status` (the rules of [`EventStatus`]).
-fn status_condition(status: EventStatus) -> String {
-    let active = runs_exist("'queued', 'running'");
-    let failed = runs_exist("'failed'");
-    let any = "EXISTS (SELECT 1 FROM runs r WHERE r.event_id = events.id)";
-    match status {
-        EventStatus::Scheduled => "delivered_at IS NULL AND cancelled_at IS NULL".into(),
-        EventStatus::Cancelled => format!(
-            "(cancelled_at IS NOT NULL OR (delivered_at IS NOT NULL AND {} AND NOT {}))",
-            runs_exist("'cancelled'"),
-            runs_exist("'queued', 'running', 'succeeded', 'failed'")
-        ),
-        EventStatus::NoRuns => {
-            format!("delivered_at IS NOT NULL AND cancelled_at IS NULL AND NOT {any}")
-        }
-        EventStatus::Running => format!("cancelled_at IS NULL AND {active}"),
-        EventStatus::Failed => format!("cancelled_at IS NULL AND NOT {active} AND {failed}"),
-        EventStatus::Succeeded => format!(
-            "cancelled_at IS NULL AND NOT {active} AND NOT {failed} AND {}",
-            runs_exist("'succeeded'")
-        ),
-    }
-}
-
-/// Escapes `%`, `_` and `\` for a `LIKE` pattern (backslash is PostgreSQL's default escape).
-fn like_pattern(text: &str) -> String {
-    let mut p = String::with_capacity(text.len() + 2);
-    p.push('%');
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            p.push('\\');
-        }
-        p.push(c);
-    }
-    p.push('%');
-    p
-}
 
 /// Collects conditions with numbered parameters.
 #[derive(Default)]
@@ -171,22 +128,6 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<Param>) {
         w.sql()
     );
     (sql, w.params)
-}
-
-/// Cuts the extra row off and names the cursor of the next page.
-fn page<T>(mut rows: Vec<(T, i64)>, limit: usize) -> Page<T> {
-    let limit = clamp_limit(limit);
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    let next_cursor = if more {
-        rows.last().map(|(_, seq)| Cursor::after(*seq))
-    } else {
-        None
-    };
-    Page {
-        items: rows.into_iter().map(|(item, _)| item).collect(),
-        next_cursor,
-    }
 }
 
 /// Runs that finished in `[since, until)`, by job and state.
@@ -443,11 +384,6 @@ impl PgStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn like_patterns_escape_wildcards() {
-        assert_eq!(like_pattern("a%b_c\\"), "%a\\%b\\_c\\\\%");
-    }
 
     #[test]
     fn source_kinds_use_the_indexed_expression() {

@@ -16,59 +16,16 @@ use super::read::{event_from_row, json_text, run_from_row, EVENT_COLUMNS, RUN_CO
 use super::SqliteStore;
 use crate::model::{ms_to_time, RunStatus};
 use crate::store::query::{
-    clamp_limit, Cursor, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes,
-    JobSummary, Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket,
-    StatsQuery,
+    clamp_limit, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes, JobSummary,
+    Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket, StatsQuery,
 };
+use crate::store::sql::{like_pattern, page, status_condition};
 use crate::store::{Error, Result};
 
 /// The kind of a source, the part before the colon; indexed as `events_source_kind` (0002), whose
 /// expression must stay identical.
 const SOURCE_KIND: &str =
     "(CASE WHEN instr(source, ':') > 0 THEN substr(source, 1, instr(source, ':') - 1) ELSE source END)";
-
-/// Runs of this event in any of these states exist.
-fn runs_exist(states: &str) -> String {
-    format!("EXISTS (SELECT 1 FROM runs r WHERE r.event_id = events.id AND r.status IN ({states}))")
-}
-
-/// The SQL condition selecting events in `status` (the rules of [`EventStatus`]).
-fn status_condition(status: EventStatus) -> String {
-    let active = runs_exist("'queued', 'running'");
-    let failed = runs_exist("'failed'");
-    let any = "EXISTS (SELECT 1 FROM runs r WHERE r.event_id = events.id)";
-    match status {
-        EventStatus::Scheduled => "delivered_at IS NULL AND cancelled_at IS NULL".into(),
-        EventStatus::Cancelled => format!(
-            "(cancelled_at IS NOT NULL OR (delivered_at IS NOT NULL AND {} AND NOT {}))",
-            runs_exist("'cancelled'"),
-            runs_exist("'queued', 'running', 'succeeded', 'failed'")
-        ),
-        EventStatus::NoRuns => {
-            format!("delivered_at IS NOT NULL AND cancelled_at IS NULL AND NOT {any}")
-        }
-        EventStatus::Running => format!("cancelled_at IS NULL AND {active}"),
-        EventStatus::Failed => format!("cancelled_at IS NULL AND NOT {active} AND {failed}"),
-        EventStatus::Succeeded => format!(
-            "cancelled_at IS NULL AND NOT {active} AND NOT {failed} AND {}",
-            runs_exist("'succeeded'")
-        ),
-    }
-}
-
-/// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
-fn like_pattern(text: &str) -> String {
-    let mut p = String::with_capacity(text.len() + 2);
-    p.push('%');
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            p.push('\\');
-        }
-        p.push(c);
-    }
-    p.push('%');
-    p
-}
 
 /// Collects conditions with numbered parameters.
 #[derive(Default)]
@@ -176,22 +133,6 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<SqlValue>) {
         w.sql()
     );
     (sql, w.params)
-}
-
-/// Cuts the extra row off and names the cursor of the next page.
-fn page<T>(mut rows: Vec<(T, i64)>, limit: usize) -> Page<T> {
-    let limit = clamp_limit(limit);
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    let next_cursor = if more {
-        rows.last().map(|(_, seq)| Cursor::after(*seq))
-    } else {
-        None
-    };
-    Page {
-        items: rows.into_iter().map(|(item, _)| item).collect(),
-        next_cursor,
-    }
 }
 
 /// Runs per state of each listed event.
@@ -465,11 +406,6 @@ mod tests {
         let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
         super::super::migrate(&mut conn).expect("migrate");
         (dir, conn)
-    }
-
-    #[test]
-    fn like_patterns_escape_wildcards() {
-        assert_eq!(like_pattern("a%b_c\\"), "%a\\%b\\_c\\\\%");
     }
 
     #[test]
