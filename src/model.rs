@@ -276,6 +276,8 @@ pub struct Run {
     pub error: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// The node (process) that claimed its latest attempt; `None` until claimed.
+    pub node: Option<String>,
 }
 
 /// The severity of a log line written by a job.

@@ -335,6 +335,11 @@ async fn every_page_shows_what_happened_to_the_events() {
     let greet = f.run_of(&f.user).await;
     let run = f.page(&format!("/runs/{}", greet.id)).await;
     assert!(run.contains("welcome ada@example.com"));
+    let node = f.client.engine().node_id();
+    assert!(
+        run.contains(&format!("id=\"node\">{node}<")),
+        "the run page names the node that ran it"
+    );
     assert!(run.contains("&quot;sent&quot;: true") || run.contains("\"sent\": true"));
     assert!(
         !run.contains("id=\"retry\""),

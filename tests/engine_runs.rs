@@ -356,6 +356,7 @@ async fn a_run_whose_worker_died_runs_again_and_the_old_lease_is_fenced(db: Test
     let claimed = sender
         .store()
         .runs_claim(ClaimParams {
+            node: None,
             now,
             lease_until: now + 30_000,
             groups: vec![ClaimGroup {

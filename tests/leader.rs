@@ -80,6 +80,7 @@ async fn only_the_leader_delivers_rescues_and_prunes(db: TestDb) {
     let claimed = sender
         .store()
         .runs_claim(ClaimParams {
+            node: None,
             now,
             lease_until: now + 30_000,
             groups: vec![ClaimGroup {
@@ -282,8 +283,18 @@ async fn each_node_claims_only_the_jobs_it_defined(db: TestDb) {
     for id in &ids {
         let detail = settled(&a, id).await;
         for run in &detail.runs {
-            let who = if run.job_id == "a-job" { "a" } else { "b" };
+            let (who, ran_on) = if run.job_id == "a-job" {
+                ("a", &a)
+            } else {
+                ("b", &b)
+            };
             assert_eq!(run.status, RunStatus::Succeeded);
+            assert_eq!(
+                run.node.as_deref(),
+                Some(ran_on.engine().node_id()),
+                "{}: the run records the node that claimed it",
+                run.job_id
+            );
             assert_eq!(run.output, Some(json!({ "node": who })), "{}", run.job_id);
             assert_eq!(
                 run.attempt, 1,

@@ -191,6 +191,7 @@ async fn racing_claims_never_hand_out_a_run_twice(db: TestDb) {
         let mut mine = Vec::new();
         loop {
             let params = ClaimParams {
+                node: None,
                 now,
                 lease_until: now + 30_000,
                 groups: vec![ClaimGroup {
@@ -229,6 +230,7 @@ async fn expired_leases_are_rescued_exactly_once_by_racing_nodes(db: TestDb) {
     stores[0].event_insert_many(events).await.unwrap();
     let claimed = stores[0]
         .runs_claim(ClaimParams {
+            node: None,
             now,
             lease_until: now + 1_000,
             groups: vec![ClaimGroup {
@@ -271,6 +273,7 @@ async fn with_storage_down_claims_and_chores_fail_and_change_nothing(db: TestDb)
         .collect();
     store.event_insert_many(events).await.unwrap();
     let claim = || ClaimParams {
+        node: None,
         now,
         lease_until: now + 1_000,
         groups: vec![ClaimGroup {

@@ -375,6 +375,7 @@ async fn worker_loop(shared: Arc<Shared>) {
                 let params = ClaimParams {
                     now,
                     lease_until: now + ms(shared.config.lease),
+                    node: Some(shared.node_id.clone()),
                     groups,
                 };
                 match shared.store.runs_claim(params).await {

@@ -189,7 +189,7 @@ fn schemas() -> Value {
             "status": schema_ref("RunStatus"), "attempt": { "type": "integer" },
             "maxAttempts": { "type": "integer" }, "runAt": time(), "startedAt": nullable(time()),
             "finishedAt": nullable(time()), "output": json_any, "error": nullable(string()),
-            "createdAt": time() } },
+            "createdAt": time(), "node": nullable(string()) } },
         "RunSummary": { "allOf": [schema_ref("Run"), { "type": "object", "properties": { "eventName": string() } }] },
         "LogLine": { "type": "object", "properties": {
             "attempt": { "type": "integer" },

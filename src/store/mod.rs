@@ -130,6 +130,9 @@ pub struct ClaimParams {
     pub now: i64,
     /// Lease expiry for the claimed runs, ms.
     pub lease_until: i64,
+    /// The claiming process (engine node id), recorded on each run so operators see which node
+    /// ran it.
+    pub node: Option<String>,
     /// What to claim.
     pub groups: Vec<ClaimGroup>,
 }

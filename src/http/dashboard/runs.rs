@@ -71,7 +71,7 @@ pub async fn list(
                 p.muted.empty { "No run matches." }
             } @else {
                 table.runs {
-                    thead { tr { th { "Created" } th { "Job" } th { "Version" } th { "State" } th { "Attempt" } th { "Event" } th { "Finished" } th { "Error" } th { "Run" } } }
+                    thead { tr { th { "Created" } th { "Job" } th { "Version" } th { "State" } th { "Attempt" } th { "Node" } th { "Event" } th { "Finished" } th { "Error" } th { "Run" } } }
                     tbody {
                         @for r in &runs.items {
                             tr data-run-id=(r.run.id) {
@@ -80,6 +80,7 @@ pub async fn list(
                                 td { (r.run.job_version) }
                                 td { (page::badge(r.run.status.as_str())) }
                                 td.num { (r.run.attempt) "/" (r.run.max_attempts) }
+                                td.node { (r.run.node.as_deref().unwrap_or("")) }
                                 td { a href=(page::event_href(&r.run.event_id)) { (r.event_name) } }
                                 td { (page::time_opt(r.run.finished_at)) }
                                 td.error { (page::short(r.run.error.as_deref().unwrap_or(""), 100)) }
@@ -178,6 +179,7 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             dl.facts {
                 dt { "Attempt" } dd #attempt { (run.attempt) " of " (run.max_attempts) }
                 dt { "Started" } dd { (page::time_opt(run.started_at)) }
+                dt { "Node" } dd #node { (run.node.as_deref().unwrap_or("not claimed yet")) }
                 dt { "Finished" } dd { (page::time_opt(run.finished_at)) }
             }
             @if retryable(run.status) {

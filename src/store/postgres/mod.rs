@@ -51,7 +51,10 @@ pub(crate) const CHANNEL: &str = "flare_work";
 const MIGRATION_LOCK: i64 = 0x666c_6172_655f_6d67; // "flare_mg"
 
 /// Embedded migrations, applied in order at start.
-pub const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("0001_init.sql"))];
+pub const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("0001_init.sql")),
+    (2, include_str!("0002_run_node.sql")),
+];
 
 /// True for `postgres://…` and `postgresql://…` URLs.
 pub fn is_postgres_url(url: &str) -> bool {

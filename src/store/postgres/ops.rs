@@ -25,7 +25,7 @@ use crate::store::{
 /// select walks the partial index of queued runs in due order and stops at the limit.
 pub(super) const CLAIM_SQL: &str =
     "UPDATE runs r SET status = 'running', attempt = r.attempt + 1, \
-       started_at = $1, lease_until = $2, lease_token = $3 \
+       started_at = $1, lease_until = $2, lease_token = $3, node = $6 \
      FROM events e \
      WHERE r.seq = ANY(ARRAY(SELECT seq FROM runs WHERE status = 'queued' AND run_at <= $1 \
          AND job_id = ANY($4) ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
@@ -619,7 +619,7 @@ impl PgStore {
                 .write_one_lazy(
                     &client,
                     CLAIM_SQL,
-                    &[&p.now, &p.lease_until, &token, &jobs, &limit],
+                    &[&p.now, &p.lease_until, &token, &jobs, &limit, &p.node],
                 )
                 .await?
             {

@@ -49,10 +49,10 @@ pub(super) fn event_from_row(r: &Row) -> Result<StoredEvent> {
 pub(super) const RUN_COLUMNS: &str =
     "runs.id, runs.event_id, runs.job_id, runs.job_version, runs.status, runs.attempt, \
      runs.max_attempts, runs.run_at, runs.started_at, runs.finished_at, runs.output, runs.error, \
-     runs.created_at";
+     runs.created_at, runs.node";
 
 /// Number of columns of [`RUN_COLUMNS`].
-pub(super) const RUN_WIDTH: usize = 13;
+pub(super) const RUN_WIDTH: usize = 14;
 
 pub(super) fn run_from_row(r: &Row) -> Result<Run> {
     let status: String = r.try_get(4)?;
@@ -71,6 +71,7 @@ pub(super) fn run_from_row(r: &Row) -> Result<Run> {
         output: opt_json(r.try_get(10)?)?,
         error: r.try_get(11)?,
         created_at: ms_to_time(r.try_get(12)?),
+        node: r.try_get(13)?,
     })
 }
 

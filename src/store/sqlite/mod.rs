@@ -29,6 +29,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("0002_read_indexes.sql")),
     (3, include_str!("0003_webhook_deliveries.sql")),
     (4, include_str!("0004_leaders.sql")),
+    (5, include_str!("0005_run_node.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

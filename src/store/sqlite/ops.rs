@@ -323,12 +323,12 @@ impl SqliteStore {
             let mut claimed = Vec::new();
             for (jobs, limit) in &groups {
                 let mut stmt = ctx.conn.prepare_cached(&format!(
-                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3 \
+                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3, node = ?6 \
                      WHERE seq IN ({CLAIM_SELECT}) RETURNING id, event_id, job_id, attempt, max_attempts"
                 ))?;
                 let rows: Vec<(String, String, String, u32, u32)> = stmt
                     .query_map(
-                        params![p.now, p.lease_until, token, jobs, *limit as i64],
+                        params![p.now, p.lease_until, token, jobs, *limit as i64, p.node],
                         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                     )?
                     .collect::<rusqlite::Result<_>>()?;

@@ -241,9 +241,9 @@ impl SqliteStore {
             while let Some(r) = rows.next()? {
                 let summary = RunSummary {
                     run: run_from_row(r)?,
-                    event_name: r.get::<_, Option<String>>(14)?.unwrap_or_default(),
+                    event_name: r.get::<_, Option<String>>(15)?.unwrap_or_default(),
                 };
-                runs.push((summary, r.get::<_, i64>(13)?));
+                runs.push((summary, r.get::<_, i64>(14)?));
             }
             Ok(page(runs, q.limit))
         })

@@ -67,7 +67,7 @@ pub(super) const NEXT_RUN_SQL: &str =
 
 pub(super) const RUN_COLUMNS: &str =
     "id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, \
-     started_at, finished_at, output, error, created_at";
+     started_at, finished_at, output, error, created_at, node";
 
 pub(super) fn run_from_row(r: &Row<'_>) -> Result<Run> {
     let status: String = r.get(4)?;
@@ -86,6 +86,7 @@ pub(super) fn run_from_row(r: &Row<'_>) -> Result<Run> {
         output: opt_json(r.get(10)?)?,
         error: r.get(11)?,
         created_at: ms_to_time(r.get(12)?),
+        node: r.get(13)?,
     })
 }
 
