@@ -61,6 +61,10 @@ async fn a_run_records_its_output_and_logs(db: TestDb) {
     );
     assert_eq!(run.attempts.len(), 1);
     assert_eq!(run.attempts[0].outcome, "succeeded");
+    assert_eq!(run.attempts[0].attempt, 1);
+    assert_eq!(run.attempts[0].started_at, run.run.started_at);
+    assert_eq!(Some(run.attempts[0].finished_at), run.run.finished_at);
+    assert_eq!(run.attempts[0].error, None);
 }
 
 /// Fails `fail_times` times, then succeeds.

@@ -230,6 +230,31 @@ pub struct RunDetail {
     pub attempts: Vec<Attempt>,
 }
 
+impl RunDetail {
+    /// The run's detail from its stored attempts. A succeeded run's last attempt is not stored
+    /// as a row of its own: the run row already holds all of it (number, start, end, no error),
+    /// and leaving it out spares the hot path one insert per run. It is added back here, unless
+    /// an older version of Flare stored it.
+    pub(crate) fn new(run: Run, logs: Vec<LogLine>, mut attempts: Vec<Attempt>) -> Self {
+        if let (RunStatus::Succeeded, Some(finished_at)) = (run.status, run.finished_at) {
+            if !attempts.iter().any(|a| a.attempt == run.attempt) {
+                attempts.push(Attempt {
+                    attempt: run.attempt,
+                    outcome: RunStatus::Succeeded.as_str().to_string(),
+                    started_at: run.started_at,
+                    finished_at,
+                    error: None,
+                });
+            }
+        }
+        RunDetail {
+            run,
+            logs,
+            attempts,
+        }
+    }
+}
+
 /// The job definitions fan-out matches against, shared by every part of the process.
 #[derive(Debug, Default)]
 pub struct Triggers {
@@ -570,5 +595,78 @@ impl Store {
     /// What is waiting to run at `now`.
     pub async fn queue_depth(&self, now: chrono::DateTime<chrono::Utc>) -> Result<QueueDepth> {
         dispatch!(self, s => s.queue_depth(now.timestamp_millis()).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ms_to_time;
+
+    fn run(status: RunStatus, attempt: u32) -> Run {
+        Run {
+            id: "run_1".into(),
+            event_id: "evt_1".into(),
+            job_id: "job".into(),
+            job_version: "1".into(),
+            status,
+            attempt,
+            max_attempts: 3,
+            run_at: ms_to_time(1_000),
+            started_at: Some(ms_to_time(2_000)),
+            finished_at: (status != RunStatus::Queued).then(|| ms_to_time(3_000)),
+            output: None,
+            error: None,
+            created_at: ms_to_time(1_000),
+            node: None,
+        }
+    }
+
+    fn attempt(n: u32, outcome: &str) -> Attempt {
+        Attempt {
+            attempt: n,
+            outcome: outcome.into(),
+            started_at: Some(ms_to_time(500)),
+            finished_at: ms_to_time(900),
+            error: Some("boom".into()),
+        }
+    }
+
+    #[test]
+    fn a_succeeded_run_gets_its_last_attempt_from_the_run_row() {
+        let d = RunDetail::new(
+            run(RunStatus::Succeeded, 2),
+            vec![],
+            vec![attempt(1, "retrying")],
+        );
+        let outcomes: Vec<_> = d.attempts.iter().map(|a| a.outcome.as_str()).collect();
+        assert_eq!(outcomes, ["retrying", "succeeded"]);
+        let last = &d.attempts[1];
+        assert_eq!(last.attempt, 2);
+        assert_eq!(last.started_at, Some(ms_to_time(2_000)));
+        assert_eq!(last.finished_at, ms_to_time(3_000));
+        assert_eq!(last.error, None);
+    }
+
+    #[test]
+    fn a_stored_success_row_is_not_doubled_and_other_states_add_nothing() {
+        let old = RunDetail::new(
+            run(RunStatus::Succeeded, 1),
+            vec![],
+            vec![attempt(1, "succeeded")],
+        );
+        assert_eq!(old.attempts.len(), 1);
+        let failed = RunDetail::new(
+            run(RunStatus::Failed, 1),
+            vec![],
+            vec![attempt(1, "failed")],
+        );
+        assert_eq!(failed.attempts.len(), 1);
+        let queued = RunDetail::new(
+            run(RunStatus::Queued, 1),
+            vec![],
+            vec![attempt(1, "retrying")],
+        );
+        assert_eq!(queued.attempts.len(), 1);
     }
 }

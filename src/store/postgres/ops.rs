@@ -57,7 +57,8 @@ const INSERT_RUNS_SQL: &str = "INSERT INTO runs (id, event_id, job_id, job_versi
           WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) ORDER BY u.ord";
 
 /// Records a batch of finished attempts in one statement: each run is updated only while its lease
-/// token still matches (fencing); attempts and logs are written for those alone.
+/// token still matches (fencing); attempts and logs are written for those alone. A success's
+/// attempt is the run row itself (see [`crate::store::RunDetail::new`]): no attempt row.
 const COMPLETE_SQL: &str = "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
                             $7::text[], $8::int4[], $9::int8[]) \
@@ -74,7 +75,7 @@ const COMPLETE_SQL: &str = "WITH u AS ( \
        INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
        SELECT u.id, u.attempt, CASE WHEN u.status = 'queued' THEN 'retrying' ELSE u.status END, \
               u.started_at, u.finished_at, u.error \
-       FROM u WHERE u.id IN (SELECT id FROM done) ORDER BY u.ord), \
+       FROM u WHERE u.status <> 'succeeded' AND u.id IN (SELECT id FROM done) ORDER BY u.ord), \
      logs AS ( \
        INSERT INTO run_logs (run_id, attempt, level, message, fields, at) \
        SELECT l.run_id, l.attempt, l.level, l.message, l.fields, l.at \

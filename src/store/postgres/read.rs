@@ -190,11 +190,7 @@ impl PgStore {
                 error: r.try_get(4)?,
             });
         }
-        Ok(Some(RunDetail {
-            run,
-            logs,
-            attempts,
-        }))
+        Ok(Some(RunDetail::new(run, logs, attempts)))
     }
 
     /// See [`crate::store::Store::run_counts`].

@@ -381,7 +381,10 @@ impl SqliteStore {
                 };
                 let ok = n == 1;
                 if ok {
-                    record_attempt(ctx.conn, &c.run_id, c.attempt, outcome, Some(c.started_at), c.finished_at, error)?;
+                    // A success's attempt is the run row itself (see `RunDetail::new`).
+                    if !matches!(c.finish, Finish::Succeeded(_)) {
+                        record_attempt(ctx.conn, &c.run_id, c.attempt, outcome, Some(c.started_at), c.finished_at, error)?;
+                    }
                     let mut log = ctx.conn.prepare_cached(
                         "INSERT INTO run_logs (run_id, attempt, level, message, fields, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     )?;

@@ -159,7 +159,7 @@ impl SqliteStore {
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
-            Ok(Some(RunDetail { run, logs, attempts }))
+            Ok(Some(RunDetail::new(run, logs, attempts)))
         })
         .await
     }
