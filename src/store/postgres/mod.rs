@@ -54,6 +54,7 @@ const MIGRATION_LOCK: i64 = 0x666c_6172_655f_6d67; // "flare_mg"
 pub const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_run_node.sql")),
+    (3, include_str!("0003_narrow_run_indexes.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

@@ -110,8 +110,9 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<Param>) {
         w.cond(format!("job_id = {p}"));
     }
     if let Some(status) = q.status {
-        let p = w.param(status.as_str().to_string());
-        w.cond(format!("status = {p}"));
+        // A literal, not a parameter: the planner can then use the partial index of failed and
+        // cancelled runs (a generic plan for `status = $n` could not).
+        w.cond(format!("status = '{}'", status.as_str()));
     }
     if let Some(event) = &q.event_id {
         let p = w.param(event.clone());
