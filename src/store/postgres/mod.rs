@@ -21,6 +21,7 @@
 mod ops;
 mod query;
 mod read;
+mod runs;
 mod webhooks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
