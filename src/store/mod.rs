@@ -236,11 +236,17 @@ impl RunDetail {
     /// and leaving it out spares the hot path one insert per run. It is added back here, unless
     /// an older version of Flare stored it.
     pub(crate) fn new(run: Run, logs: Vec<LogLine>, mut attempts: Vec<Attempt>) -> Self {
+        let succeeded = RunStatus::Succeeded.as_str();
         if let (RunStatus::Succeeded, Some(finished_at)) = (run.status, run.finished_at) {
-            if !attempts.iter().any(|a| a.attempt == run.attempt) {
+            // Matched on the outcome too: an attempt released at shutdown keeps its number, and
+            // the attempt that ran again after it has the same one.
+            if !attempts
+                .iter()
+                .any(|a| a.attempt == run.attempt && a.outcome == succeeded)
+            {
                 attempts.push(Attempt {
                     attempt: run.attempt,
-                    outcome: RunStatus::Succeeded.as_str().to_string(),
+                    outcome: succeeded.to_string(),
                     started_at: run.started_at,
                     finished_at,
                     error: None,
@@ -656,6 +662,17 @@ mod tests {
             vec![attempt(1, "succeeded")],
         );
         assert_eq!(old.attempts.len(), 1);
+        let after_release = RunDetail::new(
+            run(RunStatus::Succeeded, 1),
+            vec![],
+            vec![attempt(1, "released")],
+        );
+        let outcomes: Vec<_> = after_release
+            .attempts
+            .iter()
+            .map(|a| a.outcome.as_str())
+            .collect();
+        assert_eq!(outcomes, ["released", "succeeded"]);
         let failed = RunDetail::new(
             run(RunStatus::Failed, 1),
             vec![],
