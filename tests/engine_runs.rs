@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use flare::store::query::{StatsQuery, StatsWindow};
 use flare::store::{ClaimGroup, ClaimParams, Completion, Finish};
 use flare::{event_trigger, Clock, EngineConfig, Io, Job, JobError, RetryPolicy, RunStatus};
 use serde::Deserialize;
@@ -597,6 +598,123 @@ async fn retention_prunes_old_finished_events_only(db: TestDb) {
     assert!(client.event(&orphan.id).await.unwrap().is_none());
 }
 
+/// Finished runs by outcome in the last hour, from the statistics and from the job list (both
+/// backends keep them differently: SQLite reads the runs, PostgreSQL per-minute counters).
+async fn outcomes_now(client: &flare::Client, clock: &flare::ManualClock, job: &str) -> [u64; 3] {
+    let now = chrono::DateTime::from_timestamp_millis(clock.now_ms()).unwrap();
+    let stats = client
+        .store()
+        .stats(StatsQuery {
+            window: StatsWindow::Hour,
+            now,
+        })
+        .await
+        .unwrap();
+    let listed = client.store().jobs_list(now).await.unwrap();
+    let per_job = listed
+        .iter()
+        .find(|j| j.job.id == job)
+        .map(|j| j.last_hour)
+        .unwrap_or_default();
+    let counts = |o: flare::store::query::Outcomes| [o.succeeded, o.failed, o.cancelled];
+    let job_stats = stats
+        .jobs
+        .iter()
+        .find(|j| j.job_id == job)
+        .map(|j| j.runs)
+        .unwrap_or_default();
+    assert_eq!(
+        counts(per_job),
+        counts(job_stats),
+        "job list and statistics agree"
+    );
+    let buckets = stats.buckets.iter().fold([0; 3], |acc, b| {
+        let c = counts(b.runs);
+        [acc[0] + c[0], acc[1] + c[1], acc[2] + c[2]]
+    });
+    assert_eq!(buckets, counts(stats.runs), "buckets add up to the window");
+    counts(job_stats)
+}
+
+/// The success and failure rates count each run's current outcome: a failed run retried by hand
+/// counts as what it became, a cancelled one retried stops counting, a pruned one counts nothing.
+async fn outcome_counts_follow_each_runs_current_outcome(db: TestDb) {
+    let (client, clock) = db.client().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    client
+        .define_job(flaky(
+            1,
+            Arc::clone(&calls),
+            RetryPolicy::default().max_attempts(1),
+        ))
+        .unwrap();
+    let failed = client.send_event("work.todo", &json!({})).await.unwrap();
+    settled(&client, &failed.id).await;
+    let ok = client.send_event("work.todo", &json!({})).await.unwrap();
+    settled(&client, &ok.id).await;
+    assert_eq!(outcomes_now(&client, &clock, "flaky").await, [1, 1, 0]);
+
+    let run = &failed.run_ids[0];
+    client.store().run_retry(run, clock.now_ms()).await.unwrap();
+    client.engine().wake();
+    wait_for("the retried run to succeed", || async {
+        let r = client.store().run_detail(run).await.unwrap()?;
+        (r.run.status == RunStatus::Succeeded).then_some(())
+    })
+    .await;
+    assert_eq!(outcomes_now(&client, &clock, "flaky").await, [2, 0, 0]);
+
+    // A job defined on another node, whose runs nobody here claims: one is cancelled, then
+    // retried (queued again).
+    let other = flare::Client::builder(&db.url)
+        .workers(false)
+        .clock(Arc::new(clock.clone()))
+        .connect()
+        .await
+        .unwrap();
+    other
+        .register_job(
+            Job::new("elsewhere", "Elsewhere", "1.0.0")
+                .trigger(event_trigger("work.elsewhere"))
+                .run(|_p: Value, _io: Io| async move { Ok(json!(null)) }),
+        )
+        .await
+        .unwrap();
+    let parked = other
+        .send_event("work.elsewhere", &json!({}))
+        .await
+        .unwrap();
+    let parked_run = &parked.run_ids[0];
+    client
+        .store()
+        .run_cancel(parked_run, clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(outcomes_now(&client, &clock, "elsewhere").await, [0, 0, 1]);
+    client
+        .store()
+        .run_retry(parked_run, clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(outcomes_now(&client, &clock, "elsewhere").await, [0, 0, 0]);
+
+    // Outside the window they no longer count; pruned, they count nothing even inside it.
+    let at = clock.now_ms();
+    clock.advance(Duration::from_secs(3_600));
+    assert_eq!(outcomes_now(&client, &clock, "flaky").await, [0, 0, 0]);
+    assert!(client.store().prune(at + 1, 100).await.unwrap() >= 2);
+    let back = chrono::DateTime::from_timestamp_millis(at).unwrap();
+    let stats = client
+        .store()
+        .stats(StatsQuery {
+            window: StatsWindow::Hour,
+            now: back,
+        })
+        .await
+        .unwrap();
+    assert_eq!((stats.runs.succeeded, stats.runs.failed), (0, 0));
+}
+
 backend_tests!(
     a_run_records_its_output_and_logs,
     a_failing_run_is_retried_with_backoff,
@@ -608,4 +726,5 @@ backend_tests!(
     a_concurrency_limit_is_respected,
     shutdown_lets_runs_finish_and_releases_the_rest,
     retention_prunes_old_finished_events_only,
+    outcome_counts_follow_each_runs_current_outcome,
 );

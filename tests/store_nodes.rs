@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use flare::job::JobSpec;
+use flare::store::query::{StatsQuery, StatsWindow};
 use flare::store::{ClaimGroup, ClaimParams, NewEvent, Store};
 use flare::{Clock, ManualClock, RetryPolicy, RunStatus};
 use futures::future::join_all;
@@ -441,4 +442,87 @@ async fn postgres_a_connection_that_is_gone_is_an_unavailable_error_and_the_pool
         store.ping().await.ok()
     })
     .await;
+}
+
+/// A database created by an earlier version (migrations before `0004_run_queue.sql`) with runs in
+/// every state is upgraded in place: its queued runs are claimable, its running ones are rescued
+/// when their lease expires, and its finished ones count in the success and failure rates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_upgraded_database_keeps_its_queue_and_its_counts() {
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
+    };
+    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let now = chrono::Utc::now().timestamp_millis();
+    pg.batch_execute(
+        "CREATE TABLE flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
+    )
+    .await
+    .unwrap();
+    for (version, sql) in flare::store::postgres::MIGRATIONS
+        .iter()
+        .filter(|(v, _)| *v < 4)
+    {
+        pg.batch_execute(sql).await.unwrap();
+        pg.execute("INSERT INTO flare_migrations VALUES ($1, 0)", &[version])
+            .await
+            .unwrap();
+    }
+    pg.execute(
+        "INSERT INTO events (id, name, payload, source, timestamp, delivered_at) \
+         VALUES ('evt_old', 'old.thing', '{}', 'api', $1, $1)",
+        &[&now],
+    )
+    .await
+    .unwrap();
+    for (id, status, attempt, lease, finished) in [
+        ("run_q", "queued", 0, None, None),
+        ("run_r", "running", 1, Some(now - 1), None),
+        ("run_s", "succeeded", 1, None, Some(now)),
+        ("run_f", "failed", 3, None, Some(now)),
+    ] {
+        pg.execute(
+            "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, \
+               run_at, lease_until, lease_token, started_at, finished_at, created_at) \
+             VALUES ($1, 'evt_old', 'old-job', '1', $2, $3, 3, $4, $5, 7, $4, $6, $4)",
+            &[&id, &status, &attempt, &now, &lease, &finished],
+        )
+        .await
+        .unwrap();
+    }
+
+    let store = Store::open(&db.url).await.unwrap();
+    let stats = store
+        .stats(StatsQuery {
+            window: StatsWindow::Hour,
+            now: chrono::DateTime::from_timestamp_millis(now).unwrap(),
+        })
+        .await
+        .unwrap();
+    assert_eq!((stats.runs.succeeded, stats.runs.failed), (1, 1));
+    assert_eq!((stats.queue.ready, stats.queue.running), (1, 1));
+    let claimed = store
+        .runs_claim(ClaimParams {
+            now,
+            lease_until: now + 30_000,
+            node: None,
+            groups: vec![ClaimGroup {
+                jobs: vec!["old-job".into()],
+                limit: 10,
+            }],
+        })
+        .await
+        .unwrap();
+    let ids: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["run_q"], "the queued run, not the running one");
+    assert_eq!(
+        store.runs_rescue(now).await.unwrap(),
+        1,
+        "the expired lease"
+    );
+    let rescued = store.run_detail("run_r").await.unwrap().unwrap();
+    assert_eq!(rescued.run.status, RunStatus::Queued);
 }

@@ -56,6 +56,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_run_node.sql")),
     (3, include_str!("0003_narrow_run_indexes.sql")),
+    (4, include_str!("0004_run_queue.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

@@ -19,7 +19,8 @@ use crate::job::JobSpec;
 use crate::model::StoredEvent;
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
 
-/// Inserts a batch of events and, in the same statement, the runs of those that were new. Rows go
+/// Inserts a batch of events and, in the same statement, the runs of those that were new (and
+/// their queue rows). Rows go
 /// in id order: two transactions inserting overlapping ids (writers in flight at once, several
 /// nodes) then wait for each other in one order instead of deadlocking on the unique index.
 pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
@@ -34,14 +35,19 @@ pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
        SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
        FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[]) \
             WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) \
-       WHERE u.event_id IN (SELECT id FROM ev) ORDER BY u.ord) \
+       WHERE u.event_id IN (SELECT id FROM ev) ORDER BY u.ord \
+       RETURNING seq, job_id, run_at), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, run_at FROM r) \
      SELECT id FROM ev";
 
-/// Inserts runs (scheduled events being delivered).
-const INSERT_RUNS_SQL: &str = "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
-     SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[]) \
-          WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) ORDER BY u.ord";
+/// Inserts runs (scheduled events being delivered) and their queue rows.
+const INSERT_RUNS_SQL: &str = "WITH r AS ( \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) ORDER BY u.ord \
+       RETURNING seq, job_id, run_at) \
+     INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, run_at FROM r";
 
 /// A new run id: time-ordered, so ids sort by creation (as on SQLite).
 fn new_run_id() -> String {
@@ -566,12 +572,24 @@ impl PgStore {
                  AND (e.delivered_at IS NOT NULL OR e.cancelled_at IS NOT NULL) \
                  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.event_id = e.id AND r.status IN ('queued', 'running')) \
                ORDER BY e.timestamp LIMIT $2 FOR UPDATE SKIP LOCKED), \
-             druns AS (DELETE FROM runs r USING doomed WHERE r.event_id = doomed.id RETURNING r.id), \
+             druns AS (DELETE FROM runs r USING doomed WHERE r.event_id = doomed.id \
+               RETURNING r.id, r.job_id, r.status, r.finished_at), \
              dlogs AS (DELETE FROM run_logs l USING druns WHERE l.run_id = druns.id), \
              datt AS (DELETE FROM run_attempts a USING druns WHERE a.run_id = druns.id), \
+             dout AS (UPDATE run_outcomes o SET n = o.n - d.k FROM ( \
+                 SELECT finished_at / 60000 AS minute, job_id, status, count(*) AS k FROM druns \
+                 WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) d \
+               WHERE o.minute = d.minute AND o.job_id = d.job_id AND o.status = d.status), \
              dev AS (DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING 1) \
              SELECT count(*) FROM dev",
             &[&before, &limit],
+        )
+        .await?;
+        // Minutes whose runs are all pruned count nothing any more.
+        exec(
+            &tx,
+            "DELETE FROM run_outcomes WHERE n <= 0 AND minute < $1::int8 / 60000",
+            &[&before],
         )
         .await?;
         tx.commit().await?;

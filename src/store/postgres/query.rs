@@ -16,6 +16,7 @@ use crate::model::{ms_to_time, RunStatus};
 use crate::store::query::{
     clamp_limit, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes, JobSummary,
     Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket, StatsQuery,
+    StatsWindow,
 };
 use crate::store::sql::{like_pattern, page, status_condition};
 use crate::store::Result;
@@ -110,9 +111,20 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<Param>) {
         w.cond(format!("job_id = {p}"));
     }
     if let Some(status) = q.status {
-        // A literal, not a parameter: the planner can then use the partial index of failed and
-        // cancelled runs (a generic plan for `status = $n` could not).
-        w.cond(format!("status = '{}'", status.as_str()));
+        // Queued and running runs are found through the queue, failed and cancelled ones through
+        // the partial index of `unsuccessful` (a literal, not a parameter, so that the planner
+        // can use it), succeeded ones (most runs) walking the primary key.
+        let s = status.as_str();
+        w.cond(match status {
+            RunStatus::Queued => format!(
+                "status = '{s}' AND seq IN (SELECT seq FROM run_queue WHERE lease_until IS NULL)"
+            ),
+            RunStatus::Running => format!(
+                "status = '{s}' AND seq IN (SELECT seq FROM run_queue WHERE lease_until IS NOT NULL)"
+            ),
+            RunStatus::Failed | RunStatus::Cancelled => format!("unsuccessful = '{s}'"),
+            RunStatus::Succeeded => format!("status = '{s}'"),
+        });
     }
     if let Some(event) = &q.event_id {
         let p = w.param(event.clone());
@@ -131,7 +143,8 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<Param>) {
     (sql, w.params)
 }
 
-/// Runs that finished in `[since, until)`, by job and state.
+/// Runs that finished in `[since, until)` (whole minutes), by job and state, from the per-minute
+/// counts of `run_outcomes`.
 async fn outcomes_by_job(
     c: &deadpool_postgres::Client,
     since: i64,
@@ -141,8 +154,8 @@ async fn outcomes_by_job(
     let mut out: HashMap<String, Outcomes> = HashMap::new();
     for r in rows(
         c,
-        "SELECT job_id, status, count(*) FROM runs \
-         WHERE finished_at >= $1 AND finished_at < $2 GROUP BY job_id, status",
+        "SELECT job_id, status, sum(n)::int8 FROM run_outcomes \
+         WHERE minute >= $1::int8 / 60000 AND minute < $2::int8 / 60000 GROUP BY job_id, status",
         &[&since, &until],
     )
     .await?
@@ -160,9 +173,9 @@ async fn outcomes_by_job(
 async fn queue_depth_at(c: &deadpool_postgres::Client, now: i64) -> Result<QueueDepth> {
     let r = rows(
         c,
-        "SELECT (SELECT count(*) FROM runs WHERE status = 'queued' AND run_at <= $1), \
-                (SELECT count(*) FROM runs WHERE status = 'queued' AND run_at > $1), \
-                (SELECT count(*) FROM runs WHERE status = 'running'), \
+        "SELECT (SELECT count(*) FROM run_queue WHERE lease_until IS NULL AND run_at <= $1), \
+                (SELECT count(*) FROM run_queue WHERE lease_until IS NULL AND run_at > $1), \
+                (SELECT count(*) FROM run_queue WHERE lease_until IS NOT NULL), \
                 (SELECT count(*) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL)",
         &[&now],
     )
@@ -271,8 +284,8 @@ impl PgStore {
         let mut active: HashMap<String, RunCounts> = HashMap::new();
         for r in rows(
             c,
-            "SELECT job_id, status, count(*) FROM runs WHERE status IN ('queued', 'running') \
-             GROUP BY job_id, status",
+            "SELECT job_id, CASE WHEN lease_until IS NULL THEN 'queued' ELSE 'running' END, count(*) \
+             FROM run_queue GROUP BY 1, 2",
             &[],
         )
         .await?
@@ -285,8 +298,8 @@ impl PgStore {
                     .add(s, count_of(&r, 2)?);
             }
         }
-        let mut hour = outcomes_by_job(c, now - 3_600_000, None).await?;
-        let mut day = outcomes_by_job(c, now - 86_400_000, None).await?;
+        let mut hour = outcomes_by_job(c, StatsWindow::Hour.bounds(now).0, None).await?;
+        let mut day = outcomes_by_job(c, StatsWindow::Day.bounds(now).0, None).await?;
         Ok(defs
             .into_iter()
             .map(|job| {
@@ -337,8 +350,8 @@ impl PgStore {
         let mut runs = Outcomes::default();
         for r in rows(
             c,
-            "SELECT (finished_at - $1) / $3, status, count(*) FROM runs \
-             WHERE finished_at >= $1 AND finished_at < $2 GROUP BY 1, 2",
+            "SELECT (minute * 60000 - $1) / $3, status, sum(n)::int8 FROM run_outcomes \
+             WHERE minute >= $1::int8 / 60000 AND minute < $2::int8 / 60000 GROUP BY 1, 2",
             &[&from, &to, &width],
         )
         .await?

@@ -213,7 +213,7 @@ impl PgStore {
         let c = &conn;
         let r = rows(
             c,
-            "SELECT (SELECT run_at FROM runs WHERE status = 'queued' AND job_id = ANY($1) \
+            "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND job_id = ANY($1) \
                      ORDER BY run_at LIMIT 1), \
                     (SELECT min(deliver_at) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL)",
             &[&jobs],

@@ -1,6 +1,11 @@
 //! The run lifecycle on PostgreSQL: claim, complete, heartbeat, release, rescue, cancel and
 //! retry. Each is one statement in its own transaction, fenced by the lease token where a worker
 //! writes, so a worker that lost its lease never overwrites the one that took over.
+//!
+//! A run's state is in two places kept in step by every statement here: its row in `runs` (the
+//! history: status, attempt, times, outcome; the lease token that fences writes) and, while it is
+//! queued or running, its row in `run_queue` (due time and lease expiry, the only indexed state
+//! that changes). Finished runs are also counted in `run_outcomes` (see `0004_run_queue.sql`).
 
 use std::collections::HashSet;
 
@@ -8,25 +13,44 @@ use deadpool_postgres::GenericClient;
 use serde_json::Value;
 
 use super::ops::u32_of;
-use super::{exec, rows, PgStore};
+use super::{rows, PgStore};
 use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result};
 
 /// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner
-/// select walks the partial index of queued runs in due order and stops at the limit.
-pub(super) const CLAIM_SQL: &str =
-    "UPDATE runs r SET status = 'running', attempt = r.attempt + 1, \
+/// select walks the partial index of runnable queue rows in due order and stops at the limit;
+/// their lease is set there, and the run rows take the attempt (a HOT update: no index changes).
+pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
+       UPDATE run_queue q SET lease_until = $2 \
+       WHERE q.seq = ANY(ARRAY(SELECT seq FROM run_queue WHERE lease_until IS NULL AND run_at <= $1 \
+           AND job_id = ANY($4) ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
+       RETURNING q.seq) \
+     UPDATE runs r SET status = 'running', attempt = r.attempt + 1, \
        started_at = $1, lease_until = $2, lease_token = $3, node = $6 \
-     FROM events e \
-     WHERE r.seq = ANY(ARRAY(SELECT seq FROM runs WHERE status = 'queued' AND run_at <= $1 \
-         AND job_id = ANY($4) ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
-       AND e.id = r.event_id \
+     FROM q, events e \
+     WHERE r.seq = q.seq AND e.id = r.event_id \
      RETURNING r.id, r.event_id, e.name, r.job_id, r.attempt, r.max_attempts, e.payload";
 
+/// Adds finished runs (the rows of `$from`, with `finished_at, job_id, status`) to
+/// `run_outcomes`, in key order so that concurrent writers lock the counters in one order.
+macro_rules! tally_sql {
+    ($from:literal) => {
+        concat!(
+            "INSERT INTO run_outcomes (minute, job_id, status, n) \
+             SELECT finished_at / 60000, job_id, status, count(*) FROM ",
+            $from,
+            " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 \
+             ON CONFLICT (minute, job_id, status) DO UPDATE SET n = run_outcomes.n + excluded.n"
+        )
+    };
+}
+
 /// Records a batch of finished attempts in one statement: each run is updated only while its lease
-/// token still matches (fencing); attempts and logs are written for those alone. A success's
-/// attempt is the run row itself (see [`crate::store::RunDetail::new`]): no attempt row.
-const COMPLETE_SQL: &str = "WITH u AS ( \
+/// token still matches (fencing); attempts, logs, queue rows and outcome counts are written for
+/// those alone. A success's attempt is the run row itself (see [`crate::store::RunDetail::new`]):
+/// no attempt row. A finished run leaves the queue; a retried one goes back to it, due at `run_at`.
+const COMPLETE_SQL: &str = concat!(
+    "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
                             $7::text[], $8::int4[], $9::int8[]) \
          WITH ORDINALITY AS u(id, token, status, run_at, finished_at, output, error, attempt, started_at, ord)), \
@@ -37,7 +61,13 @@ const COMPLETE_SQL: &str = "WITH u AS ( \
          output = CASE WHEN u.status = 'succeeded' THEN u.output ELSE r.output END, \
          error = u.error, lease_until = NULL, lease_token = NULL \
        FROM u WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' \
-       RETURNING r.id), \
+       RETURNING r.id, r.seq, r.job_id, r.status, r.run_at, r.finished_at), \
+     dequeued AS (DELETE FROM run_queue q USING done WHERE q.seq = done.seq AND done.status <> 'queued'), \
+     requeued AS (UPDATE run_queue q SET lease_until = NULL, run_at = done.run_at \
+       FROM done WHERE q.seq = done.seq AND done.status = 'queued'), \
+     tally AS (",
+    tally_sql!("done WHERE status <> 'queued'"),
+    "), \
      attempts AS ( \
        INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
        SELECT u.id, u.attempt, CASE WHEN u.status = 'queued' THEN 'retrying' ELSE u.status END, \
@@ -49,7 +79,8 @@ const COMPLETE_SQL: &str = "WITH u AS ( \
        FROM unnest($10::text[], $11::int4[], $12::text[], $13::text[], $14::text[], $15::int8[]) \
             WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
        WHERE l.run_id IN (SELECT id FROM done) ORDER BY l.ord) \
-     SELECT id FROM done";
+     SELECT id FROM done"
+);
 
 impl PgStore {
     /// See [`crate::store::Store::runs_claim`].
@@ -189,7 +220,8 @@ impl PgStore {
             .write_one_lazy(
                 &client,
                 "WITH hb AS (UPDATE runs r SET lease_until = $3 FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
-                 WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' RETURNING 1) \
+                 WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' RETURNING r.seq), \
+                 q AS (UPDATE run_queue q SET lease_until = $3 FROM hb WHERE q.seq = hb.seq) \
                  SELECT count(*) FROM hb",
                 &[&ids, &tokens, &lease_until],
             )
@@ -210,7 +242,8 @@ impl PgStore {
                UPDATE runs r SET status = 'queued', attempt = r.attempt - 1, run_at = $3, lease_until = NULL, lease_token = NULL \
                FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
                WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' \
-               RETURNING r.id, r.attempt + 1 AS attempt, r.started_at), \
+               RETURNING r.id, r.seq, r.attempt + 1 AS attempt, r.started_at), \
+             q AS (UPDATE run_queue q SET lease_until = NULL, run_at = $3 FROM rel WHERE q.seq = rel.seq), \
              a AS ( \
                INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
                SELECT id, attempt, 'released', started_at, $3, 'released at shutdown before it finished' FROM rel) \
@@ -233,8 +266,9 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         let rescued = rows(
             &tx,
+            concat!(
             "WITH lost AS ( \
-               SELECT seq FROM runs WHERE status = 'running' AND lease_until < $1 \
+               SELECT seq FROM run_queue WHERE lease_until < $1 \
                ORDER BY lease_until LIMIT 1000 FOR UPDATE SKIP LOCKED), \
              res AS ( \
                UPDATE runs r SET \
@@ -243,11 +277,18 @@ impl PgStore {
                  run_at = $1, lease_until = NULL, lease_token = NULL, \
                  error = 'lease expired: the worker running attempt ' || r.attempt || ' stopped responding' \
                FROM lost WHERE r.seq = lost.seq AND r.status = 'running' \
-               RETURNING r.id, r.attempt, r.started_at, r.error, r.status), \
+               RETURNING r.id, r.seq, r.job_id, r.attempt, r.started_at, r.finished_at, r.error, r.status), \
+             requeued AS (UPDATE run_queue q SET lease_until = NULL, run_at = $1 \
+               FROM res WHERE q.seq = res.seq AND res.status = 'queued'), \
+             dequeued AS (DELETE FROM run_queue q USING res WHERE q.seq = res.seq AND res.status = 'failed'), \
+             tally AS (",
+            tally_sql!("res WHERE status = 'failed'"),
+            "), \
              a AS ( \
                INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
                SELECT id, attempt, 'lost', started_at, $1, error FROM res) \
-             SELECT status FROM res",
+             SELECT status FROM res"
+            ),
             &[&now],
         )
         .await?;
@@ -266,12 +307,20 @@ impl PgStore {
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        let n = exec(
+        let n = rows(
             &tx,
-            "UPDATE runs SET status = 'cancelled', finished_at = $2 WHERE id = $1 AND status = 'queued'",
+            concat!(
+                "WITH c AS (UPDATE runs SET status = 'cancelled', finished_at = $2 \
+                   WHERE id = $1 AND status = 'queued' RETURNING seq, job_id, status, finished_at), \
+                 q AS (DELETE FROM run_queue q USING c WHERE q.seq = c.seq), \
+                 tally AS (",
+                tally_sql!("c"),
+                ") SELECT 1 FROM c"
+            ),
             &[&id, &now],
         )
-        .await?;
+        .await?
+        .len();
         if n == 1 {
             tx.commit().await?;
             return Ok(());
@@ -283,13 +332,22 @@ impl PgStore {
     pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        let n = exec(
+        // The run no longer counts as failed or cancelled in its minute: the rates describe each
+        // run's current outcome, as on SQLite.
+        let n = rows(
             &tx,
-            "UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = attempt + 1 \
-             WHERE id = $1 AND status IN ('failed', 'cancelled')",
+            "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
+                 WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
+               r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = attempt + 1 \
+                 FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id), \
+               q AS (INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, $2 FROM r), \
+               o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
+                 WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
+             SELECT 1 FROM r",
             &[&id, &now],
         )
-        .await?;
+        .await?
+        .len();
         if n == 1 {
             tx.commit().await?;
             self.wake();

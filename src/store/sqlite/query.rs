@@ -18,6 +18,7 @@ use crate::model::{ms_to_time, RunStatus};
 use crate::store::query::{
     clamp_limit, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes, JobSummary,
     Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket, StatsQuery,
+    StatsWindow,
 };
 use crate::store::sql::{like_pattern, page, status_condition};
 use crate::store::{Error, Result};
@@ -288,8 +289,8 @@ impl SqliteStore {
                         .add(s, r.get::<_, u64>(2)?);
                 }
             }
-            let mut hour = outcomes_by_job(c, now - 3_600_000, None)?;
-            let mut day = outcomes_by_job(c, now - 86_400_000, None)?;
+            let mut hour = outcomes_by_job(c, StatsWindow::Hour.bounds(now).0, None)?;
+            let mut day = outcomes_by_job(c, StatsWindow::Day.bounds(now).0, None)?;
             Ok(defs
                 .into_iter()
                 .map(|job| {
