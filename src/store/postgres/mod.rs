@@ -8,8 +8,10 @@
 //!   every insert waiting (up to [`MAX_BATCH`]), writes them and their runs with one `UNNEST`
 //!   statement in one transaction (pipelined with `BEGIN`, `NOTIFY` and `COMMIT`), and answers each
 //!   caller only after `COMMIT`. A few writers overlap, so one batch fills while another commits.
-//! - **Claims** are one `UPDATE … WHERE seq IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING`
-//!   per group on the partial index of queued runs; **completions** are one statement per batch
+//! - **The queue** is `run_queue`, one row per queued or running run, next to the run history in
+//!   `runs` (see `runs.rs` and `0004_run_queue.sql`). **Claims** are one
+//!   `UPDATE … WHERE seq = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED LIMIT n)) RETURNING` per
+//!   group on its partial index of runnable rows; **completions** are one statement per batch
 //!   (`UNNEST` arrays), fenced by the lease token.
 //! - **Wake-ups**: a transaction that makes runs runnable sends one `NOTIFY flare_work`; a listener
 //!   connection turns it into the same [`Notify`] the workers wait on. Workers poll as well, so

@@ -1,7 +1,8 @@
 //! The read side of the PostgreSQL backend: the list and statistics queries of
 //! [`crate::store::query`], with the same rules as the SQLite ones (keyset pages on `seq`, newest
-//! first, each filter on an index of `0001_init.sql`). The payload search is a case-insensitive
-//! `ILIKE` over the payload text.
+//! first, each filter on an index of the migrations). The payload search is a case-insensitive
+//! `ILIKE` over the payload text. Queue depths read `run_queue`; success and failure rates read the
+//! per-minute counters of `run_outcomes`.
 
 use std::collections::HashMap;
 
