@@ -526,3 +526,55 @@ async fn postgres_an_upgraded_database_keeps_its_queue_and_its_counts() {
     let rescued = store.run_detail("run_r").await.unwrap().unwrap();
     assert_eq!(rescued.run.status, RunStatus::Queued);
 }
+
+/// The rescuer skips an expired run whose row a late completion holds (it locks run rows before
+/// queue rows, as completions do), instead of waiting for it or deadlocking with it; once that
+/// transaction is over, the run is rescued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
+    };
+    let store = Store::open(&db.url).await.unwrap();
+    store
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let now = 1_000_000;
+    store
+        .event_insert_many(vec![event("evt_late".into(), None, now)])
+        .await
+        .unwrap();
+    let claimed = store
+        .runs_claim(ClaimParams {
+            node: None,
+            now,
+            lease_until: now + 1_000,
+            groups: vec![ClaimGroup {
+                jobs: vec!["ship".into()],
+                limit: 1,
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let (mut pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let late = pg.transaction().await.unwrap();
+    late.execute(
+        "UPDATE runs SET output = 'null' WHERE id = $1",
+        &[&claimed[0].id],
+    )
+    .await
+    .unwrap();
+    let rescue = tokio::time::timeout(Duration::from_secs(5), store.runs_rescue(now + 5_000))
+        .await
+        .expect("the rescuer does not wait for the locked run");
+    assert_eq!(rescue.unwrap(), 0);
+    late.rollback().await.unwrap();
+    assert_eq!(store.runs_rescue(now + 5_000).await.unwrap(), 1);
+    let detail = store.run_detail(&claimed[0].id).await.unwrap().unwrap();
+    assert_eq!(detail.run.status, RunStatus::Queued);
+}

@@ -261,22 +261,28 @@ impl PgStore {
 
     /// See [`crate::store::Store::runs_rescue`]. Safe with several nodes at once: the expired
     /// runs are taken with `FOR UPDATE SKIP LOCKED` and still `running` in the same statement.
+    /// The queue's lease index only names candidates; the run rows are locked first, then their
+    /// queue rows, the order every other writer (completion, heartbeat, release) takes, so a
+    /// rescue racing a late completion skips that run instead of deadlocking with it. The lease
+    /// is checked again on the run row, which a heartbeat renews in the same transaction.
     pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
         let rescued = rows(
             &tx,
             concat!(
-            "WITH lost AS ( \
-               SELECT seq FROM run_queue WHERE lease_until < $1 \
-               ORDER BY lease_until LIMIT 1000 FOR UPDATE SKIP LOCKED), \
+            "WITH expired AS ( \
+               SELECT seq FROM run_queue WHERE lease_until < $1 ORDER BY lease_until LIMIT 1000), \
+             lost AS ( \
+               SELECT r.seq FROM runs r WHERE r.seq IN (SELECT seq FROM expired) \
+                 AND r.status = 'running' AND coalesce(r.lease_until, 0) < $1 FOR UPDATE SKIP LOCKED), \
              res AS ( \
                UPDATE runs r SET \
                  status = CASE WHEN r.attempt < r.max_attempts THEN 'queued' ELSE 'failed' END, \
                  finished_at = CASE WHEN r.attempt < r.max_attempts THEN NULL ELSE $1 END, \
                  run_at = $1, lease_until = NULL, lease_token = NULL, \
                  error = 'lease expired: the worker running attempt ' || r.attempt || ' stopped responding' \
-               FROM lost WHERE r.seq = lost.seq AND r.status = 'running' \
+               FROM lost WHERE r.seq = lost.seq AND r.status = 'running' AND coalesce(r.lease_until, 0) < $1 \
                RETURNING r.id, r.seq, r.job_id, r.attempt, r.started_at, r.finished_at, r.error, r.status), \
              requeued AS (UPDATE run_queue q SET lease_until = NULL, run_at = $1 \
                FROM res WHERE q.seq = res.seq AND res.status = 'queued'), \
