@@ -18,8 +18,14 @@ bench() {
 bench --events 1000 --latency-rate 10 --latency-secs 1 >/dev/null 2>&1   # migrates
 if [ -n "${2:-}" ]; then psql "$PG/$db" -q -f "$2"; fi
 psql "$PG/$db" -qc "VACUUM ANALYZE"
-bench --events "${3:-200000}" --latency-rate 200 --latency-secs 3 2>/dev/null | python3 -c "
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+lsn() { psql "$PG/postgres" -Atc "SELECT pg_current_wal_lsn()"; }
+before=$(busy) lsn0=$(lsn)
+out=$(bench --events "${3:-200000}" --latency-rate 200 --latency-secs 3 2>/dev/null)
+cpu_s=$(awk -v a="$before" -v b="$(busy)" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - a) / hz }')
+echo "$out" | python3 -c "
 import json, sys
+print('$name', 'cpu_s', $cpu_s, 'wal_mb', $(psql "$PG/postgres" -Atc "SELECT round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn0') / 1e6)"))
 for line in sys.stdin:
     d = json.loads(line)
     m = d['median']

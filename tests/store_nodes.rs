@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use flare::job::JobSpec;
-use flare::store::query::{StatsQuery, StatsWindow};
-use flare::store::{ClaimGroup, ClaimParams, NewEvent, Store};
+use flare::store::query::{EventQuery, RunQuery, StatsQuery, StatsWindow};
+use flare::store::{ClaimGroup, ClaimParams, Completion, Finish, NewEvent, Store};
 use flare::{Clock, ManualClock, RetryPolicy, RunStatus};
 use futures::future::join_all;
 use serde_json::json;
@@ -339,8 +339,95 @@ async fn racing_inserts_of_the_same_ids_in_any_order_never_fail(db: TestDb) {
     assert_eq!(counts.get(&RunStatus::Queued).copied(), Some(3 * n as u64));
 }
 
+/// The ids of the runs listed with `status`.
+async fn listed(store: &Store, status: RunStatus) -> Vec<String> {
+    let q = RunQuery {
+        status: Some(status),
+        ..RunQuery::default()
+    };
+    let page = store.runs_list(q).await.unwrap();
+    page.items.into_iter().map(|r| r.run.id).collect()
+}
+
+/// A claimed run reads as running, with its attempt, start and node, in every read (detail, the
+/// run list and its filters, counts, the event's runs) until it finishes, and keeps them after.
+async fn a_claimed_run_reads_as_running_everywhere_until_it_finishes(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    store
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let now = 1_000_000;
+    store
+        .event_insert_many(vec![event("evt_run".into(), None, now)])
+        .await
+        .unwrap();
+    let claimed = store
+        .runs_claim(ClaimParams {
+            node: Some("node-a".into()),
+            now: now + 5,
+            lease_until: now + 30_000,
+            groups: vec![ClaimGroup {
+                jobs: vec!["ship".into()],
+                limit: 1,
+            }],
+        })
+        .await
+        .unwrap();
+    let run = &claimed[0];
+    assert_eq!(run.attempt, 1);
+
+    let detail = store.run_detail(&run.id).await.unwrap().unwrap().run;
+    assert_eq!(detail.status, RunStatus::Running);
+    assert_eq!(detail.attempt, 1);
+    assert_eq!(detail.node.as_deref(), Some("node-a"));
+    assert_eq!(
+        detail.started_at.map(|t| t.timestamp_millis()),
+        Some(now + 5)
+    );
+    assert_eq!(listed(&store, RunStatus::Running).await, [run.id.as_str()]);
+    assert!(listed(&store, RunStatus::Queued).await.is_empty());
+    let counts = store.run_counts().await.unwrap();
+    assert_eq!(counts.get(&RunStatus::Running), Some(&1));
+    assert_eq!(counts.get(&RunStatus::Queued), None);
+    let events = store.events_list(EventQuery::default()).await.unwrap();
+    assert_eq!(events.items[0].run_counts.running, 1);
+    let event = store.event_detail("evt_run").await.unwrap().unwrap();
+    assert_eq!(event.runs[0].status, RunStatus::Running);
+    let err = store.run_cancel(&run.id, now + 10).await.unwrap_err();
+    assert!(err.to_string().contains("it is running"), "{err}");
+
+    let held = store
+        .runs_complete(vec![Completion {
+            run_id: run.id.clone(),
+            token: run.token,
+            attempt: run.attempt,
+            started_at: run.started_at,
+            finished_at: now + 20,
+            finish: Finish::Succeeded(json!({"ok": true})),
+            logs: Vec::new(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(held, [true]);
+    let detail = store.run_detail(&run.id).await.unwrap().unwrap().run;
+    assert_eq!(detail.status, RunStatus::Succeeded);
+    assert_eq!(detail.attempt, 1);
+    assert_eq!(detail.node.as_deref(), Some("node-a"));
+    assert_eq!(
+        detail.started_at.map(|t| t.timestamp_millis()),
+        Some(now + 5)
+    );
+    assert_eq!(listed(&store, RunStatus::Succeeded).await, [run.id.as_str()]);
+    assert!(listed(&store, RunStatus::Running).await.is_empty());
+    let counts = store.run_counts().await.unwrap();
+    assert_eq!(counts.get(&RunStatus::Running), None);
+    assert_eq!(counts.get(&RunStatus::Succeeded), Some(&1));
+}
+
 backend_tests!(
     racing_inserts_of_the_same_ids_in_any_order_never_fail,
+    a_claimed_run_reads_as_running_everywhere_until_it_finishes,
     with_storage_down_claims_and_chores_fail_and_change_nothing,
     processes_starting_at_once_on_a_new_database_migrate_it_once,
     the_leader_lease_is_taken_over_only_after_it_expires,
@@ -444,6 +531,29 @@ async fn postgres_a_connection_that_is_gone_is_an_unavailable_error_and_the_pool
     .await;
 }
 
+/// A connection to `db` migrated as a version before migration `version` left it.
+async fn migrated_before(db: &TestDb, version: i64) -> tokio_postgres::Client {
+    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    pg.batch_execute(
+        "CREATE TABLE flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
+    )
+    .await
+    .unwrap();
+    for (v, sql) in flare::store::postgres::MIGRATIONS
+        .iter()
+        .filter(|(v, _)| *v < version)
+    {
+        pg.batch_execute(sql).await.unwrap();
+        pg.execute("INSERT INTO flare_migrations VALUES ($1, 0)", &[v])
+            .await
+            .unwrap();
+    }
+    pg
+}
+
 /// A database created by an earlier version (migrations before `0004_run_queue.sql`) with runs in
 /// every state is upgraded in place: its queued runs are claimable, its running ones are rescued
 /// when their lease expires, and its finished ones count in the success and failure rates.
@@ -452,25 +562,8 @@ async fn postgres_an_upgraded_database_keeps_its_queue_and_its_counts() {
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
         return;
     };
-    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let pg = migrated_before(&db, 4).await;
     let now = chrono::Utc::now().timestamp_millis();
-    pg.batch_execute(
-        "CREATE TABLE flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
-    )
-    .await
-    .unwrap();
-    for (version, sql) in flare::store::postgres::MIGRATIONS
-        .iter()
-        .filter(|(v, _)| *v < 4)
-    {
-        pg.batch_execute(sql).await.unwrap();
-        pg.execute("INSERT INTO flare_migrations VALUES ($1, 0)", &[version])
-            .await
-            .unwrap();
-    }
     pg.execute(
         "INSERT INTO events (id, name, payload, source, timestamp, delivered_at) \
          VALUES ('evt_old', 'old.thing', '{}', 'api', $1, $1)",
@@ -527,8 +620,8 @@ async fn postgres_an_upgraded_database_keeps_its_queue_and_its_counts() {
     assert_eq!(rescued.run.status, RunStatus::Queued);
 }
 
-/// The rescuer skips an expired run whose row a late completion holds (it locks run rows before
-/// queue rows, as completions do), instead of waiting for it or deadlocking with it; once that
+/// The rescuer skips an expired run whose queue row a late completion holds (every writer locks
+/// queue rows before run rows), instead of waiting for it or deadlocking with it; once that
 /// transaction is over, the run is rescued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
@@ -564,7 +657,7 @@ async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
     tokio::spawn(conn);
     let late = pg.transaction().await.unwrap();
     late.execute(
-        "UPDATE runs SET output = 'null' WHERE id = $1",
+        "DELETE FROM run_queue WHERE seq = (SELECT seq FROM runs WHERE id = $1)",
         &[&claimed[0].id],
     )
     .await
@@ -577,4 +670,53 @@ async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
     assert_eq!(store.runs_rescue(now + 5_000).await.unwrap(), 1);
     let detail = store.run_detail(&claimed[0].id).await.unwrap().unwrap();
     assert_eq!(detail.run.status, RunStatus::Queued);
+}
+
+/// A run running when the database is upgraded to keep leases on the queue
+/// (`0005_lease_on_queue.sql`) still reads as running, and its worker's completion, fenced by
+/// the token it was claimed with, still lands; any other token is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_run_running_across_the_upgrade_keeps_its_lease() {
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
+    };
+    let pg = migrated_before(&db, 5).await;
+    let now = chrono::Utc::now().timestamp_millis();
+    pg.batch_execute(&format!(
+        "INSERT INTO events (id, name, payload, source, timestamp, delivered_at) \
+           VALUES ('evt_up', 'order.placed', '{{}}', 'api', {now}, {now}); \
+         INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, \
+           run_at, lease_until, lease_token, started_at, created_at, node) \
+           VALUES ('run_up', 'evt_up', 'ship', '1', 'running', 2, 3, {now}, {lease}, 7, {now}, {now}, 'old-node'); \
+         INSERT INTO run_queue (seq, job_id, run_at, lease_until) \
+           SELECT seq, job_id, run_at, lease_until FROM runs WHERE id = 'run_up';",
+        lease = now + 60_000
+    ))
+    .await
+    .unwrap();
+
+    let store = Store::open(&db.url).await.unwrap();
+    let run = store.run_detail("run_up").await.unwrap().unwrap().run;
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!((run.attempt, run.node.as_deref()), (2, Some("old-node")));
+    assert_eq!(store.runs_rescue(now).await.unwrap(), 0, "the lease holds");
+    let completion = |token| Completion {
+        run_id: "run_up".into(),
+        token,
+        attempt: 2,
+        started_at: now,
+        finished_at: now + 1,
+        finish: Finish::Succeeded(json!(null)),
+        logs: Vec::new(),
+    };
+    assert_eq!(
+        store.runs_complete(vec![completion(8)]).await.unwrap(),
+        [false]
+    );
+    assert_eq!(
+        store.runs_complete(vec![completion(7)]).await.unwrap(),
+        [true]
+    );
+    let run = store.run_detail("run_up").await.unwrap().unwrap().run;
+    assert_eq!((run.status, run.attempt), (RunStatus::Succeeded, 2));
 }

@@ -8,11 +8,12 @@
 //!   every insert waiting (up to [`MAX_BATCH`]), writes them and their runs with one `UNNEST`
 //!   statement in one transaction (pipelined with `BEGIN`, `NOTIFY` and `COMMIT`), and answers each
 //!   caller only after `COMMIT`. A few writers overlap, so one batch fills while another commits.
-//! - **The queue** is `run_queue`, one row per queued or running run, next to the run history in
-//!   `runs` (see `runs.rs` and `0004_run_queue.sql`). **Claims** are one
-//!   `UPDATE … WHERE seq = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED LIMIT n)) RETURNING` per
+//! - **The queue** is `run_queue`, one row per queued or running run (with the lease of a running
+//!   one), next to the run history in `runs` (see `runs.rs`, `0004_run_queue.sql` and
+//!   `0005_lease_on_queue.sql`); readers see both through the view `run_state`. **Claims** are one
+//!   `UPDATE run_queue … WHERE seq = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED LIMIT n))` per
 //!   group on its partial index of runnable rows; **completions** are one statement per batch
-//!   (`UNNEST` arrays), fenced by the lease token.
+//!   (`UNNEST` arrays), fenced by the lease token on the queue row.
 //! - **Wake-ups**: a transaction that makes runs runnable sends one `NOTIFY flare_work`; a listener
 //!   connection turns it into the same [`Notify`] the workers wait on. Workers poll as well, so
 //!   the hint may be lost. Behind a transaction-mode connection pooler, where `LISTEN` does not
@@ -59,6 +60,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("0002_run_node.sql")),
     (3, include_str!("0003_narrow_run_indexes.sql")),
     (4, include_str!("0004_run_queue.sql")),
+    (5, include_str!("0005_lease_on_queue.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

@@ -117,14 +117,14 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<Param>) {
         // can use it), succeeded ones (most runs) walking the primary key.
         let s = status.as_str();
         w.cond(match status {
-            RunStatus::Queued => format!(
-                "status = '{s}' AND seq IN (SELECT seq FROM run_queue WHERE lease_until IS NULL)"
-            ),
-            RunStatus::Running => format!(
-                "status = '{s}' AND seq IN (SELECT seq FROM run_queue WHERE lease_until IS NOT NULL)"
-            ),
+            RunStatus::Queued => {
+                "seq IN (SELECT seq FROM run_queue WHERE lease_until IS NULL)".to_string()
+            }
+            RunStatus::Running => {
+                "seq IN (SELECT seq FROM run_queue WHERE lease_until IS NOT NULL)".to_string()
+            }
             RunStatus::Failed | RunStatus::Cancelled => format!("unsuccessful = '{s}'"),
-            RunStatus::Succeeded => format!("status = '{s}'"),
+            RunStatus::Succeeded => format!("stored_status = '{s}'"),
         });
     }
     if let Some(event) = &q.event_id {
@@ -138,7 +138,7 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<Param>) {
     let limit = clamp_limit(q.limit) + 1;
     let sql = format!(
         "SELECT {RUN_COLUMNS}, seq, (SELECT e.name FROM events e WHERE e.id = runs.event_id) \
-         FROM runs {} ORDER BY seq DESC LIMIT {limit}",
+         FROM run_state runs {} ORDER BY seq DESC LIMIT {limit}",
         w.sql()
     );
     (sql, w.params)
@@ -206,7 +206,7 @@ impl PgStore {
         let mut counts: HashMap<String, RunCounts> = HashMap::new();
         for r in rows(
             c,
-            "SELECT event_id, status, count(*) FROM runs WHERE event_id = ANY($1) GROUP BY event_id, status",
+            "SELECT event_id, status, count(*) FROM run_state WHERE event_id = ANY($1) GROUP BY event_id, status",
             &[&ids],
         )
         .await?

@@ -45,7 +45,8 @@ pub(super) fn event_from_row(r: &Row) -> Result<StoredEvent> {
     })
 }
 
-/// The columns [`run_from_row`] reads.
+/// The columns [`run_from_row`] reads, from the view `run_state` named `runs` (a run as readers
+/// see it: running while its queue row holds a lease).
 pub(super) const RUN_COLUMNS: &str =
     "runs.id, runs.event_id, runs.job_id, runs.job_version, runs.status, runs.attempt, \
      runs.max_attempts, runs.run_at, runs.started_at, runs.finished_at, runs.output, runs.error, \
@@ -114,7 +115,7 @@ impl PgStore {
         };
         let runs = rows(
             c,
-            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE event_id = $1 ORDER BY seq"),
+            &format!("SELECT {RUN_COLUMNS} FROM run_state runs WHERE event_id = $1 ORDER BY seq"),
             &[&id],
         )
         .await?
@@ -146,7 +147,7 @@ impl PgStore {
         let c = &conn;
         let Some(run) = rows(
             c,
-            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
+            &format!("SELECT {RUN_COLUMNS} FROM run_state runs WHERE id = $1"),
             &[&id],
         )
         .await?
@@ -198,12 +199,29 @@ impl PgStore {
         let conn = self.conn().await?;
         let c = &conn;
         let mut counts = HashMap::new();
-        for r in rows(c, "SELECT status, count(*) FROM runs GROUP BY status", &[]).await? {
+        // From the stored states and the queue's leases (not the view, whose join a stale plan
+        // can turn into a nested loop over every run): a running run is stored as queued.
+        for r in rows(
+            c,
+            "SELECT status, count(*) FROM runs GROUP BY status \
+             UNION ALL SELECT 'running', count(*) FROM run_queue WHERE lease_until IS NOT NULL",
+            &[],
+        )
+        .await?
+        {
             let s: String = r.try_get(0)?;
             if let Some(st) = RunStatus::parse(&s) {
                 counts.insert(st, count_of(&r, 1)?);
             }
         }
+        let running = counts.remove(&RunStatus::Running).unwrap_or(0);
+        if running > 0 {
+            counts.insert(RunStatus::Running, running);
+            if let Some(queued) = counts.get_mut(&RunStatus::Queued) {
+                *queued = queued.saturating_sub(running);
+            }
+        }
+        counts.retain(|_, n| *n > 0);
         Ok(counts)
     }
 

@@ -3,9 +3,15 @@
 //! writes, so a worker that lost its lease never overwrites the one that took over.
 //!
 //! A run's state is in two places kept in step by every statement here: its row in `runs` (the
-//! history: status, attempt, times, outcome; the lease token that fences writes) and, while it is
-//! queued or running, its row in `run_queue` (due time and lease expiry, the only indexed state
-//! that changes). Finished runs are also counted in `run_outcomes` (see `0004_run_queue.sql`).
+//! history: status, attempt, times, outcome), written when it is created and when an attempt
+//! ends, and, while it is queued or running, its row in `run_queue`: due time and, during an
+//! attempt, the lease (expiry and the token that fences writes), the attempt number, start time
+//! and node. A claim writes the queue row alone; readers see a leased run as running through the
+//! view `run_state` (see `0005_lease_on_queue.sql`). Finished runs are also counted in
+//! `run_outcomes` (see `0004_run_queue.sql`).
+//!
+//! Every writer locks a run's queue row before its run row, so two statements never wait for
+//! each other in opposite orders.
 
 use std::collections::HashSet;
 
@@ -19,17 +25,28 @@ use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Re
 /// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner
 /// select walks the partial index of runnable queue rows in due order and stops at the limit;
-/// their lease is set there, and the run rows take the attempt (a HOT update: no index changes).
+/// the lease, token, attempt and node are set on those queue rows, the only rows written: the
+/// run and its event are read for what the worker needs.
 pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
-       UPDATE run_queue q SET lease_until = $2 \
+       UPDATE run_queue q SET lease_until = $2, lease_token = $3, attempt = q.attempt + 1, \
+         started_at = $1, node = $6 \
        WHERE q.seq = ANY(ARRAY(SELECT seq FROM run_queue WHERE lease_until IS NULL AND run_at <= $1 \
            AND job_id = ANY($4) ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
-       RETURNING q.seq) \
-     UPDATE runs r SET status = 'running', attempt = r.attempt + 1, \
-       started_at = $1, lease_until = $2, lease_token = $3, node = $6 \
-     FROM q, events e \
-     WHERE r.seq = q.seq AND e.id = r.event_id \
-     RETURNING r.id, r.event_id, e.name, r.job_id, r.attempt, r.max_attempts, e.payload";
+       RETURNING q.seq, q.attempt) \
+     SELECT r.id, r.event_id, e.name, r.job_id, q.attempt, r.max_attempts, e.payload \
+     FROM q JOIN runs r ON r.seq = q.seq JOIN events e ON e.id = r.event_id";
+
+/// The queue rows of `$from` (with `id, token`) whose lease is still held by that token:
+/// `run_queue q` joined to `runs r`, for the `FROM`/`USING` and `WHERE` of a fenced write.
+macro_rules! held_sql {
+    ($from:literal) => {
+        concat!(
+            "runs r, ",
+            $from,
+            " WHERE r.id = u.id AND q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL"
+        )
+    };
+}
 
 /// Adds finished runs (the rows of `$from`, with `finished_at, job_id, status`) to
 /// `run_outcomes`, in key order so that concurrent writers lock the counters in one order.
@@ -45,26 +62,32 @@ macro_rules! tally_sql {
     };
 }
 
-/// Records a batch of finished attempts in one statement: each run is updated only while its lease
-/// token still matches (fencing); attempts, logs, queue rows and outcome counts are written for
-/// those alone. A success's attempt is the run row itself (see [`crate::store::RunDetail::new`]):
-/// no attempt row. A finished run leaves the queue; a retried one goes back to it, due at `run_at`.
+/// Records a batch of finished attempts in one statement: each run is written only while its
+/// queue row still holds the lease token it was claimed with (fencing); run rows, attempts, logs
+/// and outcome counts are written for those alone. A success's attempt is the run row itself
+/// (see [`crate::store::RunDetail::new`]): no attempt row. A finished run leaves the queue; a
+/// retried one goes back to it, due at `run_at`.
 const COMPLETE_SQL: &str = concat!(
     "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
                             $7::text[], $8::int4[], $9::int8[]) \
          WITH ORDINALITY AS u(id, token, status, run_at, finished_at, output, error, attempt, started_at, ord)), \
+     dequeued AS (DELETE FROM run_queue q USING ",
+    held_sql!("u"),
+    " AND u.status <> 'queued' RETURNING q.seq, u.id, q.attempt, q.started_at, q.node), \
+     requeued AS (UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = u.run_at \
+       FROM ",
+    held_sql!("u"),
+    " AND u.status = 'queued' RETURNING q.seq, u.id, q.attempt, q.started_at, q.node), \
      done AS ( \
-       UPDATE runs r SET status = u.status, \
+       UPDATE runs r SET status = u.status, attempt = q.attempt, started_at = q.started_at, node = q.node, \
          run_at = CASE WHEN u.status = 'queued' THEN u.run_at ELSE r.run_at END, \
          finished_at = CASE WHEN u.status = 'queued' THEN r.finished_at ELSE u.finished_at END, \
          output = CASE WHEN u.status = 'succeeded' THEN u.output ELSE r.output END, \
-         error = u.error, lease_until = NULL, lease_token = NULL \
-       FROM u WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' \
-       RETURNING r.id, r.seq, r.job_id, r.status, r.run_at, r.finished_at), \
-     dequeued AS (DELETE FROM run_queue q USING done WHERE q.seq = done.seq AND done.status <> 'queued'), \
-     requeued AS (UPDATE run_queue q SET lease_until = NULL, run_at = done.run_at \
-       FROM done WHERE q.seq = done.seq AND done.status = 'queued'), \
+         error = u.error \
+       FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.id = q.id \
+       WHERE r.seq = q.seq \
+       RETURNING r.id, r.job_id, r.status, r.finished_at), \
      tally AS (",
     tally_sql!("done WHERE status <> 'queued'"),
     "), \
@@ -219,10 +242,12 @@ impl PgStore {
         let n = self
             .write_one_lazy(
                 &client,
-                "WITH hb AS (UPDATE runs r SET lease_until = $3 FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
-                 WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' RETURNING r.seq), \
-                 q AS (UPDATE run_queue q SET lease_until = $3 FROM hb WHERE q.seq = hb.seq) \
-                 SELECT count(*) FROM hb",
+                concat!(
+                    "WITH hb AS (UPDATE run_queue q SET lease_until = $3 \
+                     FROM ",
+                    held_sql!("unnest($1::text[], $2::int8[]) AS u(id, token)"),
+                    " RETURNING 1) SELECT count(*) FROM hb"
+                ),
                 &[&ids, &tokens, &lease_until],
             )
             .await?;
@@ -238,16 +263,18 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         let r = rows(
             &tx,
-            "WITH rel AS ( \
-               UPDATE runs r SET status = 'queued', attempt = r.attempt - 1, run_at = $3, lease_until = NULL, lease_token = NULL \
-               FROM unnest($1::text[], $2::int8[]) AS u(id, token) \
-               WHERE r.id = u.id AND r.lease_token = u.token AND r.status = 'running' \
-               RETURNING r.id, r.seq, r.attempt + 1 AS attempt, r.started_at), \
-             q AS (UPDATE run_queue q SET lease_until = NULL, run_at = $3 FROM rel WHERE q.seq = rel.seq), \
-             a AS ( \
-               INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
-               SELECT id, attempt, 'released', started_at, $3, 'released at shutdown before it finished' FROM rel) \
-             SELECT count(*) FROM rel",
+            concat!(
+                "WITH rel AS ( \
+                   UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, attempt = q.attempt - 1, run_at = $3 \
+                   FROM ",
+                held_sql!("unnest($1::text[], $2::int8[]) AS u(id, token)"),
+                " RETURNING r.id, q.seq, q.attempt + 1 AS attempt, q.started_at), \
+                 hist AS (UPDATE runs r SET run_at = $3 FROM rel WHERE r.seq = rel.seq), \
+                 a AS ( \
+                   INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+                   SELECT id, attempt, 'released', started_at, $3, 'released at shutdown before it finished' FROM rel) \
+                 SELECT count(*) FROM rel"
+            ),
             &[&ids, &tokens, &now],
         )
         .await?;
@@ -259,34 +286,32 @@ impl PgStore {
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
-    /// See [`crate::store::Store::runs_rescue`]. Safe with several nodes at once: the expired
-    /// runs are taken with `FOR UPDATE SKIP LOCKED` and still `running` in the same statement.
-    /// The queue's lease index only names candidates; the run rows are locked first, then their
-    /// queue rows, the order every other writer (completion, heartbeat, release) takes, so a
-    /// rescue racing a late completion skips that run instead of deadlocking with it. The lease
-    /// is checked again on the run row, which a heartbeat renews in the same transaction.
+    /// See [`crate::store::Store::runs_rescue`]. Safe with several nodes at once: the queue rows
+    /// of expired leases are taken with `FOR UPDATE SKIP LOCKED`, which checks the lease again on
+    /// the row as it is when locked, so a lease renewed meanwhile is left alone and a run whose
+    /// queue row a late completion holds is skipped instead of waited for. Its attempt is
+    /// recorded as lost; it is queued again or, out of attempts, failed.
     pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
         let rescued = rows(
             &tx,
             concat!(
-            "WITH expired AS ( \
-               SELECT seq FROM run_queue WHERE lease_until < $1 ORDER BY lease_until LIMIT 1000), \
-             lost AS ( \
-               SELECT r.seq FROM runs r WHERE r.seq IN (SELECT seq FROM expired) \
-                 AND r.status = 'running' AND coalesce(r.lease_until, 0) < $1 FOR UPDATE SKIP LOCKED), \
+            "WITH lost AS ( \
+               SELECT q.seq, q.attempt, q.started_at, q.node, q.attempt < r.max_attempts AS again \
+               FROM run_queue q JOIN runs r ON r.seq = q.seq \
+               WHERE q.lease_until < $1 ORDER BY q.lease_until LIMIT 1000 FOR UPDATE OF q SKIP LOCKED), \
+             requeued AS (UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = $1 \
+               FROM lost WHERE q.seq = lost.seq AND lost.again), \
+             dequeued AS (DELETE FROM run_queue q USING lost WHERE q.seq = lost.seq AND NOT lost.again), \
              res AS ( \
                UPDATE runs r SET \
-                 status = CASE WHEN r.attempt < r.max_attempts THEN 'queued' ELSE 'failed' END, \
-                 finished_at = CASE WHEN r.attempt < r.max_attempts THEN NULL ELSE $1 END, \
-                 run_at = $1, lease_until = NULL, lease_token = NULL, \
-                 error = 'lease expired: the worker running attempt ' || r.attempt || ' stopped responding' \
-               FROM lost WHERE r.seq = lost.seq AND r.status = 'running' AND coalesce(r.lease_until, 0) < $1 \
-               RETURNING r.id, r.seq, r.job_id, r.attempt, r.started_at, r.finished_at, r.error, r.status), \
-             requeued AS (UPDATE run_queue q SET lease_until = NULL, run_at = $1 \
-               FROM res WHERE q.seq = res.seq AND res.status = 'queued'), \
-             dequeued AS (DELETE FROM run_queue q USING res WHERE q.seq = res.seq AND res.status = 'failed'), \
+                 status = CASE WHEN lost.again THEN 'queued' ELSE 'failed' END, \
+                 finished_at = CASE WHEN lost.again THEN NULL ELSE $1 END, \
+                 attempt = lost.attempt, started_at = lost.started_at, node = lost.node, run_at = $1, \
+                 error = 'lease expired: the worker running attempt ' || lost.attempt || ' stopped responding' \
+               FROM lost WHERE r.seq = lost.seq \
+               RETURNING r.id, r.job_id, r.attempt, r.started_at, r.finished_at, r.error, r.status), \
              tally AS (",
             tally_sql!("res WHERE status = 'failed'"),
             "), \
@@ -316,9 +341,10 @@ impl PgStore {
         let n = rows(
             &tx,
             concat!(
-                "WITH c AS (UPDATE runs SET status = 'cancelled', finished_at = $2 \
-                   WHERE id = $1 AND status = 'queued' RETURNING seq, job_id, status, finished_at), \
-                 q AS (DELETE FROM run_queue q USING c WHERE q.seq = c.seq), \
+                "WITH q AS (DELETE FROM run_queue q USING runs r \
+                   WHERE r.id = $1 AND q.seq = r.seq AND q.lease_until IS NULL RETURNING q.seq, q.attempt), \
+                 c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, attempt = q.attempt \
+                   FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
                  tally AS (",
                 tally_sql!("c"),
                 ") SELECT 1 FROM c"
@@ -345,8 +371,8 @@ impl PgStore {
             "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
                  WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
                r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = attempt + 1 \
-                 FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id), \
-               q AS (INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, $2 FROM r), \
+                 FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
+               q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
                o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
                  WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
              SELECT 1 FROM r",
@@ -370,7 +396,7 @@ impl PgStore {
 }
 
 async fn run_state_error<C: GenericClient>(c: &C, id: &str, verb: &str, rule: &str) -> Result<()> {
-    let r = rows(c, "SELECT status FROM runs WHERE id = $1", &[&id]).await?;
+    let r = rows(c, "SELECT status FROM run_state WHERE id = $1", &[&id]).await?;
     match r.first() {
         None => Err(Error::NotFound {
             what: "run",
