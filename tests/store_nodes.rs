@@ -418,7 +418,10 @@ async fn a_claimed_run_reads_as_running_everywhere_until_it_finishes(db: TestDb)
         detail.started_at.map(|t| t.timestamp_millis()),
         Some(now + 5)
     );
-    assert_eq!(listed(&store, RunStatus::Succeeded).await, [run.id.as_str()]);
+    assert_eq!(
+        listed(&store, RunStatus::Succeeded).await,
+        [run.id.as_str()]
+    );
     assert!(listed(&store, RunStatus::Running).await.is_empty());
     let counts = store.run_counts().await.unwrap();
     assert_eq!(counts.get(&RunStatus::Running), None);
