@@ -47,6 +47,25 @@ fn event(id: String, deliver_at: Option<i64>, now: i64) -> NewEvent {
     }
 }
 
+/// A claim of up to `limit` runs of `job`.
+fn claim_params(
+    job: &str,
+    node: Option<&str>,
+    now: i64,
+    lease_until: i64,
+    limit: usize,
+) -> ClaimParams {
+    ClaimParams {
+        node: node.map(str::to_string),
+        now,
+        lease_until,
+        groups: vec![ClaimGroup {
+            jobs: vec![job.to_string()],
+            limit,
+        }],
+    }
+}
+
 async fn nodes(db: &TestDb) -> Vec<Store> {
     let mut stores = Vec::new();
     for _ in 0..NODES {
@@ -191,15 +210,7 @@ async fn racing_claims_never_hand_out_a_run_twice(db: TestDb) {
     let claimed = join_all(stores.iter().map(|s| async move {
         let mut mine = Vec::new();
         loop {
-            let params = ClaimParams {
-                node: None,
-                now,
-                lease_until: now + 30_000,
-                groups: vec![ClaimGroup {
-                    jobs: vec!["ship".into()],
-                    limit: 16,
-                }],
-            };
+            let params = claim_params("ship", None, now, now + 30_000, 16);
             let runs = s.runs_claim(params).await.unwrap();
             if runs.is_empty() {
                 return mine;
@@ -230,15 +241,7 @@ async fn expired_leases_are_rescued_exactly_once_by_racing_nodes(db: TestDb) {
         .collect();
     stores[0].event_insert_many(events).await.unwrap();
     let claimed = stores[0]
-        .runs_claim(ClaimParams {
-            node: None,
-            now,
-            lease_until: now + 1_000,
-            groups: vec![ClaimGroup {
-                jobs: vec!["ship".into()],
-                limit: n,
-            }],
-        })
+        .runs_claim(claim_params("ship", None, now, now + 1_000, n))
         .await
         .unwrap();
     assert_eq!(claimed.len(), n);
@@ -273,15 +276,7 @@ async fn with_storage_down_claims_and_chores_fail_and_change_nothing(db: TestDb)
         .map(|i| event(format!("evt_{i}"), None, now))
         .collect();
     store.event_insert_many(events).await.unwrap();
-    let claim = || ClaimParams {
-        node: None,
-        now,
-        lease_until: now + 1_000,
-        groups: vec![ClaimGroup {
-            jobs: vec!["ship".into()],
-            limit: 10,
-        }],
-    };
+    let claim = || claim_params("ship", None, now, now + 1_000, 10);
     store.set_read_only(true).await.unwrap();
     let e = store.runs_claim(claim()).await.expect_err("claim refused");
     assert!(e.is_unavailable(), "{e}");
@@ -363,15 +358,13 @@ async fn a_claimed_run_reads_as_running_everywhere_until_it_finishes(db: TestDb)
         .await
         .unwrap();
     let claimed = store
-        .runs_claim(ClaimParams {
-            node: Some("node-a".into()),
-            now: now + 5,
-            lease_until: now + 30_000,
-            groups: vec![ClaimGroup {
-                jobs: vec!["ship".into()],
-                limit: 1,
-            }],
-        })
+        .runs_claim(claim_params(
+            "ship",
+            Some("node-a"),
+            now + 5,
+            now + 30_000,
+            1,
+        ))
         .await
         .unwrap();
     let run = &claimed[0];
@@ -601,15 +594,7 @@ async fn postgres_an_upgraded_database_keeps_its_queue_and_its_counts() {
     assert_eq!((stats.runs.succeeded, stats.runs.failed), (1, 1));
     assert_eq!((stats.queue.ready, stats.queue.running), (1, 1));
     let claimed = store
-        .runs_claim(ClaimParams {
-            now,
-            lease_until: now + 30_000,
-            node: None,
-            groups: vec![ClaimGroup {
-                jobs: vec!["old-job".into()],
-                limit: 10,
-            }],
-        })
+        .runs_claim(claim_params("old-job", None, now, now + 30_000, 10))
         .await
         .unwrap();
     let ids: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
@@ -642,15 +627,7 @@ async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
         .await
         .unwrap();
     let claimed = store
-        .runs_claim(ClaimParams {
-            node: None,
-            now,
-            lease_until: now + 1_000,
-            groups: vec![ClaimGroup {
-                jobs: vec!["ship".into()],
-                limit: 1,
-            }],
-        })
+        .runs_claim(claim_params("ship", None, now, now + 1_000, 1))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);

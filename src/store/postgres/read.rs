@@ -214,12 +214,9 @@ impl PgStore {
                 counts.insert(st, count_of(&r, 1)?);
             }
         }
-        let running = counts.remove(&RunStatus::Running).unwrap_or(0);
-        if running > 0 {
-            counts.insert(RunStatus::Running, running);
-            if let Some(queued) = counts.get_mut(&RunStatus::Queued) {
-                *queued = queued.saturating_sub(running);
-            }
+        let running = counts.get(&RunStatus::Running).copied().unwrap_or(0);
+        if let Some(queued) = counts.get_mut(&RunStatus::Queued) {
+            *queued = queued.saturating_sub(running);
         }
         counts.retain(|_, n| *n > 0);
         Ok(counts)
