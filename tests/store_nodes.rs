@@ -471,6 +471,88 @@ async fn postgres_an_insert_on_one_node_wakes_the_workers_of_another() {
     );
 }
 
+/// Index entries of `run_queue_due` read so far (`idx_tup_read`), once the scans of at least
+/// `scans` statements have reached the statistics. A backend that sent its statistics less than
+/// a second before holds the next ones until it has been idle for 10 s (PostgreSQL's
+/// `PGSTAT_IDLE_INTERVAL`), hence the 30 s allowed.
+async fn due_index_reads(pg: &tokio_postgres::Client, scans: i64) -> i64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = pg
+            .query_one(
+                "SELECT idx_scan, idx_tup_read FROM pg_stat_user_indexes \
+                 WHERE indexrelname = 'run_queue_due'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) >= scans {
+            return row.get(1);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the claim's index reads never reached pg_stat_user_indexes"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A burst of work queued while the queue's statistics still say it is empty (autovacuum has
+/// not analysed it yet): a new node's first claim takes the oldest due runs by walking the queue's
+/// index and stopping at its batch. Left to the statistics, PostgreSQL's plan read every queued
+/// run through the index and sorted them all to take the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stale() {
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
+    };
+    let sender = Store::open(&db.url).await.unwrap();
+    sender
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .unwrap();
+    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    pg.batch_execute("ALTER TABLE run_queue SET (autovacuum_enabled = false); ANALYZE run_queue;")
+        .await
+        .unwrap();
+    let queued = 3_000;
+    let now = 1_000_000;
+    let events: Vec<NewEvent> = (0..queued)
+        .map(|i| event(format!("evt_{i:05}"), None, now + i))
+        .collect();
+    for chunk in events.chunks(500) {
+        sender.event_insert_many(chunk.to_vec()).await.unwrap();
+    }
+    let before = due_index_reads(&pg, 0).await;
+    let scans_before: i64 = pg
+        .query_one(
+            "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'run_queue_due'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+
+    let node = Store::open(&db.url).await.unwrap();
+    let later = now + queued;
+    let runs = node
+        .runs_claim(claim_params("ship", Some("n1"), later, later + 30_000, 10))
+        .await
+        .unwrap();
+    let events_of: Vec<&str> = runs.iter().map(|r| r.event_id.as_str()).collect();
+    let oldest: Vec<String> = (0..10).map(|i| format!("evt_{i:05}")).collect();
+    assert_eq!(events_of, oldest, "the oldest due runs, in due order");
+
+    let read = due_index_reads(&pg, scans_before + 1).await - before;
+    assert!(
+        read < 100,
+        "the claim of 10 runs read {read} entries of the queue's index ({queued} runs queued)"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_without_listen_the_store_still_works_by_polling() {
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
