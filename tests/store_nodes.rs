@@ -499,8 +499,8 @@ async fn due_index_reads(pg: &tokio_postgres::Client, scans: i64) -> i64 {
 
 /// A burst of work queued while the queue's statistics still say it is empty (autovacuum has
 /// not analysed it yet): a new node's first claim takes the oldest due runs by walking the queue's
-/// index and stopping at its batch. Left to the statistics, PostgreSQL's plan read every queued
-/// run through the index and sorted them all to take the batch.
+/// index and stopping at its batch, and its look at the next due run stops at the first. Left to
+/// the statistics, PostgreSQL's plans read every queued run through the index and sorted them all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stale() {
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
@@ -545,11 +545,18 @@ async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stal
     let events_of: Vec<&str> = runs.iter().map(|r| r.event_id.as_str()).collect();
     let oldest: Vec<String> = (0..10).map(|i| format!("evt_{i:05}")).collect();
     assert_eq!(events_of, oldest, "the oldest due runs, in due order");
+    // An idle worker's look at when the next run is due walks the same index.
+    assert_eq!(
+        node.next_due(vec!["ship".into()]).await.unwrap(),
+        Some(now + 10),
+        "the next due run is the oldest one not claimed"
+    );
 
-    let read = due_index_reads(&pg, scans_before + 1).await - before;
+    let read = due_index_reads(&pg, scans_before + 2).await - before;
     assert!(
         read < 100,
-        "the claim of 10 runs read {read} entries of the queue's index ({queued} runs queued)"
+        "a claim of 10 runs and a look at the next due one read {read} entries of the queue's \
+         index ({queued} runs queued)"
     );
 }
 

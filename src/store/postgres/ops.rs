@@ -409,6 +409,20 @@ impl PgStore {
             .await
     }
 
+    /// Runs one read of the queue in a `READ ONLY` transaction, after the `SET LOCAL`s in
+    /// `settings`, in one round trip (see [`Self::write_runs`]).
+    pub(super) async fn read_runs(
+        &self,
+        c: &Object,
+        settings: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let st = c.prepare_cached(sql).await?;
+        self.pipelined(c, &format!("BEGIN READ ONLY; {settings}"), &st, params)
+            .await
+    }
+
     /// Sends `begin`, the statement and `COMMIT` in one round trip. A failed statement aborts the
     /// transaction, and the `COMMIT` after it then rolls back.
     async fn pipelined(

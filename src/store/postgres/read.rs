@@ -225,15 +225,16 @@ impl PgStore {
     /// See [`crate::store::Store::next_due`]: both lookups walk a partial index in due order.
     pub async fn next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
         let conn = self.conn().await?;
-        let c = &conn;
-        let r = rows(
-            c,
-            "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND job_id = ANY($1) \
-                     ORDER BY run_at LIMIT 1), \
-                    (SELECT min(deliver_at) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL)",
-            &[&jobs],
-        )
-        .await?;
+        let r = self
+            .read_runs(
+                &conn,
+                super::runs::WALK_DUE,
+                "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND job_id = ANY($1) \
+                         ORDER BY run_at LIMIT 1), \
+                        (SELECT min(deliver_at) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL)",
+                &[&jobs],
+            )
+            .await?;
         let Some(r) = r.first() else {
             return Ok(None);
         };

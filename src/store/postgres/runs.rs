@@ -36,20 +36,28 @@ pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
      SELECT r.id, r.event_id, e.name, r.job_id, q.attempt, r.max_attempts, e.payload \
      FROM q JOIN runs r ON r.seq = q.seq JOIN events e ON e.id = r.event_id";
 
-/// The transaction settings of a claim (see [`PgStore::write_runs`]).
-///
-/// `enable_sort = off` leaves the planner one way to take the oldest due runs: walk
+/// The `SET LOCAL`s of a statement that takes the oldest due runs from the queue (the claim, and
+/// `next_due`): the prepared statement's generic plan (see [`PgStore::write_runs`]) and
+/// `enable_sort = off`, which leaves the planner one way to produce the oldest due runs: walk
 /// `run_queue_due` in order and stop at the batch. With the queue's statistics stale (analysed
 /// while it was nearly empty, then a burst of work queued) its estimate was a few rows, and the
 /// plan it preferred read and sorted the whole queue to take the first 500: 50 ms per claim
 /// against 6 ms with 100,000 runs queued, on every connection of every worker until autovacuum
 /// analysed the table.
-///
-/// `synchronous_commit = off`: the loss of a claim in a server crash costs nothing but a re-run.
-/// If the server crashes before the flush, the run is simply still queued: the rescuer and the
-/// fencing token keep at-least-once, and an attempt that was never recorded did not count.
-const CLAIM_SETTINGS: &str = "SET LOCAL plan_cache_mode = force_generic_plan; \
-    SET LOCAL enable_sort = off; SET LOCAL synchronous_commit = off";
+macro_rules! walk_due {
+    () => {
+        "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_sort = off"
+    };
+}
+
+/// See [`walk_due`].
+pub(super) const WALK_DUE: &str = walk_due!();
+
+/// The transaction settings of a claim: [`walk_due`], and `synchronous_commit = off`: the loss
+/// of a claim in a server crash costs nothing but a re-run. If the server crashes before the
+/// flush, the run is simply still queued: the rescuer and the fencing token keep at-least-once,
+/// and an attempt that was never recorded did not count.
+const CLAIM_SETTINGS: &str = concat!(walk_due!(), "; SET LOCAL synchronous_commit = off");
 
 /// The queue rows of `$from` (with `id, token`) whose lease is still held by that token:
 /// `run_queue q` joined to `runs r`, for the `FROM`/`USING` and `WHERE` of a fenced write.
