@@ -471,36 +471,39 @@ async fn postgres_an_insert_on_one_node_wakes_the_workers_of_another() {
     );
 }
 
-/// Index entries of `run_queue_due` read so far (`idx_tup_read`), once the scans of at least
-/// `scans` statements have reached the statistics. A backend that sent its statistics less than
-/// a second before holds the next ones until it has been idle for 10 s (PostgreSQL's
-/// `PGSTAT_IDLE_INTERVAL`), hence the 30 s allowed.
-async fn due_index_reads(pg: &tokio_postgres::Client, scans: i64) -> i64 {
+/// Entries read so far (`idx_tup_read`) of the queue's and the schedule's partial indexes
+/// (`run_queue_due`, `events_due`), once each has been scanned at least `scans` times in the
+/// statistics. A backend that sent its statistics less than a second before holds the next ones
+/// until it has been idle for 10 s (PostgreSQL's `PGSTAT_IDLE_INTERVAL`), hence the 30 s allowed.
+async fn due_index_reads(pg: &tokio_postgres::Client, scans: [i64; 2]) -> ([i64; 2], [i64; 2]) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let row = pg
-            .query_one(
+        let rows = pg
+            .query(
                 "SELECT idx_scan, idx_tup_read FROM pg_stat_user_indexes \
-                 WHERE indexrelname = 'run_queue_due'",
+                 WHERE indexrelname IN ('run_queue_due', 'events_due') ORDER BY indexrelname DESC",
                 &[],
             )
             .await
             .unwrap();
-        if row.get::<_, i64>(0) >= scans {
-            return row.get(1);
+        let seen = [rows[0].get::<_, i64>(0), rows[1].get::<_, i64>(0)];
+        if seen[0] >= scans[0] && seen[1] >= scans[1] {
+            return (seen, [rows[0].get(1), rows[1].get(1)]);
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the claim's index reads never reached pg_stat_user_indexes"
+            "the index scans never reached pg_stat_user_indexes: {seen:?}, waiting for {scans:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-/// A burst of work queued while the queue's statistics still say it is empty (autovacuum has
-/// not analysed it yet): a new node's first claim takes the oldest due runs by walking the queue's
-/// index and stopping at its batch, and its look at the next due run stops at the first. Left to
-/// the statistics, PostgreSQL's plans read every queued run through the index and sorted them all.
+/// A burst of work queued and scheduled while the statistics still say the queue and the
+/// schedule are empty (autovacuum has not analysed them yet): a new node's first claim takes the
+/// oldest due runs by walking the queue's index and stopping at its batch, its delivery of due
+/// events does the same on the schedule's, and its look at the next due run or event stops at the
+/// first. Left to the statistics, PostgreSQL's plans read every queued run (or scheduled event)
+/// through the index and sorted them all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stale() {
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
@@ -515,29 +518,25 @@ async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stal
         .await
         .unwrap();
     tokio::spawn(conn);
-    pg.batch_execute("ALTER TABLE run_queue SET (autovacuum_enabled = false); ANALYZE run_queue;")
-        .await
-        .unwrap();
-    let queued = 3_000;
+    pg.batch_execute(
+        "ALTER TABLE run_queue SET (autovacuum_enabled = false); \
+         ALTER TABLE events SET (autovacuum_enabled = false); ANALYZE run_queue, events;",
+    )
+    .await
+    .unwrap();
+    let n = 3_000;
     let now = 1_000_000;
-    let events: Vec<NewEvent> = (0..queued)
+    let later = now + n;
+    let events: Vec<NewEvent> = (0..n)
         .map(|i| event(format!("evt_{i:05}"), None, now + i))
+        .chain((0..n).map(|i| event(format!("sched_{i:05}"), Some(later + 1 + i), now)))
         .collect();
     for chunk in events.chunks(500) {
         sender.event_insert_many(chunk.to_vec()).await.unwrap();
     }
-    let before = due_index_reads(&pg, 0).await;
-    let scans_before: i64 = pg
-        .query_one(
-            "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'run_queue_due'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let (scans, before) = due_index_reads(&pg, [0, 0]).await;
 
     let node = Store::open(&db.url).await.unwrap();
-    let later = now + queued;
     let runs = node
         .runs_claim(claim_params("ship", Some("n1"), later, later + 30_000, 10))
         .await
@@ -545,18 +544,36 @@ async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stal
     let events_of: Vec<&str> = runs.iter().map(|r| r.event_id.as_str()).collect();
     let oldest: Vec<String> = (0..10).map(|i| format!("evt_{i:05}")).collect();
     assert_eq!(events_of, oldest, "the oldest due runs, in due order");
-    // An idle worker's look at when the next run is due walks the same index.
+    // An idle worker's look at when the next run or event is due.
     assert_eq!(
         node.next_due(vec!["ship".into()]).await.unwrap(),
         Some(now + 10),
         "the next due run is the oldest one not claimed"
     );
+    let far = later + 2 * n;
+    assert_eq!(node.events_deliver_due(far, 10).await.unwrap(), 10);
+    let delivered: Vec<String> = pg
+        .query(
+            "SELECT id FROM events WHERE id LIKE 'sched_%' AND delivered_at IS NOT NULL ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let first: Vec<String> = (0..10).map(|i| format!("sched_{i:05}")).collect();
+    assert_eq!(delivered, first, "the events due first are delivered first");
 
-    let read = due_index_reads(&pg, scans_before + 2).await - before;
+    let (_, after) = due_index_reads(&pg, [scans[0] + 2, scans[1] + 2]).await;
+    let read = [after[0] - before[0], after[1] - before[1]];
     assert!(
-        read < 100,
-        "a claim of 10 runs and a look at the next due one read {read} entries of the queue's \
-         index ({queued} runs queued)"
+        read[0] < 100 && read[1] < 100,
+        "a claim of 10 runs, a look at the next due run and event and a delivery of 10 due events \
+         read {} entries of the queue's index ({n} runs queued) and {} of the schedule's ({n} \
+         events scheduled)",
+        read[0],
+        read[1]
     );
 }
 

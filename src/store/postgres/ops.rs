@@ -546,10 +546,13 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         let due = rows(
             &tx,
+            // The inner select locks each row in its latest version and checks the condition on
+            // that version, so the rows it returns are due and nobody can deliver or cancel them
+            // before this transaction ends: the update finds them by key alone. (Repeating the
+            // condition there let the planner scan all of `events_due` to find the batch.)
             "UPDATE events e SET delivered_at = $1 \
              WHERE e.seq = ANY(ARRAY(SELECT seq FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
                  AND deliver_at <= $1 ORDER BY deliver_at LIMIT $2 FOR UPDATE SKIP LOCKED)) \
-               AND e.delivered_at IS NULL AND e.cancelled_at IS NULL \
              RETURNING e.id, e.name, e.payload",
             &[&now, &limit],
         )

@@ -231,7 +231,8 @@ impl PgStore {
                 super::runs::WALK_DUE,
                 "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND job_id = ANY($1) \
                          ORDER BY run_at LIMIT 1), \
-                        (SELECT min(deliver_at) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL)",
+                        (SELECT deliver_at FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
+                         AND deliver_at IS NOT NULL ORDER BY deliver_at LIMIT 1)",
                 &[&jobs],
             )
             .await?;

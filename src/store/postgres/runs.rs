@@ -36,10 +36,10 @@ pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
      SELECT r.id, r.event_id, e.name, r.job_id, q.attempt, r.max_attempts, e.payload \
      FROM q JOIN runs r ON r.seq = q.seq JOIN events e ON e.id = r.event_id";
 
-/// The `SET LOCAL`s of a statement that takes the oldest due runs from the queue (the claim, and
-/// `next_due`): the prepared statement's generic plan (see [`PgStore::write_runs`]) and
-/// `enable_sort = off`, which leaves the planner one way to produce the oldest due runs: walk
-/// `run_queue_due` in order and stop at the batch. With the queue's statistics stale (analysed
+/// The `SET LOCAL`s of a statement that takes the oldest due rows from a partial index (the
+/// claim, `next_due`): the prepared statement's generic plan (see [`PgStore::write_runs`]) and
+/// `enable_sort = off`, which leaves the planner one way to produce the oldest due rows: walk the
+/// index (`run_queue_due`, `events_due`) in order and stop at the batch. With the queue's statistics stale (analysed
 /// while it was nearly empty, then a burst of work queued) its estimate was a few rows, and the
 /// plan it preferred read and sorted the whole queue to take the first 500: 50 ms per claim
 /// against 6 ms with 100,000 runs queued, on every connection of every worker until autovacuum
