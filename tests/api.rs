@@ -4,7 +4,6 @@
 mod support;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,12 +11,10 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use chrono::{DateTime, Utc};
-use flare::config::RawServe;
-use flare::http::{app, AppState};
 use flare::model::Source;
-use flare::{event_trigger, Client, Delay, Io, Job, JobError, ManualClock, RetryPolicy, SendEvent};
+use flare::{event_trigger, Client, Delay, Io, Job, ManualClock, SendEvent};
 use serde_json::{json, Value};
-use support::TestDb;
+use support::{sample, TestDb};
 use tower::ServiceExt;
 
 /// 2024-05-01T12:00:00Z.
@@ -45,22 +42,6 @@ fn time(ms: i64) -> String {
         .to_rfc3339()
 }
 
-/// Waits until no run is queued or running (bounded).
-async fn settle(client: &Client) {
-    for _ in 0..1000 {
-        let counts = client.store().run_counts().await.expect("counts");
-        let active: u64 = [flare::RunStatus::Queued, flare::RunStatus::Running]
-            .iter()
-            .map(|s| counts.get(s).copied().unwrap_or(0))
-            .sum();
-        if active == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("runs did not finish in time");
-}
-
 /// Sends the fixture's events one minute apart, each settled before the next:
 /// 5 × `user.created` (greet succeeds and logs), `order.placed` (explode fails on its first
 /// call; later calls succeed), `file.uploaded` (upload sends `file.processed`, which processed
@@ -74,48 +55,7 @@ async fn fixture(db: TestDb) -> Fixture {
         .connect()
         .await
         .expect("connect");
-    client
-        .define_job(
-            Job::new("greet", "Greet", "1.0.0")
-                .trigger(event_trigger("user.created"))
-                .run(|p: Value, io: Io| async move {
-                    io.logger
-                        .info(format!("welcome {}", p["email"].as_str().unwrap_or("?")));
-                    Ok(json!({"sent": true}))
-                }),
-        )
-        .expect("greet");
-    let calls = Arc::new(AtomicUsize::new(0));
-    client
-        .define_job(
-            Job::new("explode", "Explode", "2.1.0")
-                .trigger(event_trigger("order.placed"))
-                .retry(RetryPolicy::default().max_attempts(1))
-                .run(move |_: Value, _io: Io| {
-                    let calls = Arc::clone(&calls);
-                    async move {
-                        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
-                            return Err(JobError::from("card declined"));
-                        }
-                        Ok(json!({"charged": true}))
-                    }
-                }),
-        )
-        .expect("explode");
-    client
-        .define_job(
-            Job::new("upload", "Process upload", "1.0.0")
-                .trigger(event_trigger("file.uploaded"))
-                .run(|p: Value, io: Io| async move {
-                    io.send_event(
-                        "file.processed",
-                        &json!({"file": p["file"], "thumb": "a-small.png"}),
-                    )
-                    .await?;
-                    Ok(json!({"processed": true}))
-                }),
-        )
-        .expect("upload");
+    sample::define_jobs(&client);
     client
         .define_job(
             Job::new("processed", "File processed", "1.0.0")
@@ -168,7 +108,7 @@ async fn fixture(db: TestDb) -> Fixture {
         }
         let inserted = client.send_inserted(send, source).await.expect("send");
         ids.push(inserted.event.id);
-        settle(&client).await;
+        sample::settle(&client).await;
     }
     let upload = ids[6].clone();
     let detail = client
@@ -178,18 +118,7 @@ async fn fixture(db: TestDb) -> Fixture {
         .expect("detail")
         .expect("upload event");
     let child = detail.children[0].id.clone();
-    let config = RawServe {
-        listen: "127.0.0.1:0".into(),
-        database_url: url,
-        concurrency: 10,
-        retention_days: 7,
-        lease_secs: 30,
-        shutdown_grace_secs: 5,
-        ..Default::default()
-    }
-    .validate()
-    .expect("config");
-    let app = app(AppState::new(client.clone(), config));
+    let app = sample::router(&client, url, None);
     Fixture {
         _db: db,
         users: ids[0..5].to_vec(),
@@ -487,7 +416,7 @@ async fn replay_retry_and_cancel_act_and_refuse_the_wrong_state(db: TestDb) {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(again["payload"], json!({"email": "user1@example.com"}));
-    settle(&f.client).await;
+    sample::settle(&f.client).await;
     let replayed = f
         .event_ids(&format!("/api/events?source=replay:{}", f.order))
         .await;
@@ -510,7 +439,7 @@ async fn replay_retry_and_cancel_act_and_refuse_the_wrong_state(db: TestDb) {
         .await;
     assert_eq!(status, StatusCode::OK, "{run}");
     assert_ne!(run["status"], "failed", "{run}");
-    settle(&f.client).await;
+    sample::settle(&f.client).await;
     let detail = f.get(&format!("/api/runs/{run_id}")).await;
     assert_eq!(detail["status"], "succeeded", "{detail}");
     assert_eq!(detail["attempt"], 2);

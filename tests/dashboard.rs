@@ -3,19 +3,21 @@
 //! pages, the login / session cookie / logout rules and the origin check on actions.
 //! `tests/dashboard_browser.rs` drives the same pages in headless Chromium.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use axum::Router;
-use flare::config::RawServe;
 use flare::http::auth::SESSION_TTL_MS;
-use flare::http::{app, AppState};
 use flare::model::Source;
-use flare::{event_trigger, Client, Delay, Io, Job, JobError, ManualClock, RetryPolicy, SendEvent};
-use serde_json::{json, Value};
+use flare::{Client, Delay, ManualClock, SendEvent};
+use serde_json::json;
+use support::sample;
 use tower::ServiceExt;
 
 /// 2024-05-01T12:00:00Z.
@@ -51,22 +53,6 @@ impl Answer {
     }
 }
 
-/// Waits until no run is queued or running (bounded).
-async fn settle(client: &Client) {
-    for _ in 0..1000 {
-        let counts = client.store().run_counts().await.expect("counts");
-        let active: u64 = [flare::RunStatus::Queued, flare::RunStatus::Running]
-            .iter()
-            .map(|s| counts.get(s).copied().unwrap_or(0))
-            .sum();
-        if active == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("runs did not finish in time");
-}
-
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}/flare.db", dir.path().display());
@@ -76,45 +62,7 @@ async fn fixture() -> Fixture {
         .connect()
         .await
         .expect("connect");
-    client
-        .define_job(
-            Job::new("greet", "Greet", "1.0.0")
-                .trigger(event_trigger("user.created"))
-                .run(|p: Value, io: Io| async move {
-                    io.logger
-                        .info(format!("welcome {}", p["email"].as_str().unwrap_or("?")));
-                    Ok(json!({"sent": true}))
-                }),
-        )
-        .expect("greet");
-    let calls = Arc::new(AtomicUsize::new(0));
-    client
-        .define_job(
-            Job::new("explode", "Explode", "2.1.0")
-                .trigger(event_trigger("order.placed"))
-                .retry(RetryPolicy::default().max_attempts(1))
-                .run(move |_: Value, _io: Io| {
-                    let calls = Arc::clone(&calls);
-                    async move {
-                        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
-                            return Err(JobError::from("card declined"));
-                        }
-                        Ok(json!({"charged": true}))
-                    }
-                }),
-        )
-        .expect("explode");
-    client
-        .define_job(
-            Job::new("upload", "Process upload", "1.0.0")
-                .trigger(event_trigger("file.uploaded"))
-                .run(|p: Value, io: Io| async move {
-                    io.send_event("file.processed", &json!({"file": p["file"]}))
-                        .await?;
-                    Ok(json!({"processed": true}))
-                }),
-        )
-        .expect("upload");
+    sample::define_jobs(&client);
     let mut ids = Vec::new();
     for send in [
         SendEvent::new("user.created", &json!({"email": "ada@example.com"})),
@@ -125,7 +73,7 @@ async fn fixture() -> Fixture {
         clock.advance(Duration::from_secs(60));
         let inserted = client.send_inserted(send, Source::Api).await.expect("send");
         ids.push(inserted.event.id);
-        settle(&client).await;
+        sample::settle(&client).await;
     }
     let detail = client
         .store()
@@ -134,19 +82,7 @@ async fn fixture() -> Fixture {
         .expect("detail")
         .expect("upload event");
     let child = detail.children[0].id.clone();
-    let config = RawServe {
-        listen: "127.0.0.1:0".into(),
-        database_url: url,
-        api_key: Some(KEY.into()),
-        concurrency: 10,
-        retention_days: 7,
-        lease_secs: 30,
-        shutdown_grace_secs: 5,
-        ..Default::default()
-    }
-    .validate()
-    .expect("config");
-    let app = app(AppState::new(client.clone(), config));
+    let app = sample::router(&client, url, Some(KEY));
     Fixture {
         _dir: dir,
         user: ids[0].clone(),
@@ -670,7 +606,7 @@ async fn actions_need_this_origin_and_do_what_they_say() {
         .await;
     assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
     assert_eq!(a.location(), format!("/runs/{}", failed.id));
-    settle(&f.client).await;
+    sample::settle(&f.client).await;
     let run = f.run_of(&f.order).await;
     assert_eq!(run.status, flare::RunStatus::Succeeded);
     assert_eq!(run.attempt, 2);

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use flare::{Client, EngineConfig, ManualClock};
 
+pub mod sample;
+
 /// A store backend the suite runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
