@@ -66,6 +66,16 @@ fn claim_params(
     }
 }
 
+/// A store on `url` with the job `ship` (on `order.placed`, 3 attempts) defined.
+async fn store_with_ship(url: &str) -> Store {
+    let store = Store::open(url).await.expect("open");
+    store
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .expect("define ship");
+    store
+}
+
 async fn nodes(db: &TestDb) -> Vec<Store> {
     let mut stores = Vec::new();
     for _ in 0..NODES {
@@ -443,13 +453,9 @@ async fn postgres_an_insert_on_one_node_wakes_the_workers_of_another() {
         return;
     };
     let (sender, worker) = (
-        Store::open(&db.url).await.unwrap(),
+        store_with_ship(&db.url).await,
         Store::open(&db.url).await.unwrap(),
     );
-    sender
-        .job_define(spec("ship", "order.placed", 3))
-        .await
-        .unwrap();
     let wake = std::sync::Arc::clone(worker.work_notify());
     // Let the listener connect (it signals once when it starts listening), then drain that.
     tokio::time::timeout(Duration::from_secs(10), wake.notified())
@@ -509,11 +515,7 @@ async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stal
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
         return;
     };
-    let sender = Store::open(&db.url).await.unwrap();
-    sender
-        .job_define(spec("ship", "order.placed", 3))
-        .await
-        .unwrap();
+    let sender = store_with_ship(&db.url).await;
     let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -583,12 +585,8 @@ async fn postgres_without_listen_the_store_still_works_by_polling() {
         return;
     };
     let url = format!("{}?flare_listen=off", db.url);
-    let store = Store::open(&url).await.unwrap();
+    let store = store_with_ship(&url).await;
     assert!(format!("{store:?}").contains("listen: false"), "{store:?}");
-    store
-        .job_define(spec("ship", "order.placed", 3))
-        .await
-        .unwrap();
     let ins = store
         .event_insert(event("evt_1".into(), None, 1_000))
         .await
@@ -722,11 +720,7 @@ async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
         return;
     };
-    let store = Store::open(&db.url).await.unwrap();
-    store
-        .job_define(spec("ship", "order.placed", 3))
-        .await
-        .unwrap();
+    let store = store_with_ship(&db.url).await;
     let now = 1_000_000;
     store
         .event_insert_many(vec![event("evt_late".into(), None, now)])

@@ -354,10 +354,10 @@ pub(super) async fn triggers_refresh<C: GenericClient>(c: &C, triggers: &Trigger
     Ok(())
 }
 
-/// Settings of a [`PgStore::write_runs`] transaction whose commit waits for the WAL flush.
+/// Settings of a [`PgStore::with_settings`] transaction whose commit waits for the WAL flush.
 pub(super) const GENERIC_PLAN: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
 
-/// Settings of a [`PgStore::write_runs`] transaction for a write whose loss in a server crash
+/// Settings of a [`PgStore::with_settings`] transaction for a write whose loss in a server crash
 /// costs nothing but a re-run, a lease extension: its commit does not wait for the WAL flush. If
 /// the server crashes before the flush, the lease is simply shorter; the fencing token keeps
 /// at-least-once. Every other write (events, runs, outcomes) stays synchronous.
@@ -389,14 +389,15 @@ impl PgStore {
         self.pipelined(c, "BEGIN READ ONLY", &st, params).await
     }
 
-    /// Runs one statement of the run lifecycle (claim, heartbeat, completion) as its own
-    /// transaction, after the `SET LOCAL`s in `settings`, in one round trip. Each sets
+    /// Runs one statement of the run lifecycle (claim, heartbeat, completion, the look at the
+    /// next due run) as its own transaction (`READ ONLY` while the store is switched so), after the
+    /// `SET LOCAL`s in `settings`, in one round trip. Each sets
     /// `plan_cache_mode = force_generic_plan` (see [`GENERIC_PLAN`]): these statements look every
     /// run up by its key, and the generic plan, made for any batch, does that; a custom plan
     /// (what PostgreSQL uses for a connection's first five executions) is estimated from the
     /// batch's values and the tables' statistics, which are stale right after a burst of work,
     /// and costs a planning on every call.
-    pub(super) async fn write_runs(
+    pub(super) async fn with_settings(
         &self,
         c: &Object,
         settings: &str,
@@ -406,20 +407,6 @@ impl PgStore {
         let st = c.prepare_cached(sql).await?;
         let mode = if self.read_only() { " READ ONLY" } else { "" };
         self.pipelined(c, &format!("BEGIN{mode}; {settings}"), &st, params)
-            .await
-    }
-
-    /// Runs one read of the queue in a `READ ONLY` transaction, after the `SET LOCAL`s in
-    /// `settings`, in one round trip (see [`Self::write_runs`]).
-    pub(super) async fn read_runs(
-        &self,
-        c: &Object,
-        settings: &str,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>> {
-        let st = c.prepare_cached(sql).await?;
-        self.pipelined(c, &format!("BEGIN READ ONLY; {settings}"), &st, params)
             .await
     }
 

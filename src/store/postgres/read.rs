@@ -226,7 +226,7 @@ impl PgStore {
     pub async fn next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
         let conn = self.conn().await?;
         let r = self
-            .read_runs(
+            .with_settings(
                 &conn,
                 super::runs::WALK_DUE,
                 "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND job_id = ANY($1) \

@@ -37,7 +37,7 @@ pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
      FROM q JOIN runs r ON r.seq = q.seq JOIN events e ON e.id = r.event_id";
 
 /// The `SET LOCAL`s of a statement that takes the oldest due rows from a partial index (the
-/// claim, `next_due`): the prepared statement's generic plan (see [`PgStore::write_runs`]) and
+/// claim, `next_due`): the prepared statement's generic plan (see [`PgStore::with_settings`]) and
 /// `enable_sort = off`, which leaves the planner one way to produce the oldest due rows: walk the
 /// index (`run_queue_due`, `events_due`) in order and stop at the batch. With the queue's statistics stale (analysed
 /// while it was nearly empty, then a burst of work queued) its estimate was a few rows, and the
@@ -151,7 +151,7 @@ impl PgStore {
         let mut claimed = Vec::new();
         for (jobs, limit) in groups {
             for r in self
-                .write_runs(
+                .with_settings(
                     &client,
                     CLAIM_SETTINGS,
                     CLAIM_SQL,
@@ -237,7 +237,7 @@ impl PgStore {
         }
         let client = self.conn().await?;
         let held: HashSet<String> = self
-            .write_runs(
+            .with_settings(
                 &client,
                 GENERIC_PLAN,
                 COMPLETE_SQL,
@@ -265,7 +265,7 @@ impl PgStore {
         let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
         let client = self.conn().await?;
         let n = self
-            .write_runs(
+            .with_settings(
                 &client,
                 GENERIC_PLAN_NO_WAIT,
                 concat!(
