@@ -276,11 +276,7 @@ async fn expired_leases_are_rescued_exactly_once_by_racing_nodes(db: TestDb) {
 }
 
 async fn with_storage_down_claims_and_chores_fail_and_change_nothing(db: TestDb) {
-    let store = Store::open(&db.url).await.unwrap();
-    store
-        .job_define(spec("ship", "order.placed", 3))
-        .await
-        .unwrap();
+    let store = store_with_ship(&db.url).await;
     let now = 1_000_000;
     let events: Vec<NewEvent> = (0..5)
         .map(|i| event(format!("evt_{i}"), None, now))
@@ -357,11 +353,7 @@ async fn listed(store: &Store, status: RunStatus) -> Vec<String> {
 /// A claimed run reads as running, with its attempt, start and node, in every read (detail, the
 /// run list and its filters, counts, the event's runs) until it finishes, and keeps them after.
 async fn a_claimed_run_reads_as_running_everywhere_until_it_finishes(db: TestDb) {
-    let store = Store::open(&db.url).await.unwrap();
-    store
-        .job_define(spec("ship", "order.placed", 3))
-        .await
-        .unwrap();
+    let store = store_with_ship(&db.url).await;
     let now = 1_000_000;
     store
         .event_insert_many(vec![event("evt_run".into(), None, now)])

@@ -39,11 +39,11 @@ pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
 /// The `SET LOCAL`s of a statement that takes the oldest due rows from a partial index (the
 /// claim, `next_due`): the prepared statement's generic plan (see [`PgStore::with_settings`]) and
 /// `enable_sort = off`, which leaves the planner one way to produce the oldest due rows: walk the
-/// index (`run_queue_due`, `events_due`) in order and stop at the batch. With the queue's statistics stale (analysed
-/// while it was nearly empty, then a burst of work queued) its estimate was a few rows, and the
-/// plan it preferred read and sorted the whole queue to take the first 500: 50 ms per claim
-/// against 6 ms with 100,000 runs queued, on every connection of every worker until autovacuum
-/// analysed the table.
+/// index (`run_queue_due`, `events_due`) in order and stop at the batch. With the queue's
+/// statistics stale (analysed while it was nearly empty, then a burst of work queued) its
+/// estimate was a few rows, and the plan it preferred read and sorted the whole queue to take the
+/// first 500: 50 ms per claim against 6 ms with 100,000 runs queued, on every connection of every
+/// worker until autovacuum analysed the table.
 macro_rules! walk_due {
     () => {
         "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_sort = off"
