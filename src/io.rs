@@ -90,6 +90,7 @@ pub struct Io {
     pub logger: Logger,
     run_id: Arc<str>,
     event_id: Arc<str>,
+    event_name: Arc<str>,
     attempt: u32,
     store: Store,
     clock: SharedClock,
@@ -100,6 +101,7 @@ impl Io {
     pub(crate) fn new(
         run_id: &str,
         event_id: &str,
+        event_name: &str,
         attempt: u32,
         store: Store,
         clock: SharedClock,
@@ -108,6 +110,7 @@ impl Io {
             logger: Logger::new(run_id, attempt, clock.clone()),
             run_id: Arc::from(run_id),
             event_id: Arc::from(event_id),
+            event_name: Arc::from(event_name),
             attempt,
             store,
             clock,
@@ -123,6 +126,11 @@ impl Io {
     /// The id of the event that started this run.
     pub fn event_id(&self) -> &str {
         &self.event_id
+    }
+
+    /// The name of the event that started this run.
+    pub fn event_name(&self) -> &str {
+        &self.event_name
     }
 
     /// This attempt's number, from 1.
@@ -143,6 +151,29 @@ impl Io {
     /// Sends a typed chained event.
     pub async fn send<E: Event>(&self, event: &E) -> Result<StoredEvent, Error> {
         self.send_event(E::NAME, event).await
+    }
+
+    /// Sends several chained events in one transaction, all or none; each `(key, event)` gets the
+    /// id `<run id>-<key>`, so answering the same keys again (a retried run) sends nothing twice.
+    pub(crate) async fn send_keyed(
+        &self,
+        events: Vec<(String, SendEvent)>,
+    ) -> Result<Vec<StoredEvent>, Error> {
+        let now = self.clock.now_ms();
+        let source = Source::Job(self.run_id.to_string());
+        let rows = events
+            .into_iter()
+            .map(|(key, event)| {
+                let event = event.id(format!("{}-{key}", self.run_id));
+                crate::client::prepare(event, &source, Some(self.run_id.to_string()), now)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inserted = self.store.event_insert_many(rows).await?;
+        inserted.iter().for_each(crate::metrics::event_inserted);
+        Ok(inserted.into_iter().map(|i| i.event).collect())
     }
 
     /// Sends a chained event with options. An explicit `.id(key)` is used as the idempotency key

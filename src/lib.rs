@@ -27,6 +27,7 @@
 //! - [`filter`]: payload filters on triggers.
 //! - [`client`]: the API ([`Client`], [`SendEvent`], the default client).
 //! - [`io`]: what a running job gets ([`Io`], its logger, chained sends).
+//! - [`endpoints`]: HTTP job endpoints: jobs in any language, served by an application at a URL.
 //! - [`engine`]: worker, executor, retry policy, scheduler, rescuer, pruner.
 //! - [`store`]: storage; the only module that speaks SQL.
 //! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
@@ -42,6 +43,7 @@ pub mod bench;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod endpoints;
 pub mod engine;
 pub mod filter;
 pub mod http;

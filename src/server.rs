@@ -22,6 +22,9 @@ pub enum Error {
     /// The store could not be opened or a job could not be defined.
     #[error(transparent)]
     Client(#[from] crate::client::Error),
+    /// An endpoint given at start is unusable.
+    #[error(transparent)]
+    Endpoint(#[from] crate::endpoints::Error),
     /// Serving failed.
     #[error("HTTP server failed: {0}")]
     Serve(#[from] std::io::Error),
@@ -45,13 +48,16 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let client = start(&config).await?;
-    let state = AppState::new(client.clone(), config);
+    let endpoints = crate::endpoints::Registry::new(client.clone());
+    endpoints.start(Vec::new()).await?;
+    let state = AppState::with_endpoints(client.clone(), config, std::sync::Arc::clone(&endpoints));
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
     let served = axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown)
         .await;
     tracing::info!("shutting down: finishing running jobs");
+    endpoints.stop();
     client.shutdown().await;
     served?;
     Ok(())
@@ -74,6 +80,8 @@ pub async fn run_worker(
     for job in jobs {
         client.register_job(job).await?;
     }
+    let endpoints = crate::endpoints::Registry::new(client.clone());
+    endpoints.start(Vec::new()).await?;
     tracing::info!(
         node = client.engine().node_id(),
         concurrency = config.engine.concurrency,
@@ -81,6 +89,7 @@ pub async fn run_worker(
     );
     shutdown.await;
     tracing::info!("shutting down: finishing running jobs");
+    endpoints.stop();
     client.shutdown().await;
     Ok(())
 }

@@ -47,6 +47,7 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
     let io = Io::new(
         &run.id,
         &run.event_id,
+        &run.event_name,
         run.attempt,
         shared.store.clone(),
         shared.clock.clone(),

@@ -49,6 +49,9 @@ pub struct EngineConfig {
     /// another takes over within this time. Renewed every poll interval, so keep it several
     /// poll intervals long. Default 2 s.
     pub leader_ttl: Duration,
+    /// How often this node records that it is alive and which jobs it defines (the dashboard
+    /// flags jobs no live node defines). Default 5 s.
+    pub node_beat: Duration,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +65,7 @@ impl Default for EngineConfig {
             prune_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(30),
             leader_ttl: Duration::from_secs(2),
+            node_beat: Duration::from_secs(5),
         }
     }
 }
@@ -84,6 +88,8 @@ pub(crate) struct Shared {
     pub(crate) store: Store,
     /// This engine's name in leader leases; unique per process and client.
     pub(crate) node_id: String,
+    /// When this engine started, ms.
+    pub(crate) started_at: i64,
     /// Whether this node held the maintenance leadership at its last attempt.
     pub(crate) leading: AtomicBool,
     pub(crate) clock: SharedClock,
@@ -138,6 +144,7 @@ impl Engine {
                 &uuid::Uuid::now_v7().simple().to_string()[20..]
             ),
             leading: AtomicBool::new(false),
+            started_at: clock.now_ms(),
             clock,
             config,
             jitter: RwLock::new(Arc::new(rand::random::<f64>)),
@@ -159,6 +166,7 @@ impl Engine {
                 tokio::spawn(worker_loop(Arc::clone(&shared))),
                 tokio::spawn(heartbeat_loop(Arc::clone(&shared))),
                 tokio::spawn(maintenance::run(Arc::clone(&shared))),
+                tokio::spawn(node_loop(Arc::clone(&shared))),
             ];
             if let Ok(mut t) = engine.tasks.lock() {
                 *t = tasks;
@@ -173,6 +181,23 @@ impl Engine {
     /// Validates and registers a job; fan-out sees it at once, the job table is written in the
     /// background.
     pub(crate) fn define(&self, job: Job) -> Result<JobSpec, InvalidJob> {
+        let spec = self.define_local(job)?;
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let store = self.shared.store.clone();
+            let spec = spec.clone();
+            handle.spawn(async move {
+                if let Err(e) = store.job_define(spec).await {
+                    tracing::warn!(error = %e, "could not store a job definition");
+                }
+            });
+        }
+        Ok(spec)
+    }
+
+    /// Validates and registers a job in this process only: fan-out here sees it at once and this
+    /// node runs it, but its definition is not written (an endpoint's jobs, whose rows the index
+    /// wrote).
+    pub(crate) fn define_local(&self, job: Job) -> Result<JobSpec, InvalidJob> {
         let (spec, handler) = job.validate()?;
         self.shared.store.triggers().upsert(spec.clone());
         if let Ok(mut jobs) = self.shared.jobs.write() {
@@ -184,17 +209,34 @@ impl Engine {
                 }),
             );
         }
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let store = self.shared.store.clone();
-            let spec = spec.clone();
-            handle.spawn(async move {
-                if let Err(e) = store.job_define(spec).await {
-                    tracing::warn!(error = %e, "could not store a job definition");
-                }
-            });
-        }
         self.shared.wake.notify_one();
         Ok(spec)
+    }
+
+    /// Stops running job `id` in this process (runs already executing finish).
+    pub(crate) fn undefine(&self, id: &str) {
+        if let Ok(mut jobs) = self.shared.jobs.write() {
+            jobs.remove(id);
+        }
+        self.shared.store.triggers().remove_local(id);
+    }
+
+    /// The ids of the jobs this process defines, sorted.
+    pub fn job_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .shared
+            .jobs
+            .read()
+            .map(|j| j.keys().cloned().collect())
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    }
+
+    /// Records now that this node is alive and which jobs it defines (it does so every
+    /// [`EngineConfig::node_beat`] on its own).
+    pub async fn beat(&self) -> Result<(), crate::store::Error> {
+        node_beat(&self.shared).await
     }
 
     /// Replaces the jitter source of retry backoff (tests pin it).
@@ -276,6 +318,9 @@ impl Engine {
         let completer = self.completer.lock().ok().and_then(|mut c| c.take());
         if let Some(c) = completer {
             let _ = c.await;
+        }
+        if let Err(e) = shared.store.node_remove(&shared.node_id).await {
+            tracing::debug!(error = %e, "could not remove this node's record; it ages out");
         }
         if shared.leading.swap(false, Ordering::SeqCst) {
             // Hand maintenance over now rather than when the lease expires.
@@ -520,6 +565,37 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
             }
         }
         batch.clear();
+    }
+}
+
+async fn node_beat(shared: &Shared) -> Result<(), crate::store::Error> {
+    let mut jobs: Vec<String> = shared
+        .jobs
+        .read()
+        .map(|j| j.keys().cloned().collect())
+        .unwrap_or_default();
+    jobs.sort();
+    shared
+        .store
+        .node_beat(crate::store::endpoints::NodeBeat {
+            id: shared.node_id.clone(),
+            started_at: shared.started_at,
+            now: shared.clock.now_ms(),
+            jobs,
+        })
+        .await
+}
+
+/// Records every [`EngineConfig::node_beat`] that this node is alive and which jobs it defines.
+async fn node_loop(shared: Arc<Shared>) {
+    loop {
+        if let Err(e) = node_beat(&shared).await {
+            tracing::debug!(error = %e, "could not record this node's jobs");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(shared.config.node_beat) => {}
+            _ = shared.stop.cancelled() => return,
+        }
     }
 }
 

@@ -33,6 +33,10 @@ pub enum ApiError {
     /// 415: wrong content type.
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// 422: the request was understood but what it names cannot be used (an HTTP job endpoint
+    /// whose index failed or was refused).
+    #[error("{0}")]
+    Unprocessable(String),
     /// 503: storage or a needed secret is unavailable; try again later.
     #[error("{0}")]
     Unavailable(String),
@@ -52,6 +56,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -102,6 +107,17 @@ impl From<client::Error> for ApiError {
             client::Error::Conflict(msg) => ApiError::Conflict(msg),
             client::Error::NoDefaultClient => ApiError::Internal(e.to_string()),
             other => ApiError::BadRequest(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::endpoints::Error> for ApiError {
+    fn from(e: crate::endpoints::Error) -> Self {
+        use crate::endpoints::Error;
+        match e {
+            Error::Url { .. } | Error::Secret(_) => ApiError::BadRequest(e.to_string()),
+            Error::Index { .. } => ApiError::Unprocessable(e.to_string()),
+            Error::Store(inner) => inner.into(),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod body;
 pub mod compat;
 pub mod dashboard;
+pub mod endpoints;
 pub mod error;
 pub mod openapi;
 pub mod trigger;
@@ -42,15 +43,29 @@ pub struct AppState {
     pub config: Arc<ServeConfig>,
     /// Webhook verifiers (built once from the configured secrets) and recent rejections.
     pub webhooks: Arc<webhooks::Webhooks>,
+    /// This node's HTTP job endpoints.
+    pub endpoints: Arc<crate::endpoints::Registry>,
 }
 
 impl AppState {
-    /// The state for `client` under `config`; builds the webhook verifiers.
+    /// The state for `client` under `config`; builds the webhook verifiers. Its endpoint
+    /// registry is not started: the API's endpoint actions still apply at once to this process.
     pub fn new(client: Client, config: ServeConfig) -> Self {
+        let endpoints = crate::endpoints::Registry::new(client.clone());
+        Self::with_endpoints(client, config, endpoints)
+    }
+
+    /// The state with the node's running endpoint registry.
+    pub fn with_endpoints(
+        client: Client,
+        config: ServeConfig,
+        endpoints: Arc<crate::endpoints::Registry>,
+    ) -> Self {
         Self {
             webhooks: Arc::new(webhooks::Webhooks::from_config(&config)),
             client,
             config: Arc::new(config),
+            endpoints,
         }
     }
 }
@@ -82,6 +97,7 @@ pub fn public_routes() -> Router<AppState> {
 pub fn protected_routes() -> Router<AppState> {
     Router::new()
         .merge(api::routes())
+        .merge(endpoints::routes())
         .merge(trigger::routes())
         .merge(compat::routes())
         .merge(dashboard::routes())

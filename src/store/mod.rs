@@ -6,6 +6,7 @@
 //! callers are grouped into one transaction by a single writer thread (group commit) and each is
 //! answered only after that transaction committed.
 
+pub mod endpoints;
 pub mod postgres;
 pub mod query;
 mod sql;
@@ -291,6 +292,31 @@ impl Triggers {
         }
         if let Ok(mut specs) = self.specs.write() {
             specs.insert(spec.id.clone(), spec);
+        }
+    }
+
+    /// Forgets a definition made in this process (an endpoint's job that left its index). A stored
+    /// definition of the same id, if any, comes back with the next reload.
+    pub fn remove_local(&self, id: &str) {
+        if let Ok(mut local) = self.local.write() {
+            local.remove(id);
+        }
+        if let Ok(mut specs) = self.specs.write() {
+            specs.remove(id);
+        }
+    }
+
+    /// Replaces the definitions read from storage with `stored`: ones that were deleted from
+    /// storage stop starting runs. One defined in this process takes precedence.
+    pub fn replace_stored(&self, stored: Vec<JobSpec>) {
+        let local = self.local.read().map(|l| l.clone()).unwrap_or_default();
+        if let Ok(mut specs) = self.specs.write() {
+            specs.retain(|id, _| local.contains(id));
+            for spec in stored {
+                if !local.contains(&spec.id) {
+                    specs.insert(spec.id.clone(), spec);
+                }
+            }
         }
     }
 
@@ -589,8 +615,18 @@ impl Store {
 
     /// Every stored job definition (ordered by id) with its queued and running runs now and its
     /// outcomes over the hour and the 24 hours before `now`.
+    /// Each says where it runs (its endpoint, the live nodes that define it) and flags a job that
+    /// nothing serves now.
     pub async fn jobs_list(&self, now: chrono::DateTime<chrono::Utc>) -> Result<Vec<JobSummary>> {
-        dispatch!(self, s => s.jobs_list(now.timestamp_millis()).await)
+        let now = now.timestamp_millis();
+        let mut jobs = dispatch!(self, s => s.jobs_list(now).await)?;
+        let mut placements = self.job_placements(now).await?;
+        for job in &mut jobs {
+            if let Some(p) = placements.remove(&job.job.id) {
+                job.placement = p;
+            }
+        }
+        Ok(jobs)
     }
 
     /// Events received and runs finished per time bucket, outcomes per job, and the queue.

@@ -383,6 +383,8 @@ pub struct JobSummary {
     pub last_hour: Outcomes,
     /// Runs that finished in the last 24 hours: [`StatsWindow::Day`]'s span (24 whole hours).
     pub last_day: Outcomes,
+    /// Where it runs: its endpoint, the live nodes defining it, and whether anything serves it.
+    pub placement: super::endpoints::JobPlacement,
 }
 
 /// The time span of [`Stats`].

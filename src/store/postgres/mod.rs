@@ -21,6 +21,7 @@
 //! - **Storage down** for tests ([`PgStore::set_read_only`]): every write transaction then starts
 //!   `READ ONLY`, so PostgreSQL itself refuses the writes.
 
+mod endpoints;
 mod ops;
 mod query;
 mod read;
@@ -61,6 +62,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("0003_narrow_run_indexes.sql")),
     (4, include_str!("0004_run_queue.sql")),
     (5, include_str!("0005_lease_on_queue.sql")),
+    (6, include_str!("0006_endpoints_nodes.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

@@ -347,9 +347,7 @@ pub(super) async fn triggers_refresh<C: GenericClient>(c: &C, triggers: &Trigger
         None => (0, 0),
     };
     if triggers.revision_changed(revision) {
-        for spec in jobs_load(c).await? {
-            triggers.upsert_stored(spec);
-        }
+        triggers.replace_stored(jobs_load(c).await?);
     }
     Ok(())
 }

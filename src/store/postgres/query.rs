@@ -310,6 +310,7 @@ impl PgStore {
                     running: load.running,
                     last_hour: hour.remove(&job.id).unwrap_or_default(),
                     last_day: day.remove(&job.id).unwrap_or_default(),
+                    placement: Default::default(),
                     job,
                 }
             })

@@ -436,3 +436,31 @@ async fn run_state_error<C: GenericClient>(c: &C, id: &str, verb: &str, rule: &s
         }
     }
 }
+
+/// Cancels the queued runs (not the running ones) of job `job` with `error`, in the caller's
+/// transaction; returns how many. Used when a job leaves its endpoint's index.
+pub(super) async fn cancel_queued_of_job<C: GenericClient>(
+    c: &C,
+    job: &str,
+    now: i64,
+    error: &str,
+) -> Result<u64> {
+    let n = rows(
+        c,
+        concat!(
+            "WITH q AS (DELETE FROM run_queue WHERE job_id = $1 AND lease_until IS NULL \
+               RETURNING seq, attempt), \
+             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, error = $3, attempt = q.attempt \
+               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
+             tally AS (",
+            tally_sql!("c"),
+            ") SELECT count(*)::int8 FROM c"
+        ),
+        &[&job, &now, &error],
+    )
+    .await?;
+    Ok(n.first()
+        .map(|r| r.try_get::<_, i64>(0))
+        .transpose()?
+        .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+}

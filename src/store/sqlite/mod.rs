@@ -7,6 +7,7 @@
 //! use a small pool of read-only connections on the blocking thread pool and never wait for the
 //! writer.
 
+mod endpoints;
 mod ops;
 mod query;
 mod read;
@@ -30,6 +31,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("0003_webhook_deliveries.sql")),
     (4, include_str!("0004_leaders.sql")),
     (5, include_str!("0005_run_node.sql")),
+    (6, include_str!("0006_endpoints_nodes.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

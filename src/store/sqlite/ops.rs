@@ -77,9 +77,7 @@ pub(super) fn triggers_refresh(conn: &Connection, triggers: &crate::store::Trigg
         .prepare_cached("SELECT count(*), coalesce(max(updated_at), 0) FROM jobs")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     if triggers.revision_changed(revision) {
-        for spec in jobs_load(conn)? {
-            triggers.upsert_stored(spec);
-        }
+        triggers.replace_stored(jobs_load(conn)?);
     }
     Ok(())
 }

@@ -1,0 +1,89 @@
+//! HTTP job endpoints in the JSON API (`/api/endpoints`, `/api/nodes`): register, list, re-index
+//! and remove the applications that serve jobs at a URL (see [`crate::endpoints`]). These routes
+//! are in the protected group: with `FLARE_API_KEY` set only an operator holding the key can make
+//! Flare call a URL.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{ApiError, AppState};
+
+/// The routes (all in the protected group).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/endpoints", get(list).post(add))
+        .route("/api/endpoints/{id}", get(one).delete(remove))
+        .route("/api/endpoints/{id}/index", post(reindex))
+        .route("/api/nodes", get(nodes))
+}
+
+/// `POST /api/endpoints`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddRequest {
+    url: String,
+    #[serde(default)]
+    secret: Option<String>,
+}
+
+async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let endpoints = state.endpoints.list().await?;
+    Ok(Json(json!({ "endpoints": endpoints })).into_response())
+}
+
+async fn one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    Ok(Json(state.endpoints.get(&id).await?).into_response())
+}
+
+async fn add(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let req: AddRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "the body must be {{\"url\": \"https://…\", \"secret\": \"whsec_…\" (optional)}}: {e}"
+        ))
+    })?;
+    let (summary, generated) = state.endpoints.add(&req.url, req.secret).await?;
+    let mut body = serde_json::to_value(&summary).unwrap_or(Value::Null);
+    if let (Some(secret), Value::Object(fields)) = (generated, &mut body) {
+        // Shown once: the application needs it to check Flare's signatures.
+        fields.insert("secret".into(), Value::String(secret));
+    }
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+async fn reindex(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let (summary, applied) = state.endpoints.reindex(&id).await?;
+    let mut body = serde_json::to_value(&summary).unwrap_or(Value::Null);
+    if let Value::Object(fields) = &mut body {
+        fields.insert("removedJobs".into(), json!(applied.removed));
+        fields.insert("cancelledRuns".into(), json!(applied.cancelled_runs));
+    }
+    Ok(Json(body).into_response())
+}
+
+async fn remove(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let applied = state.endpoints.remove(&id).await?;
+    Ok(Json(json!({
+        "removed": id,
+        "removedJobs": applied.removed,
+        "cancelledRuns": applied.cancelled_runs,
+    }))
+    .into_response())
+}
+
+async fn nodes(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let now = state.client.clock().now_ms();
+    let nodes = state.client.store().nodes_list(now).await?;
+    Ok(Json(json!({ "nodes": nodes })).into_response())
+}

@@ -1,0 +1,501 @@
+//! HTTP job endpoints and the nodes that run jobs: their records, and the [`Store`] methods over
+//! them (both backends implement each in one transaction).
+//!
+//! An endpoint's last accepted index is kept twice: as the JSON the endpoint sent (validated), from
+//! which every node rebuilds the job definitions with their full retry policy, and as one row per
+//! job in `jobs` (with `endpoint_id`), which fan-out and the dashboard read like any other job.
+//! Applying an index writes both, removes the jobs that left it and cancels their queued runs, in
+//! one transaction, so no job is ever half-registered.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Error, Result, Store};
+use crate::job::JobSpec;
+use crate::model::ms_to_time;
+
+/// A node counts as live when it said so within this many ms (it does every few seconds).
+pub const NODE_LIVE_MS: i64 = 20_000;
+
+/// Node rows not seen for this long are deleted by the next beat of any node.
+pub const NODE_FORGET_MS: i64 = 24 * 3_600_000;
+
+/// Recent errors kept per endpoint.
+pub const MAX_RECENT_ERRORS: usize = 10;
+
+/// An endpoint to store: its id (derived from the URL), URL and signing secret.
+#[derive(Clone)]
+pub struct NewEndpoint {
+    /// `ep_…`.
+    pub id: String,
+    /// Where its jobs are served.
+    pub url: String,
+    /// The Standard Webhooks secret Flare signs its requests with (`whsec_…`).
+    pub secret: String,
+    /// Now, ms.
+    pub now: i64,
+}
+
+impl std::fmt::Debug for NewEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewEndpoint")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// An accepted index to apply to an endpoint.
+#[derive(Debug, Clone)]
+pub struct EndpointIndex {
+    /// The jobs, validated.
+    pub jobs: Vec<JobSpec>,
+    /// The index as the endpoint sent it (a JSON array of job definitions), kept for the nodes.
+    pub raw: Value,
+    /// Now, ms.
+    pub now: i64,
+}
+
+/// What applying an index (or removing an endpoint) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexApplied {
+    /// Jobs that left the index (or the endpoint's jobs, when it was removed).
+    pub removed: Vec<String>,
+    /// Their queued runs, now cancelled.
+    pub cancelled_runs: u64,
+}
+
+/// One recorded failure of an endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointError {
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// What happened.
+    pub message: String,
+}
+
+/// How an endpoint is doing, from its last calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndpointHealth {
+    /// Its last call (index or run) succeeded.
+    Ok,
+    /// Its last call failed.
+    Failing,
+    /// It was never indexed: Flare does not know its jobs yet.
+    Unindexed,
+}
+
+impl EndpointHealth {
+    /// `ok`, `failing` or `unindexed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndpointHealth::Ok => "ok",
+            EndpointHealth::Failing => "failing",
+            EndpointHealth::Unindexed => "unindexed",
+        }
+    }
+}
+
+/// An endpoint as the API and the dashboard show it (never with its secret).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointSummary {
+    /// `ep_…`.
+    pub id: String,
+    /// Where its jobs are served.
+    pub url: String,
+    /// When it was registered.
+    pub created_at: DateTime<Utc>,
+    /// When its current index was accepted.
+    pub indexed_at: Option<DateTime<Utc>>,
+    /// The ids of the jobs of its current index.
+    pub jobs: Vec<String>,
+    /// Its last successful call (index or run).
+    pub last_ok_at: Option<DateTime<Utc>>,
+    /// Its last failed call.
+    pub last_error_at: Option<DateTime<Utc>>,
+    /// Its recent failures, newest first (at most [`MAX_RECENT_ERRORS`]).
+    pub recent_errors: Vec<EndpointError>,
+    /// Derived from the above.
+    pub health: EndpointHealth,
+}
+
+/// An endpoint with what a node needs to run its jobs.
+#[derive(Clone)]
+pub struct StoredEndpoint {
+    /// What is shown.
+    pub summary: EndpointSummary,
+    /// The signing secret.
+    pub secret: String,
+    /// The current index as the endpoint sent it.
+    pub index: Value,
+    /// The revision of this row (ms).
+    pub updated_at: i64,
+}
+
+impl std::fmt::Debug for StoredEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredEndpoint")
+            .field("summary", &self.summary)
+            .field("secret", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+/// The columns of an endpoint row, as both backends read them.
+pub(crate) struct EndpointRow {
+    pub id: String,
+    pub url: String,
+    pub secret: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub indexed_at: Option<i64>,
+    pub jobs: String,
+    pub last_ok_at: Option<i64>,
+    pub last_error_at: Option<i64>,
+    pub errors: String,
+}
+
+/// The columns [`EndpointRow`] is read from, in order.
+pub(crate) const ENDPOINT_COLUMNS: &str =
+    "id, url, secret, created_at, updated_at, indexed_at, jobs, last_ok_at, last_error_at, errors";
+
+impl EndpointRow {
+    pub(crate) fn into_stored(self) -> Result<StoredEndpoint> {
+        let index: Value = serde_json::from_str(&self.jobs)
+            .map_err(|e| Error::Corrupt(format!("endpoint {} index: {e}", self.id)))?;
+        let jobs = index
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|j| j.get("id").and_then(Value::as_str).map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let recent_errors: Vec<EndpointError> = serde_json::from_str(&self.errors)
+            .map_err(|e| Error::Corrupt(format!("endpoint {} errors: {e}", self.id)))?;
+        let health = match (self.indexed_at, self.last_ok_at, self.last_error_at) {
+            (None, _, _) => EndpointHealth::Unindexed,
+            (_, Some(ok), Some(err)) if err > ok => EndpointHealth::Failing,
+            (_, None, Some(_)) => EndpointHealth::Failing,
+            _ => EndpointHealth::Ok,
+        };
+        Ok(StoredEndpoint {
+            summary: EndpointSummary {
+                id: self.id,
+                url: self.url,
+                created_at: ms_to_time(self.created_at),
+                indexed_at: self.indexed_at.map(ms_to_time),
+                jobs,
+                last_ok_at: self.last_ok_at.map(ms_to_time),
+                last_error_at: self.last_error_at.map(ms_to_time),
+                recent_errors,
+                health,
+            },
+            secret: self.secret,
+            index,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// What a node learned about an endpoint from its calls since the last report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EndpointReport {
+    /// Its latest successful call, ms.
+    pub ok_at: Option<i64>,
+    /// Its failures, oldest first: (ms, message).
+    pub errors: Vec<(i64, String)>,
+}
+
+/// `errors` (stored, newest first) with `new` (oldest first) added, newest first, capped.
+pub(crate) fn merge_errors(stored: &str, new: &[(i64, String)]) -> Result<String> {
+    let mut all: Vec<EndpointError> = serde_json::from_str(stored)
+        .map_err(|e| Error::Corrupt(format!("endpoint errors: {e}")))?;
+    for (at, message) in new {
+        all.insert(
+            0,
+            EndpointError {
+                at: ms_to_time(*at),
+                message: message.clone(),
+            },
+        );
+    }
+    all.truncate(MAX_RECENT_ERRORS);
+    serde_json::to_string(&all).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+/// Checks that an endpoint may serve `jobs`: a job id that another endpoint serves, or that a
+/// live node defines in its own code, is refused (job ids are one namespace). `owners` maps each
+/// stored job id among them to its endpoint (`None`: defined in code); `endpoint_urls` names the
+/// other endpoints.
+pub(crate) fn check_owners(
+    endpoint_id: &str,
+    jobs: &[JobSpec],
+    owners: &HashMap<String, Option<String>>,
+    endpoint_urls: &HashMap<String, String>,
+    defined_by_live_nodes: &HashSet<String>,
+) -> Result<()> {
+    for job in jobs {
+        match owners.get(&job.id) {
+            Some(Some(other)) if other != endpoint_id => {
+                let url = endpoint_urls
+                    .get(other)
+                    .map_or(other.as_str(), String::as_str);
+                return Err(Error::Conflict(format!(
+                    "job {:?} is already served by the endpoint {url}",
+                    job.id
+                )));
+            }
+            Some(None) if defined_by_live_nodes.contains(&job.id) => {
+                return Err(Error::Conflict(format!(
+                    "job {:?} is defined in the code of a running Flare process; job ids are shared by every endpoint and process",
+                    job.id
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The error a queued run of a job that left its endpoint's index is cancelled with.
+pub(crate) fn removed_message(job_id: &str, url: &str) -> String {
+    format!("cancelled: job {job_id:?} was removed from the endpoint {url}")
+}
+
+/// A node's report that it is alive and which jobs it defines.
+#[derive(Debug, Clone)]
+pub struct NodeBeat {
+    /// The engine's node id.
+    pub id: String,
+    /// When it started, ms.
+    pub started_at: i64,
+    /// Now, ms.
+    pub now: i64,
+    /// The ids of the jobs it defines (its own and its endpoints').
+    pub jobs: Vec<String>,
+}
+
+/// A node as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSummary {
+    /// Node id.
+    pub id: String,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it last said it was alive.
+    pub seen_at: DateTime<Utc>,
+    /// The jobs it defines.
+    pub jobs: Vec<String>,
+    /// Seen within [`NODE_LIVE_MS`].
+    pub live: bool,
+}
+
+/// An endpoint named by a job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointRef {
+    /// `ep_…`.
+    pub id: String,
+    /// Its URL.
+    pub url: String,
+}
+
+/// Where a job runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobPlacement {
+    /// The endpoint serving it, for a job of an HTTP endpoint.
+    pub endpoint: Option<EndpointRef>,
+    /// The live nodes that define it (for an endpoint's job: the nodes that call the endpoint).
+    pub nodes: Vec<String>,
+    /// False when no live node runs it: its runs stay queued until one does.
+    pub served: bool,
+}
+
+/// The jobs of live nodes, by job id.
+pub(crate) fn placements(
+    jobs: &[(String, Option<String>)],
+    endpoints: &[StoredEndpoint],
+    nodes: &[NodeSummary],
+) -> HashMap<String, JobPlacement> {
+    let urls: HashMap<&str, &str> = endpoints
+        .iter()
+        .map(|e| (e.summary.id.as_str(), e.summary.url.as_str()))
+        .collect();
+    jobs.iter()
+        .map(|(job, endpoint)| {
+            let on: Vec<String> = nodes
+                .iter()
+                .filter(|n| n.live && n.jobs.iter().any(|j| j == job))
+                .map(|n| n.id.clone())
+                .collect();
+            let placement = JobPlacement {
+                endpoint: endpoint.as_ref().map(|id| EndpointRef {
+                    id: id.clone(),
+                    url: urls.get(id.as_str()).copied().unwrap_or("").to_string(),
+                }),
+                served: !on.is_empty(),
+                nodes: on,
+            };
+            (job.clone(), placement)
+        })
+        .collect()
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            Store::Sqlite($s) => $call,
+            Store::Postgres($s) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Registers a new endpoint with its first index, in one transaction. A URL (or id) that is
+    /// registered already is a [`Error::Conflict`], and so is a job another endpoint serves.
+    pub async fn endpoint_create(
+        &self,
+        endpoint: NewEndpoint,
+        index: EndpointIndex,
+    ) -> Result<IndexApplied> {
+        dispatch!(self, s => s.endpoint_create(endpoint, index).await)
+    }
+
+    /// Registers an endpoint, or updates the secret of a registered one (endpoints given at
+    /// start); its index is left as it is.
+    pub async fn endpoint_upsert(&self, endpoint: NewEndpoint) -> Result<()> {
+        dispatch!(self, s => s.endpoint_upsert(endpoint).await)
+    }
+
+    /// Replaces an endpoint's index: its job rows are written, the jobs that left it are removed
+    /// and their queued runs cancelled, all in one transaction.
+    pub async fn endpoint_index(&self, id: &str, index: EndpointIndex) -> Result<IndexApplied> {
+        dispatch!(self, s => s.endpoint_index(id.to_string(), index).await)
+    }
+
+    /// Records what a node saw of an endpoint's calls.
+    pub async fn endpoint_report(&self, id: &str, report: EndpointReport) -> Result<()> {
+        dispatch!(self, s => s.endpoint_report(id.to_string(), report).await)
+    }
+
+    /// Removes an endpoint and its jobs, cancelling their queued runs.
+    pub async fn endpoint_remove(&self, id: &str, now: i64) -> Result<IndexApplied> {
+        dispatch!(self, s => s.endpoint_remove(id.to_string(), now).await)
+    }
+
+    /// Every endpoint, ordered by URL.
+    pub async fn endpoints_load(&self) -> Result<Vec<StoredEndpoint>> {
+        dispatch!(self, s => s.endpoints_load().await)
+    }
+
+    /// The endpoints table's revision (count, latest change): nodes reload when it changes.
+    pub async fn endpoints_revision(&self) -> Result<(i64, i64)> {
+        dispatch!(self, s => s.endpoints_revision().await)
+    }
+
+    /// Records that a node is alive and which jobs it defines; forgets nodes not seen for a day.
+    pub async fn node_beat(&self, beat: NodeBeat) -> Result<()> {
+        dispatch!(self, s => s.node_beat(beat).await)
+    }
+
+    /// Forgets a node (it shut down).
+    pub async fn node_remove(&self, id: &str) -> Result<()> {
+        dispatch!(self, s => s.node_remove(id.to_string()).await)
+    }
+
+    /// Every known node, live or not, with `live` judged at `now`.
+    pub async fn nodes_list(&self, now: i64) -> Result<Vec<NodeSummary>> {
+        dispatch!(self, s => s.nodes_list(now).await)
+    }
+
+    /// Where each stored job runs, judged at `now`.
+    pub async fn job_placements(&self, now: i64) -> Result<HashMap<String, JobPlacement>> {
+        let jobs = dispatch!(self, s => s.job_endpoints().await)?;
+        let endpoints = self.endpoints_load().await?;
+        let nodes = self.nodes_list(now).await?;
+        Ok(placements(&jobs, &endpoints, &nodes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_kept_newest_first_and_capped() {
+        let new: Vec<(i64, String)> = (0..12).map(|i| (i * 1000, format!("e{i}"))).collect();
+        let merged = merge_errors("[]", &new[..2]).expect("merge");
+        let merged = merge_errors(&merged, &new[2..]).expect("merge");
+        let all: Vec<EndpointError> = serde_json::from_str(&merged).expect("json");
+        assert_eq!(all.len(), MAX_RECENT_ERRORS);
+        assert_eq!(all[0].message, "e11");
+        assert_eq!(all[9].message, "e2");
+    }
+
+    fn row(indexed: Option<i64>, ok: Option<i64>, err: Option<i64>) -> EndpointHealth {
+        EndpointRow {
+            id: "ep_1".into(),
+            url: "http://x".into(),
+            secret: "s".into(),
+            created_at: 0,
+            updated_at: 0,
+            indexed_at: indexed,
+            jobs: r#"[{"id": "a"}]"#.into(),
+            last_ok_at: ok,
+            last_error_at: err,
+            errors: "[]".into(),
+        }
+        .into_stored()
+        .expect("row")
+        .summary
+        .health
+    }
+
+    #[test]
+    fn health_follows_the_last_call() {
+        assert_eq!(row(None, Some(1), None), EndpointHealth::Unindexed);
+        assert_eq!(row(Some(1), Some(1), None), EndpointHealth::Ok);
+        assert_eq!(row(Some(1), Some(1), Some(2)), EndpointHealth::Failing);
+        assert_eq!(row(Some(1), Some(3), Some(2)), EndpointHealth::Ok);
+        assert_eq!(row(Some(1), None, Some(2)), EndpointHealth::Failing);
+    }
+
+    fn node(id: &str, live: bool, jobs: &[&str]) -> NodeSummary {
+        NodeSummary {
+            id: id.into(),
+            started_at: ms_to_time(0),
+            seen_at: ms_to_time(0),
+            jobs: jobs.iter().map(|j| j.to_string()).collect(),
+            live,
+        }
+    }
+
+    #[test]
+    fn a_job_is_served_only_by_live_nodes_that_define_it() {
+        let jobs = vec![
+            ("a".to_string(), None),
+            ("b".to_string(), Some("ep_1".to_string())),
+            ("c".to_string(), None),
+        ];
+        let nodes = [node("n1", true, &["a", "b"]), node("n2", false, &["c"])];
+        let p = placements(&jobs, &[], &nodes);
+        assert!(p["a"].served);
+        assert_eq!(p["a"].nodes, ["n1"]);
+        assert_eq!(
+            p["b"].endpoint.as_ref().map(|e| e.id.as_str()),
+            Some("ep_1")
+        );
+        assert!(!p["c"].served, "only a dead node defines it");
+        assert!(p["c"].nodes.is_empty());
+    }
+}

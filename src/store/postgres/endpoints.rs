@@ -1,0 +1,369 @@
+//! Endpoints and nodes on PostgreSQL (see [`crate::store::endpoints`]). Each write is one
+//! transaction; an index locks its endpoint row first, so two nodes indexing the same endpoint
+//! apply one index after the other.
+
+use std::collections::{HashMap, HashSet};
+
+use deadpool_postgres::GenericClient;
+use tokio_postgres::Row;
+
+use super::{exec, rows, PgStore};
+use crate::job::JobSpec;
+use crate::model::ms_to_time;
+use crate::store::endpoints::{
+    check_owners, merge_errors, EndpointIndex, EndpointReport, EndpointRow, IndexApplied,
+    NewEndpoint, NodeBeat, NodeSummary, StoredEndpoint, ENDPOINT_COLUMNS, NODE_FORGET_MS,
+    NODE_LIVE_MS,
+};
+use crate::store::{Error, Result};
+
+fn endpoint_row(r: &Row) -> Result<EndpointRow> {
+    Ok(EndpointRow {
+        id: r.try_get(0)?,
+        url: r.try_get(1)?,
+        secret: r.try_get(2)?,
+        created_at: r.try_get(3)?,
+        updated_at: r.try_get(4)?,
+        indexed_at: r.try_get(5)?,
+        jobs: r.try_get(6)?,
+        last_ok_at: r.try_get(7)?,
+        last_error_at: r.try_get(8)?,
+        errors: r.try_get(9)?,
+    })
+}
+
+/// Locks endpoint `id` and returns its URL.
+async fn endpoint_lock<C: GenericClient>(c: &C, id: &str) -> Result<String> {
+    match rows(
+        c,
+        "SELECT url FROM endpoints WHERE id = $1 FOR UPDATE",
+        &[&id],
+    )
+    .await?
+    .first()
+    {
+        Some(r) => Ok(r.try_get(0)?),
+        None => Err(Error::NotFound {
+            what: "endpoint",
+            id: id.to_string(),
+        }),
+    }
+}
+
+async fn live_node_jobs<C: GenericClient>(c: &C, since: i64) -> Result<HashSet<String>> {
+    let mut all = HashSet::new();
+    for r in rows(c, "SELECT jobs FROM nodes WHERE seen_at >= $1", &[&since]).await? {
+        let text: String = r.try_get(0)?;
+        let ids: Vec<String> =
+            serde_json::from_str(&text).map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?;
+        all.extend(ids);
+    }
+    Ok(all)
+}
+
+/// Stores one job of an endpoint's index; false when another endpoint took the id meanwhile.
+async fn job_put<C: GenericClient>(
+    c: &C,
+    spec: &JobSpec,
+    endpoint: &str,
+    now: i64,
+) -> Result<bool> {
+    let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
+    let max_attempts = i32::try_from(spec.retry.max_attempts).unwrap_or(i32::MAX);
+    let timeout = i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX);
+    let concurrency = spec
+        .concurrency
+        .map(|c| i32::try_from(c).unwrap_or(i32::MAX));
+    let n = exec(
+        c,
+        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+         ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
+         filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
+         concurrency = excluded.concurrency, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1), \
+         endpoint_id = excluded.endpoint_id \
+         WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
+        &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now, &endpoint],
+    )
+    .await?;
+    Ok(n == 1)
+}
+
+/// Removes `jobs` and cancels their queued runs; returns how many runs.
+async fn jobs_remove<C: GenericClient>(c: &C, jobs: &[String], url: &str, now: i64) -> Result<u64> {
+    let mut cancelled = 0;
+    for job in jobs {
+        exec(c, "DELETE FROM jobs WHERE id = $1", &[job]).await?;
+        cancelled += super::runs::cancel_queued_of_job(
+            c,
+            job,
+            now,
+            &crate::store::endpoints::removed_message(job, url),
+        )
+        .await?;
+    }
+    Ok(cancelled)
+}
+
+/// See [`crate::store::Store::endpoint_index`]; the caller's transaction.
+async fn apply_index<C: GenericClient>(
+    c: &C,
+    id: &str,
+    index: &EndpointIndex,
+) -> Result<IndexApplied> {
+    let url = endpoint_lock(c, id).await?;
+    let ids: Vec<&str> = index.jobs.iter().map(|j| j.id.as_str()).collect();
+    let mut owners = HashMap::new();
+    for r in rows(
+        c,
+        "SELECT id, endpoint_id FROM jobs WHERE id = ANY($1)",
+        &[&ids],
+    )
+    .await?
+    {
+        owners.insert(
+            r.try_get::<_, String>(0)?,
+            r.try_get::<_, Option<String>>(1)?,
+        );
+    }
+    let mut urls = HashMap::new();
+    for r in rows(c, "SELECT id, url FROM endpoints", &[]).await? {
+        urls.insert(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?);
+    }
+    let live = live_node_jobs(c, index.now - NODE_LIVE_MS).await?;
+    check_owners(id, &index.jobs, &owners, &urls, &live)?;
+
+    let keep: HashSet<&str> = ids.iter().copied().collect();
+    let mut removed = Vec::new();
+    for r in rows(
+        c,
+        "SELECT id FROM jobs WHERE endpoint_id = $1 ORDER BY id",
+        &[&id],
+    )
+    .await?
+    {
+        let job: String = r.try_get(0)?;
+        if !keep.contains(job.as_str()) {
+            removed.push(job);
+        }
+    }
+    let cancelled_runs = jobs_remove(c, &removed, &url, index.now).await?;
+    for job in &index.jobs {
+        if !job_put(c, job, id, index.now).await? {
+            return Err(Error::Conflict(format!(
+                "job {:?} is already served by another endpoint",
+                job.id
+            )));
+        }
+    }
+    exec(
+        c,
+        "UPDATE endpoints SET jobs = $2, indexed_at = $3, last_ok_at = $3, \
+         updated_at = GREATEST($3, updated_at + 1) WHERE id = $1",
+        &[&id, &index.raw.to_string(), &index.now],
+    )
+    .await?;
+    Ok(IndexApplied {
+        removed,
+        cancelled_runs,
+    })
+}
+
+impl PgStore {
+    /// See [`crate::store::Store::endpoint_create`].
+    pub async fn endpoint_create(
+        &self,
+        ep: NewEndpoint,
+        index: EndpointIndex,
+    ) -> Result<IndexApplied> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let inserted = exec(
+            &tx,
+            "INSERT INTO endpoints (id, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $4) \
+             ON CONFLICT DO NOTHING",
+            &[&ep.id, &ep.url, &ep.secret, &ep.now],
+        )
+        .await?;
+        if inserted == 0 {
+            return Err(Error::Conflict(format!(
+                "the endpoint {} is registered already",
+                ep.url
+            )));
+        }
+        let applied = apply_index(&tx, &ep.id, &index).await?;
+        tx.commit().await?;
+        Ok(applied)
+    }
+
+    /// See [`crate::store::Store::endpoint_upsert`].
+    pub async fn endpoint_upsert(&self, ep: NewEndpoint) -> Result<()> {
+        let client = self.conn().await?;
+        self.write_one(
+            &client,
+            "INSERT INTO endpoints (id, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $4) \
+             ON CONFLICT (id) DO UPDATE SET secret = excluded.secret, \
+             updated_at = GREATEST(excluded.updated_at, endpoints.updated_at + 1) \
+             WHERE endpoints.secret <> excluded.secret",
+            &[&ep.id, &ep.url, &ep.secret, &ep.now],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// See [`crate::store::Store::endpoint_index`].
+    pub async fn endpoint_index(&self, id: String, index: EndpointIndex) -> Result<IndexApplied> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let applied = apply_index(&tx, &id, &index).await?;
+        tx.commit().await?;
+        Ok(applied)
+    }
+
+    /// See [`crate::store::Store::endpoint_report`].
+    pub async fn endpoint_report(&self, id: String, report: EndpointReport) -> Result<()> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let Some(r) = rows(
+            &tx,
+            "SELECT errors FROM endpoints WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await?
+        .into_iter()
+        .next() else {
+            return Ok(());
+        };
+        let errors = merge_errors(&r.try_get::<_, String>(0)?, &report.errors)?;
+        let last_error = report.errors.iter().map(|(at, _)| *at).max();
+        exec(
+            &tx,
+            "UPDATE endpoints SET errors = $2, \
+             last_ok_at = CASE WHEN $3::int8 > coalesce(last_ok_at, -1) THEN $3::int8 ELSE last_ok_at END, \
+             last_error_at = CASE WHEN $4::int8 > coalesce(last_error_at, -1) THEN $4::int8 ELSE last_error_at END \
+             WHERE id = $1",
+            &[&id, &errors, &report.ok_at, &last_error],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// See [`crate::store::Store::endpoint_remove`].
+    pub async fn endpoint_remove(&self, id: String, now: i64) -> Result<IndexApplied> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let url = endpoint_lock(&tx, &id).await?;
+        let mut removed = Vec::new();
+        for r in rows(
+            &tx,
+            "SELECT id FROM jobs WHERE endpoint_id = $1 ORDER BY id",
+            &[&id],
+        )
+        .await?
+        {
+            removed.push(r.try_get::<_, String>(0)?);
+        }
+        let cancelled_runs = jobs_remove(&tx, &removed, &url, now).await?;
+        exec(&tx, "DELETE FROM endpoints WHERE id = $1", &[&id]).await?;
+        tx.commit().await?;
+        Ok(IndexApplied {
+            removed,
+            cancelled_runs,
+        })
+    }
+
+    /// See [`crate::store::Store::endpoints_load`].
+    pub async fn endpoints_load(&self) -> Result<Vec<StoredEndpoint>> {
+        let client = self.conn().await?;
+        rows(
+            &client,
+            &format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints ORDER BY url"),
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| endpoint_row(r)?.into_stored())
+        .collect()
+    }
+
+    /// See [`crate::store::Store::endpoints_revision`].
+    pub async fn endpoints_revision(&self) -> Result<(i64, i64)> {
+        let client = self.conn().await?;
+        let r = rows(
+            &client,
+            "SELECT count(*), coalesce(max(updated_at), 0)::int8 FROM endpoints",
+            &[],
+        )
+        .await?;
+        match r.first() {
+            Some(r) => Ok((r.try_get(0)?, r.try_get(1)?)),
+            None => Ok((0, 0)),
+        }
+    }
+
+    /// Each stored job with its endpoint, if any.
+    pub async fn job_endpoints(&self) -> Result<Vec<(String, Option<String>)>> {
+        let client = self.conn().await?;
+        rows(&client, "SELECT id, endpoint_id FROM jobs ORDER BY id", &[])
+            .await?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
+    /// See [`crate::store::Store::node_beat`].
+    pub async fn node_beat(&self, beat: NodeBeat) -> Result<()> {
+        let jobs = serde_json::to_string(&beat.jobs).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        exec(
+            &tx,
+            "INSERT INTO nodes (id, started_at, seen_at, jobs) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, jobs = excluded.jobs",
+            &[&beat.id, &beat.started_at, &beat.now, &jobs],
+        )
+        .await?;
+        exec(
+            &tx,
+            "DELETE FROM nodes WHERE seen_at < $1",
+            &[&(beat.now - NODE_FORGET_MS)],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// See [`crate::store::Store::node_remove`].
+    pub async fn node_remove(&self, id: String) -> Result<()> {
+        let client = self.conn().await?;
+        self.write_one(&client, "DELETE FROM nodes WHERE id = $1", &[&id])
+            .await?;
+        Ok(())
+    }
+
+    /// See [`crate::store::Store::nodes_list`].
+    pub async fn nodes_list(&self, now: i64) -> Result<Vec<NodeSummary>> {
+        let client = self.conn().await?;
+        rows(
+            &client,
+            "SELECT id, started_at, seen_at, jobs FROM nodes ORDER BY id",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| {
+            let seen_at: i64 = r.try_get(2)?;
+            let jobs: String = r.try_get(3)?;
+            Ok(NodeSummary {
+                id: r.try_get(0)?,
+                started_at: ms_to_time(r.try_get(1)?),
+                seen_at: ms_to_time(seen_at),
+                jobs: serde_json::from_str(&jobs)
+                    .map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?,
+                live: seen_at >= now - NODE_LIVE_MS,
+            })
+        })
+        .collect()
+    }
+}

@@ -1,0 +1,334 @@
+//! Endpoints and nodes on SQLite (see [`crate::store::endpoints`]). Each write is one operation
+//! of the writer thread, in its own savepoint: a refused index leaves nothing behind.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{SqliteStore, WriteCtx};
+use crate::job::JobSpec;
+use crate::model::ms_to_time;
+use crate::store::endpoints::{
+    check_owners, merge_errors, removed_message, EndpointIndex, EndpointReport, EndpointRow,
+    IndexApplied, NewEndpoint, NodeBeat, NodeSummary, StoredEndpoint, ENDPOINT_COLUMNS,
+    NODE_FORGET_MS, NODE_LIVE_MS,
+};
+use crate::store::{Error, Result};
+
+fn endpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EndpointRow> {
+    Ok(EndpointRow {
+        id: r.get(0)?,
+        url: r.get(1)?,
+        secret: r.get(2)?,
+        created_at: r.get(3)?,
+        updated_at: r.get(4)?,
+        indexed_at: r.get(5)?,
+        jobs: r.get(6)?,
+        last_ok_at: r.get(7)?,
+        last_error_at: r.get(8)?,
+        errors: r.get(9)?,
+    })
+}
+
+fn endpoint_url(conn: &Connection, id: &str) -> Result<String> {
+    conn.prepare_cached("SELECT url FROM endpoints WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| Error::NotFound {
+            what: "endpoint",
+            id: id.to_string(),
+        })
+}
+
+/// Job ids defined by nodes seen since `since`.
+fn live_node_jobs(conn: &Connection, since: i64) -> Result<HashSet<String>> {
+    let mut stmt = conn.prepare_cached("SELECT jobs FROM nodes WHERE seen_at >= ?1")?;
+    let mut rows = stmt.query([since])?;
+    let mut all = HashSet::new();
+    while let Some(r) = rows.next()? {
+        let text: String = r.get(0)?;
+        let ids: Vec<String> =
+            serde_json::from_str(&text).map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?;
+        all.extend(ids);
+    }
+    Ok(all)
+}
+
+/// Cancels the queued runs of `jobs` with the "removed" message; returns how many.
+fn cancel_queued(ctx: &WriteCtx<'_>, jobs: &[String], url: &str, now: i64) -> Result<u64> {
+    let mut stmt = ctx.conn.prepare_cached(
+        "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 \
+         WHERE job_id = ?1 AND status = 'queued'",
+    )?;
+    let mut n = 0;
+    for job in jobs {
+        n += stmt.execute(params![job, now, removed_message(job, url)])? as u64;
+    }
+    Ok(n)
+}
+
+/// Writes `index` as endpoint `id`'s jobs; see [`crate::store::Store::endpoint_index`].
+fn apply_index(ctx: &WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Result<IndexApplied> {
+    let url = endpoint_url(ctx.conn, id)?;
+    let mut owners = HashMap::new();
+    let mut stmt = ctx
+        .conn
+        .prepare_cached("SELECT endpoint_id FROM jobs WHERE id = ?1")?;
+    for job in &index.jobs {
+        if let Some(owner) = stmt
+            .query_row([&job.id], |r| r.get::<_, Option<String>>(0))
+            .optional()?
+        {
+            owners.insert(job.id.clone(), owner);
+        }
+    }
+    let urls: HashMap<String, String> = ctx
+        .conn
+        .prepare_cached("SELECT id, url FROM endpoints")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let live = live_node_jobs(ctx.conn, index.now - NODE_LIVE_MS)?;
+    check_owners(id, &index.jobs, &owners, &urls, &live)?;
+
+    let keep: HashSet<&str> = index.jobs.iter().map(|j| j.id.as_str()).collect();
+    let removed: Vec<String> = ctx
+        .conn
+        .prepare_cached("SELECT id FROM jobs WHERE endpoint_id = ?1 ORDER BY id")?
+        .query_map([id], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .filter(|j| !keep.contains(j.as_str()))
+        .collect();
+    let mut delete = ctx.conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?;
+    for job in &removed {
+        delete.execute([job])?;
+    }
+    let cancelled_runs = cancel_queued(ctx, &removed, &url, index.now)?;
+    for job in &index.jobs {
+        job_put(ctx.conn, job, id, index.now)?;
+    }
+    ctx.conn
+        .prepare_cached(
+            "UPDATE endpoints SET jobs = ?2, indexed_at = ?3, last_ok_at = ?3, \
+             updated_at = max(?3, updated_at + 1) WHERE id = ?1",
+        )?
+        .execute(params![id, index.raw.to_string(), index.now])?;
+    Ok(IndexApplied {
+        removed,
+        cancelled_runs,
+    })
+}
+
+/// Stores one job of an endpoint's index.
+fn job_put(conn: &Connection, spec: &JobSpec, endpoint: &str, now: i64) -> Result<()> {
+    let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
+    conn.prepare_cached(
+        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+         ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
+         filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
+         concurrency = excluded.concurrency, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
+         endpoint_id = excluded.endpoint_id",
+    )?
+    .execute(params![
+        spec.id,
+        spec.name,
+        spec.version,
+        spec.event,
+        filter,
+        spec.retry.max_attempts,
+        i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
+        spec.concurrency,
+        now,
+        endpoint
+    ])?;
+    Ok(())
+}
+
+impl SqliteStore {
+    /// See [`crate::store::Store::endpoint_create`].
+    pub async fn endpoint_create(
+        &self,
+        ep: NewEndpoint,
+        index: EndpointIndex,
+    ) -> Result<IndexApplied> {
+        self.write(move |ctx| {
+            let inserted = ctx
+                .conn
+                .prepare_cached(
+                    "INSERT INTO endpoints (id, url, secret, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4) \
+                     ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![ep.id, ep.url, ep.secret, ep.now])?;
+            if inserted == 0 {
+                return Err(Error::Conflict(format!(
+                    "the endpoint {} is registered already",
+                    ep.url
+                )));
+            }
+            apply_index(ctx, &ep.id, &index)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::endpoint_upsert`].
+    pub async fn endpoint_upsert(&self, ep: NewEndpoint) -> Result<()> {
+        self.write(move |ctx| {
+            ctx.conn
+                .prepare_cached(
+                    "INSERT INTO endpoints (id, url, secret, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4) \
+                     ON CONFLICT (id) DO UPDATE SET secret = excluded.secret, \
+                     updated_at = max(excluded.updated_at, endpoints.updated_at + 1) \
+                     WHERE endpoints.secret <> excluded.secret",
+                )?
+                .execute(params![ep.id, ep.url, ep.secret, ep.now])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::endpoint_index`].
+    pub async fn endpoint_index(&self, id: String, index: EndpointIndex) -> Result<IndexApplied> {
+        self.write(move |ctx| apply_index(ctx, &id, &index)).await
+    }
+
+    /// See [`crate::store::Store::endpoint_report`].
+    pub async fn endpoint_report(&self, id: String, report: EndpointReport) -> Result<()> {
+        self.write(move |ctx| {
+            let Some(stored) = ctx
+                .conn
+                .prepare_cached("SELECT errors FROM endpoints WHERE id = ?1")?
+                .query_row([&id], |r| r.get::<_, String>(0))
+                .optional()?
+            else {
+                return Ok(());
+            };
+            let errors = merge_errors(&stored, &report.errors)?;
+            let last_error = report.errors.iter().map(|(at, _)| *at).max();
+            ctx.conn
+                .prepare_cached(
+                    "UPDATE endpoints SET errors = ?2, \
+                     last_ok_at = CASE WHEN ?3 > coalesce(last_ok_at, -1) THEN ?3 ELSE last_ok_at END, \
+                     last_error_at = CASE WHEN ?4 > coalesce(last_error_at, -1) THEN ?4 ELSE last_error_at END \
+                     WHERE id = ?1",
+                )?
+                .execute(params![id, errors, report.ok_at, last_error])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::endpoint_remove`].
+    pub async fn endpoint_remove(&self, id: String, now: i64) -> Result<IndexApplied> {
+        self.write(move |ctx| {
+            let url = endpoint_url(ctx.conn, &id)?;
+            let removed: Vec<String> = ctx
+                .conn
+                .prepare_cached("SELECT id FROM jobs WHERE endpoint_id = ?1 ORDER BY id")?
+                .query_map([&id], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            ctx.conn
+                .prepare_cached("DELETE FROM jobs WHERE endpoint_id = ?1")?
+                .execute([&id])?;
+            let cancelled_runs = cancel_queued(ctx, &removed, &url, now)?;
+            ctx.conn
+                .prepare_cached("DELETE FROM endpoints WHERE id = ?1")?
+                .execute([&id])?;
+            Ok(IndexApplied {
+                removed,
+                cancelled_runs,
+            })
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::endpoints_load`].
+    pub async fn endpoints_load(&self) -> Result<Vec<StoredEndpoint>> {
+        self.read(|c| {
+            let rows: Vec<EndpointRow> = c
+                .prepare_cached(&format!(
+                    "SELECT {ENDPOINT_COLUMNS} FROM endpoints ORDER BY url"
+                ))?
+                .query_map([], endpoint_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            rows.into_iter().map(EndpointRow::into_stored).collect()
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::endpoints_revision`].
+    pub async fn endpoints_revision(&self) -> Result<(i64, i64)> {
+        self.read(|c| {
+            Ok(
+                c.prepare_cached("SELECT count(*), coalesce(max(updated_at), 0) FROM endpoints")?
+                    .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?,
+            )
+        })
+        .await
+    }
+
+    /// Each stored job with its endpoint, if any.
+    pub async fn job_endpoints(&self) -> Result<Vec<(String, Option<String>)>> {
+        self.read(|c| {
+            Ok(
+                c.prepare_cached("SELECT id, endpoint_id FROM jobs ORDER BY id")?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()?,
+            )
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::node_beat`].
+    pub async fn node_beat(&self, beat: NodeBeat) -> Result<()> {
+        let jobs = serde_json::to_string(&beat.jobs).map_err(|e| Error::Corrupt(e.to_string()))?;
+        self.write(move |ctx| {
+            ctx.conn
+                .prepare_cached(
+                    "INSERT INTO nodes (id, started_at, seen_at, jobs) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, jobs = excluded.jobs",
+                )?
+                .execute(params![beat.id, beat.started_at, beat.now, jobs])?;
+            ctx.conn
+                .prepare_cached("DELETE FROM nodes WHERE seen_at < ?1")?
+                .execute([beat.now - NODE_FORGET_MS])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::node_remove`].
+    pub async fn node_remove(&self, id: String) -> Result<()> {
+        self.write(move |ctx| {
+            ctx.conn
+                .prepare_cached("DELETE FROM nodes WHERE id = ?1")?
+                .execute([id])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::nodes_list`].
+    pub async fn nodes_list(&self, now: i64) -> Result<Vec<NodeSummary>> {
+        self.read(move |c| {
+            let mut stmt =
+                c.prepare_cached("SELECT id, started_at, seen_at, jobs FROM nodes ORDER BY id")?;
+            let mut rows = stmt.query([])?;
+            let mut nodes = Vec::new();
+            while let Some(r) = rows.next()? {
+                let seen_at: i64 = r.get(2)?;
+                let jobs: String = r.get(3)?;
+                nodes.push(NodeSummary {
+                    id: r.get(0)?,
+                    started_at: ms_to_time(r.get(1)?),
+                    seen_at: ms_to_time(seen_at),
+                    jobs: serde_json::from_str(&jobs)
+                        .map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?,
+                    live: seen_at >= now - NODE_LIVE_MS,
+                });
+            }
+            Ok(nodes)
+        })
+        .await
+    }
+}
