@@ -167,6 +167,7 @@ struct Target {
     secret: String,
     caller: Caller,
     reports: Arc<Reports>,
+    clock: crate::clock::SharedClock,
 }
 
 /// What this node has defined from each endpoint: the row's revision and the job ids.
@@ -289,22 +290,19 @@ impl Registry {
         protocol::parse_index(answer).map_err(|e| index_error(format!("invalid index: {e}")))
     }
 
-    /// Registers the endpoint at `url` with `secret` (or a generated one, returned): indexes it
-    /// first, and stores nothing when that fails.
-    pub async fn add(
-        &self,
-        url: &str,
-        secret: Option<String>,
-    ) -> Result<(EndpointSummary, Option<String>), Error> {
+    /// Registers the endpoint at `url` with `secret` (the one the application checks): indexes it
+    /// first, and stores nothing when that fails. Without a secret the error suggests a new one.
+    pub async fn add(&self, url: &str, secret: Option<String>) -> Result<EndpointSummary, Error> {
         let url = validate_url(url)?;
-        let (secret, generated) = match secret {
-            Some(s) => {
-                let s = s.trim().to_string();
-                validate_secret(&s)?;
-                (s, false)
-            }
-            None => (generate_secret(), true),
+        // The application checks Flare's signature from the first request on (the index), so
+        // it must know the secret before Flare calls it: the operator gives it.
+        let Some(secret) = secret.map(|s| s.trim().to_string()) else {
+            return Err(Error::Secret(format!(
+                "give the secret your application checks Flare's signatures with, for example a new one: {}",
+                generate_secret()
+            )));
         };
+        validate_secret(&secret)?;
         let defs = self.fetch_index(&url, &secret).await?;
         let index = self.index_of(&url, &defs)?;
         let id = endpoint_id(&url);
@@ -324,7 +322,7 @@ impl Registry {
         tracing::info!(endpoint = %id, %url, jobs = defs.len(), "endpoint registered");
         self.sync().await?;
         let summary = self.get(&id).await?;
-        Ok((summary, generated.then_some(secret)))
+        Ok(summary)
     }
 
     /// Asks endpoint `id` for its jobs again and applies the answer. A failure is recorded on
@@ -479,6 +477,7 @@ impl Registry {
                 secret: endpoint.secret.clone(),
                 caller: self.caller.clone(),
                 reports: Arc::clone(&self.reports),
+                clock: self.client.clock().clone(),
             });
             let mut ids = Vec::with_capacity(defs.len());
             for def in &defs {
@@ -582,7 +581,7 @@ async fn execute(
     let bound = timeout
         .saturating_sub(Duration::from_millis(5))
         .max(Duration::from_millis(1));
-    let now = || chrono::Utc::now().timestamp_millis();
+    let now = || target.clock.now_ms();
     let failed = |e: String| {
         target.reports.error(
             &target.id,

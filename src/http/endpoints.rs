@@ -44,16 +44,11 @@ async fn one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Re
 async fn add(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let req: AddRequest = serde_json::from_slice(&body).map_err(|e| {
         ApiError::BadRequest(format!(
-            "the body must be {{\"url\": \"https://…\", \"secret\": \"whsec_…\" (optional)}}: {e}"
+            "the body must be {{\"url\": \"https://…\", \"secret\": \"whsec_…\"}}: {e}"
         ))
     })?;
-    let (summary, generated) = state.endpoints.add(&req.url, req.secret).await?;
-    let mut body = serde_json::to_value(&summary).unwrap_or(Value::Null);
-    if let (Some(secret), Value::Object(fields)) = (generated, &mut body) {
-        // Shown once: the application needs it to check Flare's signatures.
-        fields.insert("secret".into(), Value::String(secret));
-    }
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    let summary = state.endpoints.add(&req.url, req.secret).await?;
+    Ok((StatusCode::CREATED, Json(summary)).into_response())
 }
 
 async fn reindex(

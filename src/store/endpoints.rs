@@ -182,7 +182,8 @@ impl EndpointRow {
             .map_err(|e| Error::Corrupt(format!("endpoint {} errors: {e}", self.id)))?;
         let health = match (self.indexed_at, self.last_ok_at, self.last_error_at) {
             (None, _, _) => EndpointHealth::Unindexed,
-            (_, Some(ok), Some(err)) if err > ok => EndpointHealth::Failing,
+            // On a tie (same millisecond) the failure is shown: the cautious reading.
+            (_, Some(ok), Some(err)) if err >= ok => EndpointHealth::Failing,
             (_, None, Some(_)) => EndpointHealth::Failing,
             _ => EndpointHealth::Ok,
         };
@@ -467,6 +468,7 @@ mod tests {
         assert_eq!(row(Some(1), Some(1), None), EndpointHealth::Ok);
         assert_eq!(row(Some(1), Some(1), Some(2)), EndpointHealth::Failing);
         assert_eq!(row(Some(1), Some(3), Some(2)), EndpointHealth::Ok);
+        assert_eq!(row(Some(1), Some(2), Some(2)), EndpointHealth::Failing);
         assert_eq!(row(Some(1), None, Some(2)), EndpointHealth::Failing);
     }
 
