@@ -16,7 +16,7 @@ const HOST = process.env.HOST ?? "127.0.0.1";
 const PATH = "/flare";
 /** Requests signed further than this from our clock are refused (replays, badly set clocks). */
 const TOLERANCE_SECS = 300;
-/** Flare's own requests are far smaller; anything bigger is not from Flare. */
+/** Flare's payloads are at most FLARE_MAX_BODY_BYTES (1 MiB by default): room enough. */
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 // ---- Jobs -------------------------------------------------------------------------------------

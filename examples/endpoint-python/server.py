@@ -21,7 +21,7 @@ PORT = int(os.environ.get("PORT", "4001"))
 HOST = os.environ.get("HOST", "127.0.0.1")
 PATH = "/flare"
 TOLERANCE_SECS = 300  # requests signed further than this from our clock are refused
-MAX_BODY_BYTES = 4 * 1024 * 1024  # Flare's own requests are far smaller
+MAX_BODY_BYTES = 4 * 1024 * 1024  # Flare's payloads are at most FLARE_MAX_BODY_BYTES (1 MiB by default)
 
 
 # ---- Jobs -------------------------------------------------------------------------------------
