@@ -9,6 +9,8 @@
 //! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database);
 //! - **dashboard** (not part of `all`): seeds `--events` events with their runs, then times the
 //!   dashboard's pages through the router (see `src/bench/dashboard.rs`).
+//! - **endpoint** (not part of `all`): no-op runs through an HTTP job endpoint in another process
+//!   (see `src/bench/endpoint.rs`): runs/s, CPU per run, send → start latency.
 //! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
 //!   database, 1, 2, 4… of them (`--workers`): drain throughput of pre-stored no-op events and
 //!   send → start latency across processes (see [`scale`]).
@@ -19,6 +21,7 @@
 //! JSON line per scenario variant.
 
 mod dashboard;
+mod endpoint;
 mod report;
 mod scale;
 mod scenarios;
@@ -66,6 +69,12 @@ pub enum Scenario {
     /// Worker processes on a shared database (`--database-url`, `--workers`): drain
     /// throughput and send → start latency.
     PgScale,
+    /// No-op runs through an HTTP job endpoint in another process: runs/s, CPU per run of Flare
+    /// and of the endpoint, send → start latency (not part of `all`).
+    Endpoint,
+    /// The endpoint process of the `endpoint` scenario (started by it).
+    #[value(hide = true)]
+    EndpointServer,
 }
 
 /// `flare bench` options.
@@ -141,6 +150,10 @@ pub type Sample = BTreeMap<&'static str, f64>;
 
 /// Runs the selected scenarios and prints the report. Returns the figures.
 pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
+    if args.scenario == Scenario::EndpointServer {
+        endpoint::serve_endpoint().await?;
+        return Ok(Vec::new());
+    }
     let want = |s: Scenario| args.scenario == s || args.scenario == Scenario::All;
     let reps = args.reps.max(1);
     // The first client connected becomes the process-wide default and lives until exit. Let that
@@ -239,6 +252,46 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
     }
     if args.scenario == Scenario::PgScale {
         figures.extend(pg_scale(&args, reps).await?);
+    }
+    if args.scenario == Scenario::Endpoint {
+        let settings = serde_json::json!({
+            "events": args.events, "senders": args.e2e_senders, "engine": engine,
+            "latency_rate": args.latency_rate, "latency_secs": args.latency_secs,
+        });
+        let (mut runs, mut latencies) = (Vec::new(), Vec::new());
+        for rep in 0..reps {
+            let pb = bar(
+                format!("endpoint runs, rep {}/{reps}", rep + 1),
+                Some(args.events as u64),
+            );
+            runs.push(measured(endpoint::throughput(&args, &pb)).await?);
+            pb.finish_and_clear();
+            let total = u64::from(args.latency_rate) * args.latency_secs;
+            let pb = bar(
+                format!("endpoint latency, rep {}/{reps}", rep + 1),
+                Some(total),
+            );
+            latencies.push(measured(endpoint::latency(&args, &pb)).await?);
+            pb.finish_and_clear();
+        }
+        figures.push(emit(
+            &args,
+            Figure::new(
+                "endpoint",
+                format!("{} events", args.events),
+                settings.clone(),
+                runs,
+            ),
+        ));
+        figures.push(emit(
+            &args,
+            Figure::new(
+                "endpoint latency",
+                format!("{}/s", args.latency_rate),
+                settings,
+                latencies,
+            ),
+        ));
     }
     if !args.json {
         print!("{}", report::table(&figures));
