@@ -146,6 +146,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         lease_secs: args.engine.lease_secs,
         shutdown_grace_secs: args.engine.shutdown_grace_secs,
         max_body_bytes: Some(args.max_body_bytes),
+        demo: true,
+        ..RawServe::default()
     }
     .validate()?;
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -169,6 +171,8 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         retention_days,
         lease_secs,
         shutdown_grace_secs,
+        demo: true,
+        ..RawWorker::default()
     }
     .validate()?;
     let jobs = if args.bench_job {
