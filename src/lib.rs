@@ -21,6 +21,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! To run jobs as the whole service (HTTP API, dashboard, workers) from an application's own
+//! binary, build its `main` on [`App`]: `flare::App::new("my-app").job(job).run()`.
+//!
 //! ## Layout
 //! - [`model`]: events, runs, log lines; the event-name and delay rules.
 //! - [`job`]: job definitions ([`Job`], [`event_trigger`], the typed [`Event`] trait).
