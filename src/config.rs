@@ -1,5 +1,9 @@
 //! Validated configuration of `flare serve` and `flare worker`: raw flags and environment become
 //! a [`ServeConfig`] or a [`WorkerConfig`], or one clear [`Error`].
+//!
+//! Both carry the HTTP job endpoints given at start ([`EndpointSeed`]: `--endpoint` or
+//! `FLARE_ENDPOINTS`, signed with `FLARE_ENDPOINT_SECRET`) and whether the seed's demo jobs run
+//! (`demo`; the command line decides its default, see `crate::app`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,6 +30,21 @@ pub enum Error {
         /// What is wrong.
         reason: crate::webhooks::VerifyError,
     },
+    /// An `--endpoint`/`FLARE_ENDPOINTS` URL is unusable. `url` is shown without any user name
+    /// or password and shortened.
+    #[error("invalid --endpoint/FLARE_ENDPOINTS URL {url:?}: {reason}")]
+    Endpoint {
+        /// The URL as given, credentials removed, at most 100 characters.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `FLARE_ENDPOINT_SECRET` is unusable (the message never shows it).
+    #[error("invalid FLARE_ENDPOINT_SECRET: {0}")]
+    EndpointSecret(String),
+    /// Endpoints were given at start without `FLARE_ENDPOINT_SECRET`.
+    #[error("FLARE_ENDPOINT_SECRET is required with --endpoint/FLARE_ENDPOINTS: set it to the endpoints' Standard Webhooks secret (whsec_<base64>)")]
+    MissingEndpointSecret,
     /// A numeric setting out of range.
     #[error("invalid {name}: {reason}")]
     Value {
@@ -53,6 +72,10 @@ pub struct ServeConfig {
     pub body_limit: usize,
     /// Engine settings.
     pub engine: EngineConfig,
+    /// Whether the seed's demo jobs ([`crate::reference_jobs`]) are defined.
+    pub demo: bool,
+    /// HTTP job endpoints given at start.
+    pub endpoints: Vec<EndpointSeed>,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -74,8 +97,70 @@ impl std::fmt::Debug for ServeConfig {
             )
             .field("body_limit", &self.body_limit)
             .field("engine", &self.engine)
+            .field("demo", &self.demo)
+            .field("endpoints", &self.endpoints)
             .finish()
     }
+}
+
+/// An HTTP job endpoint given at start: the URL Flare calls and the Standard Webhooks secret it
+/// signs the calls with. `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EndpointSeed {
+    /// An `http` or `https` URL with a host and no credentials, as the `url` crate normalizes it
+    /// (lowercase scheme and host, `/` for an empty path).
+    pub url: String,
+    /// `whsec_<base64>` (`FLARE_ENDPOINT_SECRET`).
+    pub secret: String,
+}
+
+impl std::fmt::Debug for EndpointSeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointSeed")
+            .field("url", &self.url)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The longest endpoint URL accepted, in bytes.
+pub const MAX_ENDPOINT_URL_BYTES: usize = crate::endpoints::MAX_URL_LEN;
+
+/// Checks the endpoint URLs given at start (with the rules of [`crate::endpoints::validate_url`])
+/// and pairs each with `secret`.
+fn endpoint_seeds(urls: Vec<String>, secret: Option<String>) -> Result<Vec<EndpointSeed>, Error> {
+    let mut seeds: Vec<EndpointSeed> = Vec::with_capacity(urls.len());
+    for raw in &urls {
+        let url = crate::endpoints::validate_url(raw).map_err(|e| Error::Endpoint {
+            url: crate::endpoints::shown_url(raw.trim()),
+            reason: match e {
+                crate::endpoints::Error::Url { reason, .. } => reason,
+                other => other.to_string(),
+            },
+        })?;
+        if seeds.iter().any(|s| s.url == url) {
+            return Err(Error::Endpoint {
+                url: crate::endpoints::shown_url(raw.trim()),
+                reason: "given twice".into(),
+            });
+        }
+        seeds.push(EndpointSeed {
+            url,
+            secret: String::new(),
+        });
+    }
+    if seeds.is_empty() {
+        return Ok(seeds);
+    }
+    let secret = secret
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .ok_or(Error::MissingEndpointSecret)?;
+    crate::endpoints::validate_secret(&secret).map_err(|e| Error::EndpointSecret(e.to_string()))?;
+    for seed in &mut seeds {
+        seed.secret.clone_from(&secret);
+    }
+    Ok(seeds)
 }
 
 /// Raw settings as given on the command line or in the environment.
@@ -101,6 +186,12 @@ pub struct RawServe {
     pub shutdown_grace_secs: u64,
     /// `--max-body-bytes`; `None` means [`crate::http::body::DEFAULT_BODY_LIMIT`] (1 MiB).
     pub max_body_bytes: Option<usize>,
+    /// `--demo`/`FLARE_DEMO`: define the seed's demo jobs.
+    pub demo: bool,
+    /// `--endpoint` (each one) or `FLARE_ENDPOINTS` (split on commas).
+    pub endpoints: Vec<String>,
+    /// `FLARE_ENDPOINT_SECRET`.
+    pub endpoint_secret: Option<String>,
 }
 
 fn secrets(raw: Option<String>) -> Vec<String> {
@@ -159,6 +250,7 @@ impl RawServe {
                 }
             })?;
         }
+        let endpoints = endpoint_seeds(self.endpoints, self.endpoint_secret)?;
         Ok(ServeConfig {
             listen,
             database_url: self.database_url,
@@ -167,6 +259,8 @@ impl RawServe {
             clerk_secrets,
             body_limit,
             engine,
+            demo: self.demo,
+            endpoints,
         })
     }
 }
@@ -215,6 +309,10 @@ pub struct WorkerConfig {
     pub database_url: String,
     /// Engine settings.
     pub engine: EngineConfig,
+    /// Whether the seed's demo jobs ([`crate::reference_jobs`]) are defined.
+    pub demo: bool,
+    /// HTTP job endpoints given at start.
+    pub endpoints: Vec<EndpointSeed>,
 }
 
 /// Raw settings of `flare worker`, as given on the command line or in the environment.
@@ -230,6 +328,12 @@ pub struct RawWorker {
     pub lease_secs: u64,
     /// `--shutdown-grace-secs`.
     pub shutdown_grace_secs: u64,
+    /// `--demo`/`FLARE_DEMO`: define the seed's demo jobs.
+    pub demo: bool,
+    /// `--endpoint` (each one) or `FLARE_ENDPOINTS` (split on commas).
+    pub endpoints: Vec<String>,
+    /// `FLARE_ENDPOINT_SECRET`.
+    pub endpoint_secret: Option<String>,
 }
 
 impl RawWorker {
@@ -249,6 +353,8 @@ impl RawWorker {
                 self.shutdown_grace_secs,
             )?,
             database_url: self.database_url,
+            demo: self.demo,
+            endpoints: endpoint_seeds(self.endpoints, self.endpoint_secret)?,
         })
     }
 }
@@ -320,6 +426,7 @@ mod tests {
             retention_days: 0,
             lease_secs: 2,
             shutdown_grace_secs: 5,
+            ..RawWorker::default()
         };
         let c = raw.clone().validate().expect("valid");
         assert_eq!(c.engine.concurrency, 8);
@@ -360,5 +467,133 @@ mod tests {
             !shown.contains("whsec_a") && !shown.contains("super-secret"),
             "{shown}"
         );
+    }
+
+    const ENDPOINT_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn with_endpoints(urls: &[&str], secret: Option<&str>) -> Result<ServeConfig, Error> {
+        RawServe {
+            endpoints: urls.iter().map(|u| u.to_string()).collect(),
+            endpoint_secret: secret.map(str::to_string),
+            ..raw("127.0.0.1:1")
+        }
+        .validate()
+    }
+
+    #[test]
+    fn endpoints_are_http_urls_with_a_host_paired_with_the_secret() {
+        let c = with_endpoints(
+            &["http://127.0.0.1:4000/flare", " HTTPS://Jobs.Example.com "],
+            Some(ENDPOINT_SECRET),
+        )
+        .expect("valid");
+        let urls: Vec<&str> = c.endpoints.iter().map(|e| e.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            ["http://127.0.0.1:4000/flare", "https://jobs.example.com/"]
+        );
+        assert!(c.endpoints.iter().all(|e| e.secret == ENDPOINT_SECRET));
+        assert!(with_endpoints(&[], None)
+            .expect("no endpoint, no secret needed")
+            .endpoints
+            .is_empty());
+        let worker = RawWorker {
+            database_url: "sqlite://x.db".into(),
+            concurrency: 1,
+            lease_secs: 1,
+            endpoints: vec!["http://localhost:4000/flare".into()],
+            endpoint_secret: Some(ENDPOINT_SECRET.into()),
+            ..RawWorker::default()
+        }
+        .validate()
+        .expect("valid worker");
+        assert_eq!(worker.endpoints[0].url, "http://localhost:4000/flare");
+    }
+
+    #[test]
+    fn bad_endpoint_urls_are_refused_with_the_flag_and_the_reason() {
+        let long = format!("http://example.com/{}", "a".repeat(2000));
+        for (url, reason) in [
+            ("example.com/flare", "not a URL"),
+            ("", "not a URL"),
+            ("ftp://example.com/flare", "http or https"),
+            ("file:///etc/passwd", "http or https"),
+            (
+                "http://ops:hunter2@example.com/flare",
+                "user name or password",
+            ),
+            (long.as_str(), "longer than 2000 bytes"),
+        ] {
+            let err = with_endpoints(&[url], Some(ENDPOINT_SECRET)).unwrap_err();
+            let shown = err.to_string();
+            assert!(shown.contains("--endpoint/FLARE_ENDPOINTS"), "{shown}");
+            assert!(shown.contains(reason), "{url}: {shown}");
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.len() < 300, "{shown}");
+        }
+        let err = with_endpoints(
+            &["http://example.com/flare", "http://EXAMPLE.com/flare"],
+            Some(ENDPOINT_SECRET),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("given twice"), "{err}");
+        let worker = RawWorker {
+            database_url: "sqlite://x.db".into(),
+            concurrency: 1,
+            lease_secs: 1,
+            endpoints: vec!["nope".into()],
+            endpoint_secret: Some(ENDPOINT_SECRET.into()),
+            ..RawWorker::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(matches!(worker, Error::Endpoint { .. }), "{worker}");
+    }
+
+    #[test]
+    fn endpoints_need_a_standard_webhooks_secret_that_is_never_shown() {
+        let url = "http://127.0.0.1:4000/flare";
+        for secret in [None, Some(""), Some("  ")] {
+            assert!(
+                matches!(
+                    with_endpoints(&[url], secret),
+                    Err(Error::MissingEndpointSecret)
+                ),
+                "{secret:?}"
+            );
+        }
+        assert!(Error::MissingEndpointSecret
+            .to_string()
+            .contains("FLARE_ENDPOINT_SECRET"));
+        for secret in [
+            "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "whsec_not!base64!at-all",
+            "whsec_",
+        ] {
+            let shown = with_endpoints(&[url], Some(secret))
+                .unwrap_err()
+                .to_string();
+            assert!(shown.contains("FLARE_ENDPOINT_SECRET"), "{shown}");
+            assert!(
+                !shown.contains("MfKQ9r8") && !shown.contains("not!base64"),
+                "{shown}"
+            );
+        }
+        let c = with_endpoints(&[url], Some(ENDPOINT_SECRET)).expect("valid");
+        let shown = format!("{c:?} {:?}", c.endpoints[0]);
+        assert!(shown.contains(url), "{shown}");
+        assert!(!shown.contains("MfKQ9r8"), "{shown}");
+    }
+
+    #[test]
+    fn demo_passes_through() {
+        let c = RawServe {
+            demo: true,
+            ..raw("127.0.0.1:1")
+        }
+        .validate()
+        .expect("valid");
+        assert!(c.demo);
+        assert!(!raw("127.0.0.1:1").validate().expect("valid").demo);
     }
 }

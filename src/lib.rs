@@ -21,6 +21,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! To run jobs as the whole service (HTTP API, dashboard, workers) from an application's own
+//! binary, build its `main` on [`App`]: `flare::App::new("my-app").job(job).run()`.
+//!
 //! ## Layout
 //! - [`model`]: events, runs, log lines; the event-name and delay rules.
 //! - [`job`]: job definitions ([`Job`], [`event_trigger`], the typed [`Event`] trait).
@@ -34,11 +37,14 @@
 //! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
 //!   Inngest), the JSON API, the dashboard (`http::dashboard`), access control, health.
 //! - [`metrics`]: Prometheus counters and their text rendering for `GET /metrics`.
-//! - [`reference_jobs`]: the seed's jobs that `flare serve` runs.
-//! - [`server`]: `run(config, listener, shutdown)`, wiring it all.
+//! - [`reference_jobs`]: the seed's demo jobs, run only when asked for (`--demo`).
+//! - [`server`]: `run_with(config, jobs, listener, shutdown)` and `run_worker`, wiring it all.
+//! - [`app`]: [`App`], the command line (`serve`, `worker`, `send`, `bench`) for `flare` and for
+//!   an application's own binary with its jobs.
 //! - [`remote`]: sending through a running server over HTTP (`flare send`).
 //! - [`bench`]: `flare bench`, the throughput, latency and memory measurements.
 
+pub mod app;
 pub mod bench;
 pub mod client;
 pub mod clock;
@@ -57,6 +63,7 @@ pub mod server;
 pub mod store;
 pub mod webhooks;
 
+pub use app::App;
 pub use client::{send_event, send_event_with, Client, ClientBuilder, Error, SendEvent};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::retry::RetryPolicy;

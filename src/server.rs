@@ -1,12 +1,25 @@
-//! `run(config, listener, shutdown)`: the whole service. Connects the store, starts the engine with
-//! the reference jobs, serves HTTP until `shutdown` resolves, then shuts the engine down gracefully.
-//! Tests call it on a port-0 listener.
+//! The service and its worker nodes, wired from a validated configuration.
 //!
-//! `run_worker(config, jobs, shutdown)`: the engine alone (`flare worker`), for scale-out: the same
-//! jobs, workers, scheduler, rescuer and pruner on a shared database, without HTTP. Every node
-//! claims only runs of the jobs it defined; maintenance runs on one leader at a time.
+//! - `run_with(config, jobs, listener, shutdown)`: the whole service. Connects the store, defines
+//!   the jobs, starts the engine, serves HTTP until `shutdown` resolves, then shuts the engine down
+//!   gracefully. `run(config, listener, shutdown)` is the same without jobs of the caller's own;
+//!   tests call either on a port-0 listener.
+//! - `run_worker(config, jobs, shutdown)`: the engine alone (`flare worker`), for scale-out: the
+//!   jobs, workers, scheduler, rescuer and pruner on a shared database, without HTTP. Every node
+//!   claims only runs of the jobs it defined; maintenance runs on one leader at a time.
+//!
+//! Every node also runs an endpoint registry ([`crate::endpoints::Registry`]): it registers the
+//! endpoints given at start (`config.endpoints`), indexes them (retrying in the background while
+//! an application is not up yet) and runs the jobs of every stored endpoint.
+//!
+//! The jobs a node defines are the application's `jobs` (given to `flare::App`) and, only when
+//! `config.demo` is set, the seed's demo jobs ([`reference_jobs`]), with a warning. Each
+//! definition is stored before the node serves, so the dashboard and every other node see it; an
+//! invalid job stops the start with [`Error::Jobs`] or [`Error::DuplicateJob`].
 
+use std::collections::HashSet;
 use std::future::Future;
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
@@ -19,38 +32,62 @@ use crate::reference_jobs;
 /// Why the server stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The store could not be opened or a job could not be defined.
+    /// The store could not be opened.
     #[error(transparent)]
     Client(#[from] crate::client::Error),
-    /// An endpoint given at start is unusable.
+    /// An endpoint given at start is unusable, or could not be stored.
     #[error(transparent)]
     Endpoint(#[from] crate::endpoints::Error),
+    /// A job is invalid or its definition could not be stored.
+    #[error("cannot define the jobs: {0}")]
+    Jobs(#[source] crate::client::Error),
+    /// Two jobs to define have the same id.
+    #[error("job {0} is given twice: every job needs its own id")]
+    DuplicateJob(String),
     /// Serving failed.
     #[error("HTTP server failed: {0}")]
     Serve(#[from] std::io::Error),
 }
 
-/// Connects, defines the reference jobs and returns the client, ready to serve.
-pub async fn start(config: &ServeConfig) -> Result<Client, Error> {
+/// Connects, defines the jobs (the demo jobs only when `config.demo`) and returns the client,
+/// ready to serve.
+pub async fn start(config: &ServeConfig, jobs: Vec<Job>) -> Result<Client, Error> {
     let client = Client::builder(&config.database_url)
         .config(config.engine.clone())
         .connect()
         .await?;
     client.make_default();
-    reference_jobs::define_all(&client).await?;
+    if let Err(e) = define_jobs(&client, config.demo, jobs).await {
+        client.shutdown().await;
+        return Err(e);
+    }
     Ok(client)
 }
 
-/// Runs the service on `listener` until `shutdown` resolves.
+/// Runs the service on `listener` until `shutdown` resolves, with the demo jobs if
+/// `config.demo` and no jobs of the caller's own.
 pub async fn run(
     config: ServeConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let client = start(&config).await?;
+    run_with(config, Vec::new(), listener, shutdown).await
+}
+
+/// Runs the service with `jobs` on `listener` until `shutdown` resolves.
+pub async fn run_with(
+    config: ServeConfig,
+    jobs: Vec<Job>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let client = start(&config, jobs).await?;
     let endpoints = crate::endpoints::Registry::new(client.clone());
-    endpoints.start(Vec::new()).await?;
-    let state = AppState::with_endpoints(client.clone(), config, std::sync::Arc::clone(&endpoints));
+    if let Err(e) = endpoints.start(config.endpoints.clone()).await {
+        client.shutdown().await;
+        return Err(e.into());
+    }
+    let state = AppState::with_endpoints(client.clone(), config, Arc::clone(&endpoints));
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
     let served = axum::serve(listener, app(state))
@@ -63,9 +100,9 @@ pub async fn run(
     Ok(())
 }
 
-/// Runs the engine without HTTP until `shutdown` resolves: the reference jobs plus `jobs`, then a
-/// graceful shutdown (running runs get the grace period, the rest is released, leadership is
-/// handed over).
+/// Runs the engine without HTTP until `shutdown` resolves: `jobs` (and the demo jobs if
+/// `config.demo`), then a graceful shutdown (running runs get the grace period, the rest is
+/// released, leadership is handed over).
 pub async fn run_worker(
     config: WorkerConfig,
     jobs: Vec<Job>,
@@ -76,12 +113,15 @@ pub async fn run_worker(
         .connect()
         .await?;
     client.make_default();
-    reference_jobs::define_all(&client).await?;
-    for job in jobs {
-        client.register_job(job).await?;
+    if let Err(e) = define_jobs(&client, config.demo, jobs).await {
+        client.shutdown().await;
+        return Err(e);
     }
     let endpoints = crate::endpoints::Registry::new(client.clone());
-    endpoints.start(Vec::new()).await?;
+    if let Err(e) = endpoints.start(config.endpoints.clone()).await {
+        client.shutdown().await;
+        return Err(e.into());
+    }
     tracing::info!(
         node = client.engine().node_id(),
         concurrency = config.engine.concurrency,
@@ -91,5 +131,37 @@ pub async fn run_worker(
     tracing::info!("shutting down: finishing running jobs");
     endpoints.stop();
     client.shutdown().await;
+    Ok(())
+}
+
+/// Defines the demo jobs (when `demo`) and `jobs`, each stored before this returns. Refuses two
+/// jobs with one id rather than letting the second silently replace the first.
+async fn define_jobs(client: &Client, demo: bool, jobs: Vec<Job>) -> Result<(), Error> {
+    let mut all = Vec::new();
+    if demo {
+        all = reference_jobs::all();
+        let ids: Vec<&str> = all.iter().map(Job::id).collect();
+        tracing::warn!(
+            jobs = %ids.join(", "),
+            "running the seed's demo jobs, which act on events such as user.created and \
+             file.uploaded; pass --demo=false / FLARE_DEMO=false in a deployment"
+        );
+    }
+    all.extend(jobs);
+    let mut seen = HashSet::new();
+    for job in &all {
+        if !seen.insert(job.id().to_string()) {
+            return Err(Error::DuplicateJob(job.id().to_string()));
+        }
+    }
+    let ids: Vec<String> = all.iter().map(|j| j.id().to_string()).collect();
+    for job in all {
+        client.register_job(job).await.map_err(Error::Jobs)?;
+    }
+    if ids.is_empty() {
+        tracing::info!("this node defines no jobs and runs none; events still start the jobs other nodes define");
+    } else {
+        tracing::info!(jobs = %ids.join(", "), "defined {} jobs", ids.len());
+    }
     Ok(())
 }

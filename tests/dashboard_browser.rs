@@ -125,6 +125,7 @@ async fn start_server() -> Server {
         retention_days: 7,
         lease_secs: 30,
         shutdown_grace_secs: 2,
+        demo: true, // the seed's jobs: the events sent here start their runs
         ..Default::default()
     }
     .validate()

@@ -163,7 +163,11 @@ async fn one_server_three_workers_and_a_sigkill(db_url: &str, dir: &std::path::P
     let server = Proc::spawn("flare serve", &["serve", "--listen", &listen], db_url, dir);
     wait_healthy(port).await;
     let mut workers: Vec<Proc> = (0..3)
-        .map(|i| Proc::spawn(&format!("flare worker {i}"), &["worker"], db_url, dir))
+        .map(|i| {
+            // `flare worker` runs the seed's jobs only when asked; `flare serve` runs them by default.
+            let what = format!("flare worker {i}");
+            Proc::spawn(&what, &["worker", "--demo"], db_url, dir)
+        })
         .collect();
 
     let http = reqwest::Client::new();

@@ -59,6 +59,7 @@ async fn serve() -> Server {
         concurrency: 4,
         lease_secs: 30,
         shutdown_grace_secs: 5,
+        demo: true, // the seed's jobs: the events sent here start their runs
         ..RawServe::default()
     }
     .validate()

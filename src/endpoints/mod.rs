@@ -83,28 +83,45 @@ pub fn endpoint_id(url: &str) -> String {
 /// Returns it normalised (as the URL parser writes it).
 pub fn validate_url(url: &str) -> Result<String, Error> {
     let bad = |reason: &str| Error::Url {
-        url: url.chars().take(200).collect(),
+        url: shown_url(url.trim()),
         reason: reason.to_string(),
     };
     if url.len() > MAX_URL_LEN {
         return Err(bad("longer than 2000 bytes"));
     }
-    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| bad(&e.to_string()))?;
+    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| bad(&format!("not a URL ({e})")))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(bad("use http:// or https://"));
+        return Err(bad("the scheme must be http or https"));
     }
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(bad("it has no host"));
+        return Err(bad("the URL has no host"));
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(bad(
-            "credentials in the URL are not allowed: requests are signed with the endpoint's secret",
+            "a user name or password in the URL is not allowed: Flare signs its calls with the endpoint's secret",
         ));
     }
     if parsed.fragment().is_some() {
         return Err(bad("remove the #fragment"));
     }
     Ok(parsed.to_string())
+}
+
+/// `raw` as it may be shown in an error: credentials replaced by `…`, at most 100 characters.
+pub fn shown_url(raw: &str) -> String {
+    let mut shown = raw.to_string();
+    if let Some(start) = raw.find("://").map(|i| i + 3) {
+        let authority_end = raw[start..]
+            .find(['/', '?', '#'])
+            .map_or(raw.len(), |i| start + i);
+        if let Some(at) = raw[start..authority_end].rfind('@') {
+            shown = format!("{}…@{}", &raw[..start], &raw[start + at + 1..]);
+        }
+    }
+    if shown.chars().count() > 100 {
+        shown = shown.chars().take(99).chain(['…']).collect();
+    }
+    shown
 }
 
 /// Checks a Standard Webhooks secret (`whsec_` and base64); the error never shows it.
@@ -191,15 +208,6 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-/// An endpoint given at start: its URL and secret.
-#[derive(Clone)]
-pub struct Seed {
-    /// The URL.
-    pub url: String,
-    /// The secret.
-    pub secret: String,
-}
-
 impl Registry {
     /// A registry for `client`'s node. Call [`Registry::start`] to keep it in step with the
     /// store in the background.
@@ -218,7 +226,10 @@ impl Registry {
     /// [`SYNC_INTERVAL`] it picks up changed endpoints, retries the first index of seeds whose
     /// application was not up yet (with backoff), and reports health. Stops at
     /// [`Registry::stop`].
-    pub async fn start(self: &Arc<Self>, seeds: Vec<Seed>) -> Result<(), Error> {
+    pub async fn start(
+        self: &Arc<Self>,
+        seeds: Vec<crate::config::EndpointSeed>,
+    ) -> Result<(), Error> {
         let now = self.client.clock().now_ms();
         let mut pending = Vec::new();
         for seed in seeds {
@@ -632,12 +643,13 @@ mod tests {
         for (bad, why) in [
             ("ftp://x/y", "http"),
             ("not a url", "invalid endpoint URL"),
-            ("http://user:pw@x/", "credentials"),
+            ("http://user:hunter2@x/", "user name or password"),
             ("http://x/#frag", "fragment"),
             ("file:///etc/passwd", "http"),
         ] {
             let err = validate_url(bad).expect_err(bad).to_string();
             assert!(err.contains(why), "{bad}: {err}");
+            assert!(!err.contains("hunter2"), "a password is never shown: {err}");
         }
         assert!(validate_url(&format!("http://x/{}", "a".repeat(MAX_URL_LEN))).is_err());
     }
