@@ -1,7 +1,7 @@
 //! The dashboard: server-rendered HTML pages for operators, at `/` beside the JSON API.
 //!
 //! One module per screen, each with the reads it needs (all through [`crate::store::Store`]'s read
-//! side, never SQL): [`overview`] (`/`), [`events`] (`/events`, `/events/{id}` and its replay and
+//! side or, for endpoints, [`crate::endpoints::Registry`]; never SQL): [`overview`] (`/`), [`events`] (`/events`, `/events/{id}` and its replay and
 //! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry), [`jobs`] (`/jobs`: each job's
 //! settings, load, success rates and where it runs), [`endpoints`] (`/endpoints`: the HTTP job
 //! endpoints with their health and recent errors; add, re-index, remove), [`webhooks`]
