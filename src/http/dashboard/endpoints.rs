@@ -240,7 +240,7 @@ fn added(endpoint: &EndpointSummary, secret: Option<&str>) -> Markup {
                     @if i > 0 { ", " } a href=(runs_href(job, None)) { (job) }
                 } ")"
             }
-            ". Every node now runs them."
+            ". Flare runs them from now on."
             @if let Some(secret) = secret {
                 p { "Flare generated the endpoint's signing secret. Give it to the application as "
                     code { "FLARE_ENDPOINT_SECRET" } ": it checks the signature of every request with it." }
