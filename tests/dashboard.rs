@@ -1,6 +1,8 @@
 //! The dashboard through the router (no socket, no browser): every page with real events (a job
 //! that logs, one that fails, a chain, a scheduled event), escaping, filters in the URL, keyset
-//! pages, the login / session cookie / logout rules and the origin check on actions.
+//! pages, the login / session cookie / logout rules and the origin check on actions, and the HTTP
+//! job endpoints (added, re-indexed and removed through the forms against a small in-test
+//! application) with the jobs page saying where each job runs.
 //! `tests/dashboard_browser.rs` drives the same pages in headless Chromium.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,10 +16,12 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use axum::Router;
 use flare::http::auth::SESSION_TTL_MS;
+use flare::http::dashboard::url_encode;
 use flare::model::Source;
-use flare::{Client, Delay, ManualClock, SendEvent};
-use serde_json::json;
-use support::sample;
+use flare::{event_trigger, Client, Delay, Io, Job, ManualClock, RunStatus, SendEvent};
+use serde_json::{json, Value};
+use support::endpoint_app::{job, EndpointApp};
+use support::{sample, wait_for};
 use tower::ServiceExt;
 
 /// 2024-05-01T12:00:00Z.
@@ -28,6 +32,7 @@ const ORIGIN: &str = "http://flare.test";
 
 struct Fixture {
     _dir: tempfile::TempDir,
+    url: String,
     client: Client,
     clock: ManualClock,
     app: Router,
@@ -82,9 +87,10 @@ async fn fixture() -> Fixture {
         .expect("detail")
         .expect("upload event");
     let child = detail.children[0].id.clone();
-    let app = sample::router(&client, url, Some(KEY));
+    let app = sample::router(&client, url.clone(), Some(KEY));
     Fixture {
         _dir: dir,
+        url,
         user: ids[0].clone(),
         order: ids[1].clone(),
         upload: ids[2].clone(),
@@ -657,4 +663,371 @@ async fn actions_need_this_origin_and_do_what_they_say() {
         .await
         .expect("res");
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
+}
+
+/// The part of `html` from the element with `attr="id"` to the end of its table row.
+fn row<'a>(html: &'a str, attr: &str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("{attr}=\"{id}\""))
+        .unwrap_or_else(|| panic!("no row {attr}={id:?}"));
+    let rest = &html[start..];
+    &rest[..rest.find("</tr>").unwrap_or(rest.len())]
+}
+
+/// A form body of `pairs`, encoded.
+fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", url_encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+impl Fixture {
+    /// A form POST with the session cookie, from `origin`.
+    async fn post(&self, uri: &str, cookie: &str, origin: &str, body: &str) -> Answer {
+        self.request("POST", uri, Auth::Cookie(cookie), Some(origin), Some(body))
+            .await
+    }
+
+    async fn endpoints(&self) -> Vec<flare::store::endpoints::StoredEndpoint> {
+        self.client
+            .store()
+            .endpoints_load()
+            .await
+            .expect("endpoints")
+    }
+
+    /// Sends `name` and waits until its one run failed an attempt and waits for its retry.
+    async fn failed_once(&self, name: &str) -> flare::Run {
+        let sent = self
+            .client
+            .send_inserted(SendEvent::new(name, &json!({"n": 1})), Source::Api)
+            .await
+            .expect("send");
+        wait_for("the run's first attempt to fail", || async {
+            let run = self.run_of(&sent.event.id).await;
+            (run.status == RunStatus::Queued && run.error.is_some()).then_some(run)
+        })
+        .await
+    }
+
+    /// The jobs of endpoint `id`'s stored index.
+    async fn endpoint_jobs(&self, id: &str) -> Vec<String> {
+        let all = self.endpoints().await;
+        let endpoint = all.into_iter().find(|e| e.summary.id == id);
+        endpoint.expect("stored").summary.jobs
+    }
+
+    async fn run_status(&self, id: &str) -> RunStatus {
+        let detail = self.client.store().run_detail(id).await.expect("run");
+        detail.expect("stored").run.status
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_are_added_listed_reindexed_and_removed_through_the_forms() {
+    let f = fixture().await;
+    let cookie = f.login().await;
+    let app = EndpointApp::start(
+        vec![
+            job("ep-mail", "mail.requested"),
+            job("ep-report", "report.requested"),
+        ],
+        None,
+    )
+    .await;
+    let page = f.page("/endpoints").await;
+    assert!(page.contains("No endpoint is registered yet."));
+    assert!(
+        page.contains("class=\"active\" href=\"/endpoints\""),
+        "in the nav"
+    );
+
+    // Refused and failed adds store nothing and never echo a secret.
+    let add = form(&[("url", &app.url), ("secret", "")]);
+    let a = f
+        .post("/endpoints", &cookie, "http://evil.example", &add)
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert!(
+        app.received().is_empty(),
+        "a cross-origin post calls nothing"
+    );
+    for (url, secret, status, says) in [
+        (
+            "ftp://example.com/flare",
+            "",
+            StatusCode::BAD_REQUEST,
+            "invalid endpoint URL",
+        ),
+        (
+            &app.url,
+            "not-a-whsec-secret",
+            StatusCode::BAD_REQUEST,
+            "invalid endpoint secret",
+        ),
+        (
+            &format!("{}/missing", app.url),
+            "",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "answered HTTP 404",
+        ),
+    ] {
+        let a = f
+            .post(
+                "/endpoints",
+                &cookie,
+                ORIGIN,
+                &form(&[("url", url), ("secret", secret)]),
+            )
+            .await;
+        assert_eq!(a.status, status, "{url}: {}", a.body);
+        let error = a
+            .body
+            .split("id=\"add-error\"")
+            .nth(1)
+            .expect("the error is shown");
+        assert!(error.contains(says), "{url}: {error}");
+        assert!(
+            a.body.contains(&format!("value=\"{url}\"")),
+            "the typed URL is kept"
+        );
+        assert!(
+            secret.is_empty() || !a.body.contains(secret),
+            "the secret is not shown"
+        );
+        assert!(f.endpoints().await.is_empty(), "nothing stored for {url}");
+    }
+
+    // Added with a secret Flare generates: shown once, with what to do with it.
+    let a = f.post("/endpoints", &cookie, ORIGIN, &add).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let stored = f.endpoints().await;
+    assert_eq!(stored.len(), 1);
+    let (id, secret) = (stored[0].summary.id.clone(), stored[0].secret.clone());
+    let added = a
+        .body
+        .split("id=\"added\"")
+        .nth(1)
+        .expect("the outcome is shown");
+    assert!(
+        added.contains(&format!("id=\"secret\">{secret}<")),
+        "the generated secret"
+    );
+    assert!(added.contains("FLARE_ENDPOINT_SECRET"));
+    assert_eq!(rows(&a.body, "data-endpoint"), vec![id.clone()]);
+    let page = f.page("/endpoints").await;
+    assert!(!page.contains(&secret), "never shown again");
+    let listed = row(&page, "data-endpoint", &id);
+    assert!(listed.contains(&app.url));
+    for job in ["ep-mail", "ep-report"] {
+        assert!(
+            listed.contains(&format!("href=\"/runs?jobId={job}\"")),
+            "{job}"
+        );
+    }
+    assert!(listed.contains("badge health st-ok"), "{listed}");
+    assert!(listed.contains("<time"), "indexed and last ok times");
+    assert!(page.contains("id=\"endpoints-live\" data-live"));
+    let again = f.post("/endpoints", &cookie, ORIGIN, &add).await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    assert!(again.body.contains("registered already"));
+
+    // A secret typed in is the one Flare signs with (this application checks it).
+    let key = flare::endpoints::generate_secret();
+    let signed = EndpointApp::start(vec![job("ep-signed", "signed.requested")], Some(&key)).await;
+    let wrong = flare::endpoints::generate_secret();
+    let a = f
+        .post(
+            "/endpoints",
+            &cookie,
+            ORIGIN,
+            &form(&[("url", &signed.url), ("secret", &wrong)]),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", a.body);
+    assert!(a.body.contains("answered HTTP 401") && !a.body.contains(&wrong));
+    let a = f
+        .post(
+            "/endpoints",
+            &cookie,
+            ORIGIN,
+            &form(&[("url", &signed.url), ("secret", &key)]),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert!(
+        !a.body.contains("id=\"secret\""),
+        "nothing generated, nothing shown"
+    );
+
+    // A failed call to the endpoint shows among its recent errors, escaped.
+    app.set_run_failure(
+        "ep-report",
+        StatusCode::SERVICE_UNAVAILABLE,
+        "report service <b>down</b>",
+    );
+    let stuck = f.failed_once("report.requested").await;
+    let page = f.page("/endpoints").await;
+    let errors = row(&page, "data-endpoint-errors", &id);
+    assert!(
+        errors.contains("report service &lt;b&gt;down&lt;/b&gt;"),
+        "{errors}"
+    );
+    assert!(!page.contains("<b>down</b>"));
+    assert!(row(&page, "data-endpoint", &id).contains("badge health st-failing"));
+
+    // Re-index: the job that left the index goes, with its queued run.
+    let reindex = format!("/endpoints/{id}/index");
+    app.set_jobs(vec![job("ep-mail", "mail.requested")]);
+    let a = f.post(&reindex, &cookie, "http://evil.example", "").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert_eq!(f.endpoint_jobs(&id).await.len(), 2, "not re-indexed");
+    let a = f.post(&reindex, &cookie, ORIGIN, "").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let outcome = a
+        .body
+        .split("id=\"reindexed\"")
+        .nth(1)
+        .expect("the outcome");
+    assert!(
+        outcome.contains("href=\"/runs?jobId=ep-report\""),
+        "{outcome}"
+    );
+    assert!(outcome.contains("1 queued run cancelled"), "{outcome}");
+    assert_eq!(f.run_status(&stuck.id).await, RunStatus::Cancelled);
+    assert_eq!(f.endpoint_jobs(&id).await, vec!["ep-mail".to_string()]);
+
+    // A failed re-index says why and keeps the previous index.
+    app.set_index_answer(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        json!({"error": "index broken"}),
+    );
+    let a = f.post(&reindex, &cookie, ORIGIN, "").await;
+    assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", a.body);
+    let error = a
+        .body
+        .split("id=\"reindex-error\"")
+        .nth(1)
+        .expect("the error");
+    assert!(
+        error.contains("answered HTTP 500") && error.contains("previous index"),
+        "{error}"
+    );
+    assert_eq!(f.endpoint_jobs(&id).await, vec!["ep-mail".to_string()]);
+    let unknown = f
+        .post("/endpoints/ep_nope/index", &cookie, ORIGIN, "")
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+
+    // Remove: a confirmation page that counts the queued runs, then the removal.
+    app.set_run_answer("ep-mail", json!({"error": "mailer down"}));
+    let queued = f.failed_once("mail.requested").await;
+    let remove = format!("/endpoints/{id}/remove");
+    let confirm = f.page(&remove).await;
+    let warning = confirm
+        .split("id=\"remove-warning\"")
+        .nth(1)
+        .expect("a warning");
+    assert!(warning.contains("queued runs are cancelled"), "{warning}");
+    assert!(
+        warning.contains("1 queued run</b> will be cancelled"),
+        "{warning}"
+    );
+    assert!(confirm.contains(&format!("action=\"{remove}\"")));
+    assert_eq!(f.endpoints().await.len(), 2, "asking removes nothing");
+    let a = f.post(&remove, &cookie, "http://evil.example", "").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert_eq!(f.endpoints().await.len(), 2);
+    let a = f.post(&remove, &cookie, ORIGIN, "").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let removed = a.body.split("id=\"removed\"").nth(1).expect("the outcome");
+    assert!(
+        removed.contains(&app.url) && removed.contains("1 queued run cancelled"),
+        "{removed}"
+    );
+    assert_eq!(f.run_status(&queued.id).await, RunStatus::Cancelled);
+    let left: Vec<String> = f
+        .endpoints()
+        .await
+        .into_iter()
+        .map(|e| e.summary.id)
+        .collect();
+    assert!(!left.contains(&id));
+    assert!(!rows(&f.page("/endpoints").await, "data-endpoint").contains(&id));
+    let a = f.post(&remove, &cookie, ORIGIN, "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "removed already");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_says_where_each_job_runs_and_flags_the_unserved() {
+    let f = fixture().await;
+    let app = EndpointApp::start(vec![job("ep-mail", "mail.requested")], None).await;
+    let a = f
+        .request(
+            "POST",
+            "/endpoints",
+            Auth::Bearer,
+            None,
+            Some(&form(&[("url", &app.url)])),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let endpoint = f.endpoints().await[0].summary.clone();
+
+    // A job defined by a process that runs nothing (a send-only client): stored, not served.
+    let sender = Client::builder(&f.url)
+        .clock(Arc::new(f.clock.clone()))
+        .workers(false)
+        .connect()
+        .await
+        .expect("sender");
+    sender
+        .define_job(
+            Job::new("orphan", "Orphan", "1.0.0")
+                .trigger(event_trigger("orphan.requested"))
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .expect("orphan");
+    let now = chrono::DateTime::from_timestamp_millis(f.client.clock().now_ms()).expect("now");
+    wait_for("the orphan job to be stored", || async {
+        let jobs = f.client.store().jobs_list(now).await.expect("jobs");
+        jobs.iter().any(|j| j.job.id == "orphan").then_some(())
+    })
+    .await;
+    sender
+        .send_inserted(SendEvent::new("orphan.requested", &json!({})), Source::Api)
+        .await
+        .expect("send");
+    f.client.engine().beat().await.expect("beat");
+
+    let page = f.page("/jobs").await;
+    let node = f.client.engine().node_id();
+    let greet = row(&page, "data-job", "greet");
+    assert!(greet.contains(node), "a Rust job names its node: {greet}");
+    assert!(!greet.contains("not served"));
+    let mail = row(&page, "data-job", "ep-mail");
+    assert!(
+        mail.contains(&format!("href=\"/endpoints#{}\"", endpoint.id)),
+        "{mail}"
+    );
+    assert!(
+        mail.contains(&app.url) && mail.contains("called by 1 live node"),
+        "{mail}"
+    );
+    assert!(!mail.contains("not served"));
+    let orphan = row(&page, "data-job", "orphan");
+    assert!(
+        orphan.contains("badge st-not_served")
+            && orphan.contains("no live node or endpoint runs this job: its runs stay queued"),
+        "{orphan}"
+    );
+    let banner = page.split("id=\"unserved\"").nth(1).expect("a banner");
+    let banner = &banner[..banner.find("</div>").unwrap_or(banner.len())];
+    assert!(
+        banner.contains("/runs?status=queued&amp;jobId=orphan") && banner.contains("(1)"),
+        "{banner}"
+    );
+    assert!(!banner.contains("greet"), "served jobs are not named");
 }

@@ -4,14 +4,18 @@
 //! One browser session walks the operator's questions in order: sign in with the key (a wrong key
 //! first), see the events sent over HTTP (a failed run, a chain, a signed webhook), watch a new
 //! event appear without a reload, filter through the form (the URL keeps the filters), follow the
-//! chain both ways, replay with an edited payload, retry a failed run, read the overview, jobs and
-//! webhooks pages, and log out.
+//! chain both ways, replay with an edited payload, retry a failed run, read the overview, add two
+//! HTTP job endpoints through the form (a secret generated and shown once), watch one's failure
+//! appear among its recent errors, re-index one, see where each job runs on the jobs page, remove
+//! an endpoint after its confirmation page, read the webhooks page, and log out.
 //!
 //! Without Chromium or chromedriver the test skips with a message, unless `CI` is set: then it
-//! fails. `scripts/install-browser.sh` installs both. With `FLARE_SCREENSHOT_DIR=docs` it also
-//! saves screenshots of the main pages there (how `docs/*.png` are made).
+//! fails. `scripts/install-browser.sh` installs both. With `FLARE_SCREENSHOT_DIR=docs/screenshots`
+//! it also saves screenshots of the main pages there (how `docs/screenshots/*.png` are made).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,6 +26,7 @@ use flare::config::RawServe;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
+use support::endpoint_app::{job, EndpointApp};
 use tokio::net::TcpListener;
 
 const KEY: &str = "browser-test-key-0123456789";
@@ -540,10 +545,111 @@ async fn an_operator_finds_out_what_happened_in_the_browser() {
     assert!(rate.ends_with('%') && rate != "0.0 %", "{rate}");
     assert!(page_text(&b).await.contains("Recent failures"));
     shot(&b, "overview").await;
+
+    // Endpoints: two applications added through the form, the first with a secret Flare
+    // generates (shown once), the second failing its runs.
+    let media = EndpointApp::start(
+        vec![
+            job("resize-image", "image.uploaded"),
+            job("send-invoice", "invoice.created"),
+        ],
+        None,
+    )
+    .await;
+    let crm = EndpointApp::start(vec![job("sync-crm", "customer.updated")], None).await;
+    crm.set_run_failure(
+        "sync-crm",
+        reqwest::StatusCode::SERVICE_UNAVAILABLE,
+        "CRM is under maintenance",
+    );
+    b.goto(&format!("{base}/endpoints")).await.expect("goto");
+    assert!(page_text(&b)
+        .await
+        .contains("No endpoint is registered yet."));
+    for app in [&media, &crm] {
+        b.find(Locator::Id("endpoint-url"))
+            .await
+            .expect("url field")
+            .send_keys(&app.url)
+            .await
+            .expect("type");
+        click_to(&b, "#add", |p| p == "/endpoints").await;
+        wait("the endpoint to be added", || async {
+            b.find(Locator::Css("#added")).await.ok()
+        })
+        .await;
+        let secret = text(&b, "#secret").await;
+        assert!(secret.starts_with("whsec_"), "{secret}");
+        assert!(text(&b, "#added").await.contains("FLARE_ENDPOINT_SECRET"));
+    }
+    let endpoints = server.api("/api/endpoints").await;
+    let crm_id = endpoints["endpoints"]
+        .as_array()
+        .expect("endpoints")
+        .iter()
+        .find(|e| e["url"] == json!(crm.url))
+        .and_then(|e| e["id"].as_str())
+        .expect("the CRM endpoint")
+        .to_string();
+    let media_id = flare::endpoints::endpoint_id(&media.url);
+    b.goto(&format!("{base}/endpoints")).await.expect("goto");
+    assert!(
+        !page_text(&b).await.contains("whsec_"),
+        "the secret only once"
+    );
+    // The failure appears without a reload (the list is live).
+    server
+        .send("customer.updated", json!({"customerId": "c_1"}))
+        .await;
+    wait("the endpoint's failure to show", || async {
+        let css = format!("tr[data-endpoint-errors='{crm_id}']");
+        let errors = b.find(Locator::Css(&css)).await.ok()?.text().await.ok()?;
+        errors.contains("CRM is under maintenance").then_some(())
+    })
+    .await;
+    let health = text(&b, &format!("tr[data-endpoint='{crm_id}'] .health")).await;
+    assert_eq!(health, "failing");
+    shot(&b, "endpoints").await;
+    click_to(
+        &b,
+        &format!("tr[data-endpoint='{media_id}'] button.reindex"),
+        |p| p.ends_with("/index"),
+    )
+    .await;
+    assert!(text(&b, "#reindexed").await.contains("it serves 2 jobs"));
+
     b.goto(&format!("{base}/jobs")).await.expect("goto");
     let jobs = page_text(&b).await;
     assert!(jobs.contains("process-upload") && jobs.contains("1.0.0"));
+    let runs_on = text(&b, "tr[data-job='resize-image'] td.placement").await;
+    assert!(runs_on.contains("called by 1 live node"), "{runs_on}");
+    let link = b
+        .find(Locator::Css("tr[data-job='resize-image'] a.endpoint"))
+        .await
+        .expect("a link to the endpoint");
+    assert_eq!(
+        link.attr("title").await.expect("title"),
+        Some(media.url.clone())
+    );
     shot(&b, "jobs").await;
+
+    // Remove asks first, then says what it cancelled.
+    b.goto(&format!("{base}/endpoints")).await.expect("goto");
+    click_to(&b, &format!("tr[data-endpoint='{crm_id}'] a.remove"), |p| {
+        p.ends_with("/remove")
+    })
+    .await;
+    assert!(text(&b, "#remove-warning")
+        .await
+        .contains("1 queued run will be cancelled"));
+    click_to(&b, "#remove", |p| p.ends_with("/remove")).await;
+    wait("the removal", || async {
+        b.find(Locator::Css("#removed")).await.ok()
+    })
+    .await;
+    assert!(text(&b, "#removed")
+        .await
+        .contains("1 queued run cancelled"));
     b.goto(&format!("{base}/runs?status=failed"))
         .await
         .expect("goto");

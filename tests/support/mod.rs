@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use flare::{Client, EngineConfig, ManualClock};
 
+pub mod endpoint_app;
 pub mod sample;
 
 /// A store backend the suite runs on.

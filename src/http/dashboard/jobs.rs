@@ -1,18 +1,24 @@
 //! Jobs (`/jobs`): every stored definition with its version, trigger and payload filter, retry and
-//! timeout settings, its runs queued and running now, and its success rate over the last hour and
-//! day.
+//! timeout settings, where it runs (its HTTP endpoint, or the live nodes defining it in code), its
+//! runs queued and running now, and its success rate over the last hour and day. A job that no live
+//! node or endpoint runs is flagged "not served", and a banner above the table names those with
+//! queued runs: such runs wait until something serves the job again.
 
 use std::sync::OnceLock;
 
 use axum::extract::State;
-use maud::html;
+use maud::{html, Markup};
 
 use super::cache::Cache;
 use super::charts;
 use super::page::{self, layout, PageResult};
 use crate::http::AppState;
 use crate::model::ms_to_time;
+use crate::store::endpoints::JobPlacement;
 use crate::store::query::JobSummary;
+
+/// What the "not served" flag says on hover.
+const NOT_SERVED: &str = "no live node or endpoint runs this job: its runs stay queued";
 
 /// `GET /jobs`.
 pub async fn page(State(state): State<AppState>) -> PageResult {
@@ -29,18 +35,35 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
             )
             .await?
     };
+    let stuck: Vec<&JobSummary> = jobs
+        .iter()
+        .filter(|j| !j.placement.served && j.queued > 0)
+        .collect();
     let body = html! {
         div.title-row {
             h1 { "Jobs" }
             span.muted.as-of { "rates as of " (ms_to_time(as_of).format("%H:%M:%S")) " UTC" }
         }
         (page::live("jobs-live", html! {
+            @if !stuck.is_empty() {
+                div.warning #unserved role="alert" {
+                    b { "Queued runs that nothing runs: " }
+                    @for (i, j) in stuck.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        a href={ "/runs?status=queued&jobId=" (super::url_encode(&j.job.id)) } { (j.job.id) }
+                        " (" (j.queued) ")"
+                    }
+                    ". No live node or endpoint serves "
+                    (if stuck.len() == 1 { "this job" } else { "these jobs" })
+                    ": start a process that defines it, or register (or re-index) the endpoint that serves it."
+                }
+            }
             @if jobs.is_empty() {
                 p.muted.empty { "No job is defined yet." }
             } @else {
                 table.jobs {
                     thead { tr {
-                        th { "Job" } th { "Version" } th { "Trigger" } th { "Filter" } th { "Attempts" } th { "Timeout" }
+                        th { "Job" } th { "Version" } th { "Trigger" } th { "Filter" } th { "Runs on" } th { "Attempts" } th { "Timeout" }
                         th { "Queued" } th { "Running" } th { "Last hour" } th { "Last 24 h" } th { "Updated" }
                     } }
                     tbody {
@@ -51,8 +74,9 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                     br; span.muted { (j.job.name) }
                                 }
                                 td { (j.job.version) }
-                                td { a href={ "/events?name=" (super::url_encode(&j.job.event)) } { code { (j.job.event) } } }
+                                td.trigger { a href={ "/events?name=" (super::url_encode(&j.job.event)) } { code { (breakable(&j.job.event, &['.'])) } } }
                                 td { @match &j.job.filter { Some(f) => { code { (page::json_short(f, 80)) } } None => { span.muted { "—" } } } }
+                                td.placement { (placement(&j.placement)) }
                                 td.num { (j.job.max_attempts) }
                                 td.num { (j.job.timeout_ms / 1000) " s" }
                                 td.num { (j.queued) }
@@ -75,4 +99,44 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
         }))
     };
     Ok(layout(&state, "Jobs", "/jobs", body))
+}
+
+/// Live node ids listed on a job's row; more are counted (all of them on hover).
+const NODES_SHOWN: usize = 3;
+
+/// Where a job runs: its endpoint and how many live nodes call it, or the live nodes defining it;
+/// flagged when nothing serves it.
+fn placement(p: &JobPlacement) -> Markup {
+    let live_nodes = if p.nodes.len() == 1 {
+        "live node"
+    } else {
+        "live nodes"
+    };
+    html! {
+        @if let Some(e) = &p.endpoint {
+            @let shown = e.url.split_once("://").map_or(e.url.as_str(), |(_, rest)| rest);
+            a.endpoint href={ "/endpoints#" (super::url_encode(&e.id)) } title=(e.url) { code { (breakable(&page::short(shown, 48), &['.', ':', '/'])) } }
+            br; span.muted.callers { "called by " (p.nodes.len()) " " (live_nodes) } br;
+        } @else {
+            @for node in p.nodes.iter().take(NODES_SHOWN) {
+                span.mono.node { (node) } br;
+            }
+            @if p.nodes.len() > NODES_SHOWN {
+                span.muted title=(p.nodes.join(", ")) { "+" (p.nodes.len() - NODES_SHOWN) " more" } br;
+            }
+        }
+        @if !p.served {
+            span.badge.st-not_served title=(NOT_SERVED) { "not served" }
+        }
+    }
+}
+
+/// `text` allowed to wrap only after the characters `after` (`payment.` / `succeeded`), never
+/// mid-word.
+fn breakable(text: &str, after: &[char]) -> Markup {
+    html! {
+        @for part in text.split_inclusive(after) {
+            (part) wbr;
+        }
+    }
 }

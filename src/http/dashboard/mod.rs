@@ -1,8 +1,10 @@
 //! The dashboard: server-rendered HTML pages for operators, at `/` beside the JSON API.
 //!
 //! One module per screen, each with the reads it needs (all through [`crate::store::Store`]'s read
-//! side, never SQL): [`overview`] (`/`), [`events`] (`/events`, `/events/{id}` and its replay and
-//! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry), [`jobs`] (`/jobs`), [`webhooks`]
+//! side or, for endpoints, [`crate::endpoints::Registry`]; never SQL): [`overview`] (`/`), [`events`] (`/events`, `/events/{id}` and its replay and
+//! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry), [`jobs`] (`/jobs`: each job's
+//! settings, load, success rates and where it runs), [`endpoints`] (`/endpoints`: the HTTP job
+//! endpoints with their health and recent errors; add, re-index, remove), [`webhooks`]
 //! (`/webhooks`) and [`login`] (`/login`, `/logout`). [`charts`] draws inline SVG; [`page`] holds
 //! the layout and the small formatting pieces every screen shares; [`cache`] keeps the aggregate
 //! counts (overview, job rates) for a few seconds, refreshed in the background.
@@ -22,6 +24,7 @@
 
 pub mod cache;
 pub mod charts;
+pub mod endpoints;
 pub mod events;
 pub mod jobs;
 pub mod login;
@@ -53,6 +56,9 @@ pub const ROUTES: &[&str] = &[
     "/runs/{id}",
     "/runs/{id}/retry",
     "/jobs",
+    "/endpoints",
+    "/endpoints/{id}/index",
+    "/endpoints/{id}/remove",
     "/webhooks",
     "/login",
     "/logout",
@@ -84,6 +90,12 @@ pub fn routes() -> Router<AppState> {
         .route("/runs/{id}", get(runs::detail))
         .route("/runs/{id}/retry", post(runs::retry))
         .route("/jobs", get(jobs::page))
+        .route("/endpoints", get(endpoints::list).post(endpoints::add))
+        .route("/endpoints/{id}/index", post(endpoints::reindex))
+        .route(
+            "/endpoints/{id}/remove",
+            get(endpoints::confirm_remove).post(endpoints::remove),
+        )
         .route("/webhooks", get(webhooks::page))
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))

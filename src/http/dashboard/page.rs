@@ -20,6 +20,7 @@ const NAV: &[(&str, &str)] = &[
     ("/events", "Events"),
     ("/runs", "Runs"),
     ("/jobs", "Jobs"),
+    ("/endpoints", "Endpoints"),
     ("/webhooks", "Webhooks"),
 ];
 
@@ -29,6 +30,18 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
 
 /// A whole page around `body`; `active` is the navigation entry to highlight.
 pub fn layout(state: &AppState, title: &str, active: &str, body: Markup) -> Response {
+    layout_with_status(state, StatusCode::OK, title, active, body)
+}
+
+/// [`layout`] answered with `status`: a form shown again with what was wrong (a 4xx), or the
+/// outcome of an action that failed.
+pub fn layout_with_status(
+    state: &AppState,
+    status: StatusCode,
+    title: &str,
+    active: &str,
+    body: Markup,
+) -> Response {
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -63,7 +76,7 @@ pub fn layout(state: &AppState, title: &str, active: &str, body: Markup) -> Resp
             }
         }
     };
-    html_response(StatusCode::OK, markup)
+    html_response(status, markup)
 }
 
 /// An HTML answer with the dashboard's security headers.
@@ -107,6 +120,16 @@ impl PageError {
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
     }
+
+    /// The status it answers with.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What it says (never internals: those are logged when the error is made).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl From<ApiError> for PageError {
@@ -131,6 +154,12 @@ impl From<crate::store::Error> for PageError {
 
 impl From<crate::client::Error> for PageError {
     fn from(e: crate::client::Error) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+impl From<crate::endpoints::Error> for PageError {
+    fn from(e: crate::endpoints::Error) -> Self {
         ApiError::from(e).into()
     }
 }
