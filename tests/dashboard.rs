@@ -29,6 +29,8 @@ const T0: i64 = 1_714_564_800_000;
 const KEY: &str = "dashboard-test-key-0123456789";
 const HOST: &str = "flare.test";
 const ORIGIN: &str = "http://flare.test";
+/// The secret the dashboard tests register endpoints with.
+const APP_SECRET: &str = "whsec_ZGFzaGJvYXJkLXRlc3QtZW5kcG9pbnQtc2VjcmV0";
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -744,8 +746,21 @@ async fn endpoints_are_added_listed_reindexed_and_removed_through_the_forms() {
         "in the nav"
     );
 
+    // The form suggests a fresh secret for an application that has none yet.
+    let suggested = page
+        .split("id=\"endpoint-secret\"")
+        .nth(1)
+        .and_then(|rest| rest.split("value=\"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .expect("a suggested secret");
+    assert!(
+        flare::endpoints::validate_secret(suggested).is_ok(),
+        "{suggested}"
+    );
+    assert_ne!(suggested, flare::endpoints::generate_secret());
+
     // Refused and failed adds store nothing and never echo a secret.
-    let add = form(&[("url", &app.url), ("secret", "")]);
+    let add = form(&[("url", &app.url), ("secret", APP_SECRET)]);
     let a = f
         .post("/endpoints", &cookie, "http://evil.example", &add)
         .await;
@@ -768,8 +783,14 @@ async fn endpoints_are_added_listed_reindexed_and_removed_through_the_forms() {
             "invalid endpoint secret",
         ),
         (
-            &format!("{}/missing", app.url),
+            &app.url,
             "",
+            StatusCode::BAD_REQUEST,
+            "give the secret your application checks",
+        ),
+        (
+            &format!("{}/missing", app.url),
+            APP_SECRET,
             StatusCode::UNPROCESSABLE_ENTITY,
             "answered HTTP 404",
         ),
@@ -794,28 +815,26 @@ async fn endpoints_are_added_listed_reindexed_and_removed_through_the_forms() {
             "the typed URL is kept"
         );
         assert!(
-            secret.is_empty() || !a.body.contains(secret),
-            "the secret is not shown"
+            secret.is_empty() || !a.body.contains(&format!("value=\"{secret}\"")),
+            "the secret is not shown back"
         );
         assert!(f.endpoints().await.is_empty(), "nothing stored for {url}");
     }
 
-    // Added with a secret Flare generates: shown once, with what to do with it.
+    // Added: the outcome says what it serves, the secret is stored and never shown.
     let a = f.post("/endpoints", &cookie, ORIGIN, &add).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
     let stored = f.endpoints().await;
     assert_eq!(stored.len(), 1);
     let (id, secret) = (stored[0].summary.id.clone(), stored[0].secret.clone());
+    assert_eq!(secret, APP_SECRET);
     let added = a
         .body
         .split("id=\"added\"")
         .nth(1)
         .expect("the outcome is shown");
-    assert!(
-        added.contains(&format!("id=\"secret\">{secret}<")),
-        "the generated secret"
-    );
-    assert!(added.contains("FLARE_ENDPOINT_SECRET"));
+    assert!(added.contains("Flare runs them from now on"), "{added}");
+    assert!(!a.body.contains(&secret));
     assert_eq!(rows(&a.body, "data-endpoint"), vec![id.clone()]);
     let page = f.page("/endpoints").await;
     assert!(!page.contains(&secret), "never shown again");
@@ -857,10 +876,7 @@ async fn endpoints_are_added_listed_reindexed_and_removed_through_the_forms() {
         )
         .await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
-    assert!(
-        !a.body.contains("id=\"secret\""),
-        "nothing generated, nothing shown"
-    );
+    assert!(!a.body.contains(&key), "the secret is not shown back");
 
     // A failed call to the endpoint shows among its recent errors, escaped.
     app.set_run_failure(
@@ -970,7 +986,7 @@ async fn the_jobs_page_says_where_each_job_runs_and_flags_the_unserved() {
             "/endpoints",
             Auth::Bearer,
             None,
-            Some(&form(&[("url", &app.url)])),
+            Some(&form(&[("url", &app.url), ("secret", APP_SECRET)])),
         )
         .await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);

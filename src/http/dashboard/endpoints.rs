@@ -1,13 +1,13 @@
 //! Endpoints (`/endpoints`): the applications that serve jobs at a URL ([`crate::endpoints`]),
 //! each with its jobs, when it was last indexed, its health and its recent errors, and the
-//! actions on them: add one (Flare indexes it first and stores nothing when that fails; a secret
-//! Flare generates is shown once), re-index one, and remove one after a confirmation page that
-//! says which queued runs are cancelled.
+//! actions on them: add one (Flare indexes it first and stores nothing when that fails; the form
+//! suggests a fresh secret for an application that has none yet), re-index one, and remove one
+//! after a confirmation page that says which queued runs are cancelled.
 //!
 //! The actions go through [`crate::endpoints::Registry`], as the JSON API's `/api/endpoints` does,
 //! so the two never disagree. Their outcomes are pages rendered by the POST itself (not a
-//! redirect), because what they report (a generated secret, the jobs that left an index, the runs
-//! cancelled) is shown once and never stored.
+//! redirect), because what they report (the jobs that left an index, the runs cancelled) is shown
+//! once and never stored.
 
 use std::collections::HashMap;
 
@@ -30,7 +30,7 @@ pub async fn list(State(state): State<AppState>) -> PageResult {
     Ok(list_page(&state, StatusCode::OK, &endpoints, html! {}, ""))
 }
 
-/// `POST /endpoints` (form fields `url` and `secret`, empty for one Flare generates): indexes and
+/// `POST /endpoints` (form fields `url` and `secret`, the one the application checks): indexes and
 /// registers the endpoint, then shows the list with what happened above it. A failure answers
 /// its status (400 bad URL or secret, 409 registered already, 422 the index failed) with the
 /// error and the typed URL kept in the form; nothing is stored then.
@@ -46,7 +46,7 @@ pub async fn add(
         .map(str::to_string);
     let secret_given = secret.is_some();
     let (status, notice, kept_url) = match state.endpoints.add(url, secret).await {
-        Ok((endpoint, generated)) => (StatusCode::OK, added(&endpoint, generated.as_deref()), ""),
+        Ok(endpoint) => (StatusCode::OK, added(&endpoint), ""),
         Err(e) => {
             let error = PageError::from(e);
             let notice = html! {
@@ -193,15 +193,18 @@ fn list_page(
                 input #endpoint-url type="url" name="url" value=(url) required
                     placeholder="https://app.example.com/flare" autocomplete="off" spellcheck="false";
             }
-            label { "Secret (optional) "
-                input #endpoint-secret type="password" name="secret" placeholder="whsec_… or empty"
-                    autocomplete="off" spellcheck="false";
+            label { "Secret "
+                // A suggestion for an application without a secret yet; replace it with the one
+                // the application already checks, if it has one.
+                input #endpoint-secret type="text" name="secret" value=(crate::endpoints::generate_secret())
+                    required autocomplete="off" spellcheck="false";
             }
             button #add type="submit" { "Add" }
         }
         p.muted.hint {
-            "Flare indexes the URL first and stores nothing if that fails. Leave the secret empty and "
-            "Flare generates one, shown once."
+            "Flare signs every request to the application with the secret, the first one (the index) included: "
+            "give the application the secret above as " code { "FLARE_ENDPOINT_SECRET" } " (or enter the one it already checks), "
+            "start it, then add it. Flare indexes the URL first and stores nothing if that fails; the secret is never shown again."
         }
         (notice)
         (page::live("endpoints-live", html! {
@@ -230,8 +233,8 @@ fn result_page(
     layout_with_status(state, status, title, "/endpoints", body)
 }
 
-/// What a successful add says, with the generated secret when there is one (shown only here).
-fn added(endpoint: &EndpointSummary, secret: Option<&str>) -> Markup {
+/// What a successful add says.
+fn added(endpoint: &EndpointSummary) -> Markup {
     html! {
         div.notice #added {
             b { "Added " (endpoint.url) } ": it serves " (jobs_count(endpoint.jobs.len()))
@@ -241,12 +244,6 @@ fn added(endpoint: &EndpointSummary, secret: Option<&str>) -> Markup {
                 } ")"
             }
             ". Flare runs them from now on."
-            @if let Some(secret) = secret {
-                p { "Flare generated the endpoint's signing secret. Give it to the application as "
-                    code { "FLARE_ENDPOINT_SECRET" } ": it checks the signature of every request with it." }
-                pre.secret #secret { (secret) }
-                p { b { "It is shown only now" } ": copy it before leaving this page." }
-            }
         }
     }
 }
