@@ -120,6 +120,17 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("p99_ms", "ms p99"),
             ("max_ms", "ms max"),
         ],
+        "endpoint" => &[
+            ("runs_per_s", "runs/s"),
+            ("flare_cpu_ms_per_run", "ms Flare CPU per run"),
+            ("endpoint_cpu_ms_per_run", "ms endpoint CPU per run"),
+        ],
+        "endpoint latency" => &[
+            ("p50_ms", "ms p50"),
+            ("p95_ms", "ms p95"),
+            ("p99_ms", "ms p99"),
+            ("max_ms", "ms max"),
+        ],
         _ => &[],
     }
 }
