@@ -12,15 +12,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use support::process::{free_port, Proc};
 
 /// How long the jobs get to finish, and a process to become healthy.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -61,101 +62,26 @@ fn example_binary() -> &'static Path {
     })
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A spawned process, killed when the test ends (or fails half-way) so none outlives it. Its
-/// stderr goes to a file that failure messages quote.
-struct Proc {
-    child: Child,
-    what: String,
-    log: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// `program args…` in `dir`, with nothing of the caller's Flare environment.
+fn command(program: &Path, args: &[&str], dir: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(dir)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1");
+    for var in [
+        "DATABASE_URL",
+        "FLARE_API_KEY",
+        "FLARE_DEMO",
+        "FLARE_ENDPOINTS",
+        "FLARE_ENDPOINT_SECRET",
+        "FLARE_LISTEN",
+        "STRIPE_WEBHOOK_SECRET",
+        "CLERK_WEBHOOK_SECRET",
+    ] {
+        cmd.env_remove(var);
     }
-}
-
-impl Proc {
-    /// `program args…` in `dir`, with nothing of the caller's Flare environment.
-    fn command(program: &Path, args: &[&str], dir: &Path) -> Command {
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .current_dir(dir)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        for var in [
-            "DATABASE_URL",
-            "FLARE_API_KEY",
-            "FLARE_DEMO",
-            "FLARE_ENDPOINTS",
-            "FLARE_ENDPOINT_SECRET",
-            "FLARE_LISTEN",
-            "STRIPE_WEBHOOK_SECRET",
-            "CLERK_WEBHOOK_SECRET",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd
-    }
-
-    fn spawn(what: &str, mut cmd: Command, dir: &Path) -> Proc {
-        let log = dir.join(format!("{}.log", what.replace(' ', "-")));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {what}: {e}"));
-        Proc {
-            child,
-            what: what.to_string(),
-            log,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Fails the test, with the process's state and log, if it is not running any more.
-    fn assert_running(&mut self) {
-        if let Some(exit) = self.child.try_wait().unwrap() {
-            panic!("{} exited ({exit}):\n{}", self.what, self.stderr());
-        }
-    }
-
-    /// SIGTERM, then a successful exit (graceful shutdown).
-    fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(exit) = self.child.try_wait().unwrap() {
-                assert!(
-                    exit.success(),
-                    "{} exits 0 on SIGTERM, got {exit}",
-                    self.what
-                );
-                return;
-            }
-            assert!(Instant::now() < deadline, "{} did not stop", self.what);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    cmd
 }
 
 /// A `serve` process on a free port and its own SQLite file.
@@ -177,9 +103,9 @@ async fn serve(
     let db = format!("sqlite://{}", dir.join(format!("{port}.db")).display());
     let mut args = vec!["serve", "--listen", &listen, "--database-url", &db];
     args.extend_from_slice(extra);
-    let mut cmd = Proc::command(program, &args, dir);
+    let mut cmd = command(program, &args, dir);
     cmd.envs(envs.iter().copied());
-    let mut proc = Proc::spawn(what, cmd, dir);
+    let mut proc = Proc::spawn(what, cmd);
     let base = format!("http://{listen}");
     let http = reqwest::Client::new();
     let deadline = Instant::now() + PATIENCE;
@@ -193,7 +119,7 @@ async fn serve(
         assert!(
             Instant::now() < deadline,
             "{what} did not become healthy:\n{}",
-            proc.stderr()
+            proc.output()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -234,7 +160,7 @@ impl Served {
                 Instant::now() < deadline,
                 "GET {path} still not done after {PATIENCE:?}; last answer: {answer:#}\n{}:\n{}",
                 self.proc.what,
-                self.proc.stderr()
+                self.proc.output()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -319,11 +245,11 @@ async fn the_example_app_runs_its_own_jobs_and_chains_and_defines_no_demo_job() 
         .into();
     assert_eq!(app.job_ids().await, expected, "only the application's jobs");
     assert!(
-        !app.proc.stderr().contains("demo jobs"),
+        !app.proc.output().contains("demo jobs"),
         "no demo warning:\n{}",
-        app.proc.stderr()
+        app.proc.output()
     );
-    app.proc.stop();
+    app.proc.stop(PATIENCE);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,7 +270,7 @@ async fn flare_serve_defines_the_demo_jobs_only_without_demo_false_or_endpoints(
         BTreeSet::new(),
         "--demo=false defines no job"
     );
-    off.proc.stop();
+    off.proc.stop(PATIENCE);
 
     let with_endpoint = serve(
         "flare serve with FLARE_ENDPOINTS",
@@ -365,7 +291,7 @@ async fn flare_serve_defines_the_demo_jobs_only_without_demo_false_or_endpoints(
         ids.is_disjoint(&demo_job_ids()),
         "endpoints at start turn the demo off: {ids:?}"
     );
-    with_endpoint.proc.stop();
+    with_endpoint.proc.stop(PATIENCE);
 
     let demo = serve("flare serve", flare, &[], &[], dir.path()).await;
     assert_eq!(
@@ -375,12 +301,12 @@ async fn flare_serve_defines_the_demo_jobs_only_without_demo_false_or_endpoints(
     );
     assert!(
         demo.proc
-            .stderr()
+            .output()
             .contains("--demo=false / FLARE_DEMO=false"),
         "the demo is announced with a warning:\n{}",
-        demo.proc.stderr()
+        demo.proc.output()
     );
-    demo.proc.stop();
+    demo.proc.stop(PATIENCE);
 }
 
 /// Starts `flare worker args…` on a fresh SQLite file, waits until it runs, stops it and returns
@@ -391,48 +317,20 @@ async fn worker_job_ids(args: &[&str], dir: &Path) -> BTreeSet<String> {
     let mut all = vec!["worker", "--database-url", &db];
     all.extend_from_slice(args);
     let what = format!("flare {}", all.join(" "));
-    let mut cmd = Proc::command(Path::new(env!("CARGO_BIN_EXE_flare")), &all, dir);
-    let child = cmd
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {what}: {e}"));
-    let mut proc = Proc {
-        child,
-        what: what.clone(),
-        log: dir.join(format!("{name}.log")),
-    };
-    // Lines of its log as they come, until it says it runs.
-    let stderr = proc.child.stderr.take().unwrap();
-    let (lines_tx, lines) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { return };
-            if lines_tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let cmd = command(Path::new(env!("CARGO_BIN_EXE_flare")), &all, dir);
+    let mut proc = Proc::spawn(&what, cmd);
+    // Its log, until it says it runs.
     let deadline = Instant::now() + PATIENCE;
-    let mut seen = String::new();
-    loop {
-        match lines.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) => {
-                let running = line.contains("flare worker is running jobs");
-                seen.push_str(&line);
-                seen.push('\n');
-                if running {
-                    break;
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                panic!("{what} ended before it ran:\n{seen}")
-            }
-        }
-        assert!(Instant::now() < deadline, "{what} did not start:\n{seen}");
+    while !proc.output().contains("flare worker is running jobs") {
+        proc.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not start:\n{}",
+            proc.output()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    std::fs::write(&proc.log, &seen).unwrap();
-    proc.stop();
+    proc.stop(PATIENCE);
 
     let observer = flare::Client::builder(&db)
         .workers(false)

@@ -9,12 +9,15 @@
 //! Needs `node` and `python3`. Without one, its tests skip with a message, or fail when `CI` is
 //! set.
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flare::webhooks::svix;
 use serde_json::{json, Value};
+use support::process::{free_port, Proc};
 
 /// The examples' secret in these tests.
 const SECRET: &str = "whsec_ZW5kcG9pbnQgZXhhbXBsZXMgdGVzdCBzZWNyZXQgIzE=";
@@ -642,52 +645,6 @@ impl Example {
     }
 }
 
-/// A child process whose output goes to a temp file, killed when dropped so that none outlives
-/// a failing test.
-struct Proc {
-    what: String,
-    child: Child,
-    log: tempfile::NamedTempFile,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn spawn(what: &str, mut command: Command) -> Proc {
-        let log = tempfile::NamedTempFile::new().expect("a log file");
-        let stdout = log.reopen().expect("the log file");
-        let stderr = stdout.try_clone().expect("the log file");
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {what}: {e}"));
-        Proc {
-            what: what.to_string(),
-            child,
-            log,
-        }
-    }
-
-    /// Everything it printed so far.
-    fn output(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
-    }
-
-    /// Panics, showing its output, when it has exited.
-    fn assert_running(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("{} exited ({status}):\n{}", self.what, self.output());
-        }
-    }
-}
-
 /// True, after saying why, when `program` cannot run here; panics instead when `CI` is set.
 fn missing(program: &str) -> bool {
     let runs = Command::new(program)
@@ -702,13 +659,6 @@ fn missing(program: &str) -> bool {
     }
     eprintln!("skipping: `{program}` is not installed");
     true
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 fn root() -> PathBuf {

@@ -640,7 +640,7 @@ async fn a_job_no_live_node_serves_is_flagged(db: TestDb) {
         .map(|j| (j.job.id.clone(), j.placement))
         .collect();
     assert!(placed["local"].served);
-    assert_eq!(placed["local"].nodes, [node.clone()]);
+    assert_eq!(placed["local"].nodes, std::slice::from_ref(&node));
     assert!(placed["local"].endpoint.is_none());
     assert!(placed["remote"].served);
     assert_eq!(placed["remote"].endpoint.as_ref().unwrap().url, app.url);
@@ -693,35 +693,55 @@ async fn nodes_pick_up_endpoints_registered_elsewhere(db: TestDb) {
     worker.shutdown().await;
 }
 
-/// One request to `app`: status and JSON body.
-async fn call(
-    app: &axum::Router,
-    method: &str,
-    uri: &str,
-    body: Option<Value>,
-    key: Option<&str>,
-) -> (StatusCode, Value) {
-    use tower::ServiceExt;
-    let mut req = axum::http::Request::builder().method(method).uri(uri);
-    if let Some(key) = key {
-        req = req.header("authorization", format!("Bearer {key}"));
-    }
-    let body = match body {
-        Some(v) => {
-            req = req.header("content-type", "application/json");
-            axum::body::Body::from(v.to_string())
+/// The JSON API of a `flare serve` router, called with or without its key.
+struct Api {
+    router: axum::Router,
+    key: Option<&'static str>,
+}
+
+impl Api {
+    /// One request: status and JSON body.
+    async fn call(&self, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
+        use tower::ServiceExt;
+        let mut req = axum::http::Request::builder().method(method).uri(uri);
+        if let Some(key) = self.key {
+            req = req.header("authorization", format!("Bearer {key}"));
         }
-        None => axum::body::Body::empty(),
-    };
-    let res = app.clone().oneshot(req.body(body).unwrap()).await.unwrap();
-    let status = res.status();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+        let body = match body {
+            Some(v) => {
+                req = req.header("content-type", "application/json");
+                axum::body::Body::from(v.to_string())
+            }
+            None => axum::body::Body::empty(),
+        };
+        let res = self
+            .router
+            .clone()
+            .oneshot(req.body(body).unwrap())
+            .await
+            .unwrap();
+        let status = res.status();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    /// One request that must answer `status`; its JSON body.
+    async fn expect(
+        &self,
+        status: StatusCode,
+        method: &str,
+        uri: &str,
+        body: Option<Value>,
+    ) -> Value {
+        let (got, body) = self.call(method, uri, body).await;
+        assert_eq!(got, status, "{method} {uri}: {body}");
+        body
+    }
 }
 
 async fn the_json_api_adds_lists_reindexes_and_removes_endpoints(db: TestDb) {
@@ -735,19 +755,32 @@ async fn the_json_api_adds_lists_reindexes_and_removes_endpoints(db: TestDb) {
     let add = json!({"url": app.url, "secret": SECRET});
 
     // The API key guards registration: nobody without it makes Flare call a URL.
-    let (status, _) = call(&router, "POST", "/api/endpoints", Some(add.clone()), None).await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let anonymous = Api {
+        router: router.clone(),
+        key: None,
+    };
+    anonymous
+        .expect(
+            StatusCode::UNAUTHORIZED,
+            "POST",
+            "/api/endpoints",
+            Some(add.clone()),
+        )
+        .await;
     assert!(client.store().endpoints_load().await.unwrap().is_empty());
 
-    let (status, body) = call(
-        &router,
-        "POST",
-        "/api/endpoints",
-        Some(add.clone()),
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let api = Api {
+        router,
+        key: Some(KEY),
+    };
+    let body = api
+        .expect(
+            StatusCode::CREATED,
+            "POST",
+            "/api/endpoints",
+            Some(add.clone()),
+        )
+        .await;
     assert_eq!(body["jobs"], json!(["api-job"]));
     assert_eq!(body["health"], json!("ok"));
     assert!(
@@ -755,128 +788,67 @@ async fn the_json_api_adds_lists_reindexes_and_removes_endpoints(db: TestDb) {
         "the secret is never shown: {body}"
     );
     let id = body["id"].as_str().unwrap().to_string();
+    let one = format!("/api/endpoints/{id}");
+    let reindex = format!("/api/endpoints/{id}/index");
 
-    let (status, body) = call(&router, "POST", "/api/endpoints", Some(add), Some(KEY)).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    let (status, body) = call(
-        &router,
-        "POST",
-        "/api/endpoints",
-        Some(json!({"url": "gopher://x"})),
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    let (status, body) = call(
-        &router,
-        "POST",
-        "/api/endpoints",
-        Some(json!({"url": app.url})),
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    let (status, body) = call(
-        &router,
-        "POST",
-        "/api/endpoints",
-        Some(json!({"url": app.url, "secret": SECRET, "x": 1})),
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    let (status, body) = call(
-        &router,
-        "POST",
-        "/api/endpoints",
-        Some(json!({"url": "http://127.0.0.1:9/none", "secret": SECRET})),
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert!(
-        body["error"].as_str().unwrap().contains("could not reach"),
-        "{body}"
-    );
+    for (body, status) in [
+        (add, StatusCode::CONFLICT),
+        (json!({"url": "gopher://x"}), StatusCode::BAD_REQUEST),
+        (json!({"url": app.url}), StatusCode::BAD_REQUEST),
+        (
+            json!({"url": app.url, "secret": SECRET, "x": 1}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"url": "http://127.0.0.1:9/none", "secret": SECRET}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        let answer = api
+            .expect(status, "POST", "/api/endpoints", Some(body))
+            .await;
+        assert!(answer["error"].is_string(), "{answer}");
+    }
 
-    let (status, body) = call(&router, "GET", "/api/endpoints", None, Some(KEY)).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(body["endpoints"].as_array().unwrap().len(), 1);
+    let listed = api
+        .expect(StatusCode::OK, "GET", "/api/endpoints", None)
+        .await;
+    assert_eq!(listed["endpoints"].as_array().unwrap().len(), 1);
     assert!(
-        !body.to_string().contains(SECRET),
+        !listed.to_string().contains(SECRET),
         "the secret is never shown"
     );
-    let (status, _) = call(
-        &router,
-        "GET",
-        &format!("/api/endpoints/{id}"),
-        None,
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
-    let (status, _) = call(&router, "GET", "/api/endpoints/ep_nope", None, Some(KEY)).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-
-    let (status, body) = call(&router, "GET", "/api/jobs", None, Some(KEY)).await;
-    assert_eq!(status, StatusCode::OK);
+    api.expect(StatusCode::OK, "GET", &one, None).await;
+    api.expect(StatusCode::NOT_FOUND, "GET", "/api/endpoints/ep_nope", None)
+        .await;
+    let jobs = api.expect(StatusCode::OK, "GET", "/api/jobs", None).await;
     assert_eq!(
-        body["jobs"][0]["placement"]["endpoint"]["url"],
+        jobs["jobs"][0]["placement"]["endpoint"]["url"],
         json!(app.url),
-        "{body}"
+        "{jobs}"
     );
 
     app.set(|_| json_answer(json!({"jobs": []})));
-    let (status, body) = call(
-        &router,
-        "POST",
-        &format!("/api/endpoints/{id}/index"),
-        None,
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let body = api.expect(StatusCode::OK, "POST", &reindex, None).await;
     assert_eq!(body["removedJobs"], json!(["api-job"]));
     app.set(|_| json_answer(json!({"jobs": 5})));
-    let (status, body) = call(
-        &router,
-        "POST",
-        &format!("/api/endpoints/{id}/index"),
-        None,
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    api.expect(StatusCode::UNPROCESSABLE_ENTITY, "POST", &reindex, None)
+        .await;
 
-    let (status, body) = call(
-        &router,
-        "DELETE",
-        &format!("/api/endpoints/{id}"),
-        None,
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let body = api.expect(StatusCode::OK, "DELETE", &one, None).await;
     assert_eq!(body["removed"], json!(id));
-    let (status, _) = call(
-        &router,
-        "DELETE",
-        &format!("/api/endpoints/{id}"),
-        None,
-        Some(KEY),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    api.expect(StatusCode::NOT_FOUND, "DELETE", &one, None)
+        .await;
 
-    let (status, body) = call(&router, "GET", "/api/nodes", None, Some(KEY)).await;
-    assert_eq!(status, StatusCode::OK);
+    let nodes = api.expect(StatusCode::OK, "GET", "/api/nodes", None).await;
+    let ours = json!(client.engine().node_id());
     assert!(
-        body["nodes"]
+        nodes["nodes"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|n| n["id"] == json!(client.engine().node_id())),
-        "{body}"
+            .any(|n| n["id"] == ours),
+        "{nodes}"
     );
     client.shutdown().await;
 }

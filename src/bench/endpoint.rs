@@ -4,6 +4,8 @@
 //! The endpoint is this binary's hidden `flare bench endpoint-server`: an axum server that checks
 //! every request's signature, as an application must, and answers the `bench-noop` job with
 //! `{"output": …}`. It is what a minimal endpoint costs, so the figures show Flare's side.
+//! `--endpoint-cmd` runs another one instead (`benchmarks/endpoint-noop.mjs`: the same on plain
+//! Node).
 //!
 //! - **throughput**: `--events` events sent by `--e2e-senders` tasks into a temporary SQLite
 //!   database, each starting one endpoint run; timed from the first send until every run
@@ -79,12 +81,23 @@ fn answer(verifier: &SvixVerifier, headers: &HeaderMap, body: &[u8]) -> Response
 
 /// The endpoint process and its URL.
 async fn spawn_endpoint(args: &Args) -> Result<(Child, String), Error> {
-    let bin = match &args.flare_bin {
-        Some(b) => b.clone(),
-        None => std::env::current_exe()?,
+    let mut command = match &args.endpoint_cmd {
+        Some(cmd) => {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("exec {cmd}")]);
+            c
+        }
+        None => {
+            let mut c = Command::new(match &args.flare_bin {
+                Some(b) => b.clone(),
+                None => std::env::current_exe()?,
+            });
+            c.args(["bench", "endpoint-server"]);
+            c
+        }
     };
-    let mut child = Command::new(bin)
-        .args(["bench", "endpoint-server"])
+    let mut child = command
+        .env("FLARE_ENDPOINT_SECRET", SECRET)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

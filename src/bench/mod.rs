@@ -122,6 +122,11 @@ pub struct Args {
     /// pg-scale: numbers of worker processes to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub workers: Vec<usize>,
+    /// endpoint: run this shell command as the endpoint instead of the built-in Rust one. It gets
+    /// the secret in `FLARE_ENDPOINT_SECRET`, must print `listening HOST:PORT` and serve the job
+    /// `bench-noop` on `bench.noop` at `/flare` (e.g. `node benchmarks/endpoint-noop.mjs`).
+    #[arg(long)]
+    pub endpoint_cmd: Option<String>,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -257,6 +262,7 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
         let settings = serde_json::json!({
             "events": args.events, "senders": args.e2e_senders, "engine": engine,
             "latency_rate": args.latency_rate, "latency_secs": args.latency_secs,
+            "endpoint": args.endpoint_cmd.as_deref().unwrap_or("built-in (Rust, axum)"),
         });
         let (mut runs, mut latencies) = (Vec::new(), Vec::new());
         for rep in 0..reps {

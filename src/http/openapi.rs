@@ -152,6 +152,93 @@ fn paths() -> Value {
     })
 }
 
+/// The HTTP job endpoint routes (`src/http/endpoints.rs`).
+fn endpoint_paths() -> Value {
+    let endpoint = || ok("The endpoint.", schema_ref("Endpoint"));
+    json!({
+        "/api/endpoints": {
+            "get": {
+                "summary": "HTTP job endpoints, by URL",
+                "responses": { "200": ok("The endpoints.", json!({ "type": "object", "properties": {
+                    "endpoints": { "type": "array", "items": schema_ref("Endpoint") } } })) }
+            },
+            "post": {
+                "summary": "Register an endpoint: Flare indexes it first and stores nothing when that fails",
+                "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                    "type": "object", "required": ["url", "secret"], "additionalProperties": false,
+                    "properties": { "url": string(), "secret": { "type": "string",
+                        "description": "The Standard Webhooks secret (whsec_…) the endpoint checks Flare's signatures with." } } } } } },
+                "responses": {
+                    "201": endpoint(),
+                    "400": error("Bad body, URL or secret."),
+                    "409": error("The URL is registered already, or a job id is taken."),
+                    "422": error("Indexing failed (unreachable, bad answer, invalid index); nothing was stored."),
+                }
+            }
+        },
+        "/api/endpoints/{id}": {
+            "get": {
+                "summary": "One endpoint",
+                "parameters": [id_param("endpoint")],
+                "responses": { "200": endpoint(), "404": error("No such endpoint.") }
+            },
+            "delete": {
+                "summary": "Remove an endpoint: its jobs stop being triggered, their queued runs are cancelled",
+                "parameters": [id_param("endpoint")],
+                "responses": {
+                    "200": ok("What was removed.", json!({ "type": "object", "properties": {
+                        "removed": string(), "removedJobs": { "type": "array", "items": string() },
+                        "cancelledRuns": { "type": "integer" } } })),
+                    "404": error("No such endpoint."),
+                }
+            }
+        },
+        "/api/endpoints/{id}/index": { "post": {
+            "summary": "Ask the endpoint for its jobs again; jobs that left its index are removed and their queued runs cancelled",
+            "parameters": [id_param("endpoint")],
+            "responses": {
+                "200": ok("The endpoint, with removedJobs and cancelledRuns.", schema_ref("Endpoint")),
+                "404": error("No such endpoint."),
+                "409": error("A job id of the new index is taken."),
+                "422": error("Indexing failed; the previous index stays and the error is recorded."),
+            }
+        }},
+        "/api/nodes": { "get": {
+            "summary": "The processes running jobs, with the jobs each defines",
+            "responses": { "200": ok("The nodes.", json!({ "type": "object", "properties": {
+                "nodes": { "type": "array", "items": schema_ref("Node") } } })) }
+        }},
+    })
+}
+
+/// Schemas of the endpoint routes and of where a job runs.
+fn endpoint_schemas() -> Value {
+    let strings = json!({ "type": "array", "items": { "type": "string" } });
+    json!({
+        "Endpoint": { "type": "object", "properties": {
+            "id": string(), "url": string(), "createdAt": time(), "indexedAt": nullable(time()),
+            "jobs": strings, "lastOkAt": nullable(time()), "lastErrorAt": nullable(time()),
+            "recentErrors": { "type": "array", "items": { "type": "object", "properties": {
+                "at": time(), "message": string() } } },
+            "health": { "type": "string", "enum": ["ok", "failing", "unindexed"] } } },
+        "Node": { "type": "object", "properties": {
+            "id": string(), "startedAt": time(), "seenAt": time(), "jobs": strings,
+            "live": { "type": "boolean" } } },
+        "JobPlacement": { "type": "object", "properties": {
+            "endpoint": nullable(json!({ "type": "object", "properties": { "id": string(), "url": string() } })),
+            "nodes": strings,
+            "served": { "type": "boolean", "description": "False when no live node or endpoint runs the job: its runs stay queued." } } },
+    })
+}
+
+/// `a` with the members of `b` added (both JSON objects).
+fn merged(mut a: Value, b: Value) -> Value {
+    if let (Value::Object(a), Value::Object(b)) = (&mut a, b) {
+        a.extend(b);
+    }
+    a
+}
+
 fn outcomes() -> Value {
     let rate = nullable(json!({ "type": "number", "minimum": 0, "maximum": 1 }));
     json!({ "type": "object", "properties": {
@@ -208,7 +295,8 @@ fn schemas() -> Value {
             "filter": json_any, "maxAttempts": { "type": "integer" }, "timeoutMs": { "type": "integer" },
             "concurrency": nullable(json!({ "type": "integer" })), "updatedAt": time(),
             "queued": { "type": "integer" }, "running": { "type": "integer" },
-            "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes") } },
+            "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes"),
+            "placement": schema_ref("JobPlacement") } },
         "Stats": { "type": "object", "properties": {
             "window": { "type": "string", "enum": ["1h", "24h"] },
             "bucketSeconds": { "type": "integer" }, "from": time(), "to": time(),
@@ -233,11 +321,11 @@ pub fn document() -> Value {
             "description": "The JSON API for the dashboard and scripts. JSON fields are camelCase; errors are {\"error\": \"…\"}. With FLARE_API_KEY set, send Authorization: Bearer <key>. Not described here yet: POST /trigger, the webhook routes and the compatible ingest routes.",
         },
         "components": {
-            "schemas": schemas(),
+            "schemas": merged(schemas(), endpoint_schemas()),
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
         },
         "security": [{ "bearer": [] }],
-        "paths": paths(),
+        "paths": merged(paths(), endpoint_paths()),
     })
 }
 

@@ -352,15 +352,6 @@ pub(crate) fn placements(
         .collect()
 }
 
-macro_rules! dispatch {
-    ($self:ident, $s:ident => $call:expr) => {
-        match $self {
-            Store::Sqlite($s) => $call,
-            Store::Postgres($s) => $call,
-        }
-    };
-}
-
 impl Store {
     /// Registers a new endpoint with its first index, in one transaction. A URL (or id) that is
     /// registered already is a [`Error::Conflict`], and so is a job another endpoint serves.

@@ -6,6 +6,16 @@
 //! callers are grouped into one transaction by a single writer thread (group commit) and each is
 //! answered only after that transaction committed.
 
+/// Calls the same method on whichever backend the store is (here and in [`endpoints`]).
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            Store::Sqlite($s) => $call,
+            Store::Postgres($s) => $call,
+        }
+    };
+}
+
 pub mod endpoints;
 pub mod postgres;
 pub mod query;
@@ -421,15 +431,6 @@ pub enum Store {
     Sqlite(sqlite::SqliteStore),
     /// PostgreSQL, shared by any number of processes.
     Postgres(postgres::PgStore),
-}
-
-macro_rules! dispatch {
-    ($self:ident, $s:ident => $call:expr) => {
-        match $self {
-            Store::Sqlite($s) => $call,
-            Store::Postgres($s) => $call,
-        }
-    };
 }
 
 impl Store {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use flare::{Client, EngineConfig, ManualClock};
 
 pub mod endpoint_app;
+pub mod process;
 pub mod sample;
 
 /// A store backend the suite runs on.

@@ -8,7 +8,6 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use super::{exec, rows, PgStore};
-use crate::job::JobSpec;
 use crate::model::ms_to_time;
 use crate::store::endpoints::{
     check_owners, merge_errors, EndpointIndex, EndpointReport, EndpointRow, IndexApplied,
@@ -59,34 +58,6 @@ async fn live_node_jobs<C: GenericClient>(c: &C, since: i64) -> Result<HashSet<S
         all.extend(ids);
     }
     Ok(all)
-}
-
-/// Stores one job of an endpoint's index; false when another endpoint took the id meanwhile.
-async fn job_put<C: GenericClient>(
-    c: &C,
-    spec: &JobSpec,
-    endpoint: &str,
-    now: i64,
-) -> Result<bool> {
-    let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
-    let max_attempts = i32::try_from(spec.retry.max_attempts).unwrap_or(i32::MAX);
-    let timeout = i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX);
-    let concurrency = spec
-        .concurrency
-        .map(|c| i32::try_from(c).unwrap_or(i32::MAX));
-    let n = exec(
-        c,
-        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-         ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
-         filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-         concurrency = excluded.concurrency, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1), \
-         endpoint_id = excluded.endpoint_id \
-         WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
-        &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now, &endpoint],
-    )
-    .await?;
-    Ok(n == 1)
 }
 
 /// Removes `jobs` and cancels their queued runs; returns how many runs.
@@ -149,7 +120,7 @@ async fn apply_index<C: GenericClient>(
     }
     let cancelled_runs = jobs_remove(c, &removed, &url, index.now).await?;
     for job in &index.jobs {
-        if !job_put(c, job, id, index.now).await? {
+        if !super::ops::job_put(c, job, Some(id), index.now).await? {
             return Err(Error::Conflict(format!(
                 "job {:?} is already served by another endpoint",
                 job.id

@@ -334,6 +334,35 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
     Ok(specs)
 }
 
+/// Stores a job definition, of `endpoint`'s index or (`None`) defined in code. A job of an
+/// endpoint is never overwritten by a definition from code or from another endpoint: false then.
+pub(super) async fn job_put<C: GenericClient>(
+    c: &C,
+    spec: &JobSpec,
+    endpoint: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
+    let max_attempts = i32::try_from(spec.retry.max_attempts).unwrap_or(i32::MAX);
+    let timeout = i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX);
+    let concurrency = spec
+        .concurrency
+        .map(|c| i32::try_from(c).unwrap_or(i32::MAX));
+    let n = exec(
+        c,
+        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+         ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
+         filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
+         concurrency = excluded.concurrency, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1), \
+         endpoint_id = excluded.endpoint_id \
+         WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
+        &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now, &endpoint],
+    )
+    .await?;
+    Ok(n == 1)
+}
+
 /// Reloads stored job definitions when the job table changed (another process defined a job).
 pub(super) async fn triggers_refresh<C: GenericClient>(c: &C, triggers: &Triggers) -> Result<()> {
     let r = rows(
@@ -430,25 +459,10 @@ impl PgStore {
 
     /// Stores a job definition.
     pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
-        let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
-        let max_attempts = i32::try_from(spec.retry.max_attempts).unwrap_or(i32::MAX);
-        let timeout = i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX);
-        let concurrency = spec
-            .concurrency
-            .map(|c| i32::try_from(c).unwrap_or(i32::MAX));
         let now = chrono::Utc::now().timestamp_millis();
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        exec(
-            &tx,
-            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
-             filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-             concurrency = excluded.concurrency, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1)",
-            &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now],
-        )
-        .await?;
+        job_put(&tx, &spec, None, now).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{SqliteStore, WriteCtx};
-use crate::job::JobSpec;
 use crate::model::ms_to_time;
 use crate::store::endpoints::{
     check_owners, merge_errors, removed_message, EndpointIndex, EndpointReport, EndpointRow,
@@ -105,7 +104,12 @@ fn apply_index(ctx: &WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Result<In
     }
     let cancelled_runs = cancel_queued(ctx, &removed, &url, index.now)?;
     for job in &index.jobs {
-        job_put(ctx.conn, job, id, index.now)?;
+        if !super::ops::job_put(ctx.conn, job, Some(id), index.now)? {
+            return Err(Error::Conflict(format!(
+                "job {:?} is already served by another endpoint",
+                job.id
+            )));
+        }
     }
     ctx.conn
         .prepare_cached(
@@ -117,32 +121,6 @@ fn apply_index(ctx: &WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Result<In
         removed,
         cancelled_runs,
     })
-}
-
-/// Stores one job of an endpoint's index.
-fn job_put(conn: &Connection, spec: &JobSpec, endpoint: &str, now: i64) -> Result<()> {
-    let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
-    conn.prepare_cached(
-        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-         ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
-         filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-         concurrency = excluded.concurrency, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
-         endpoint_id = excluded.endpoint_id",
-    )?
-    .execute(params![
-        spec.id,
-        spec.name,
-        spec.version,
-        spec.event,
-        filter,
-        spec.retry.max_attempts,
-        i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
-        spec.concurrency,
-        now,
-        endpoint
-    ])?;
-    Ok(())
 }
 
 impl SqliteStore {

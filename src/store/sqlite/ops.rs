@@ -194,31 +194,45 @@ fn record_attempt(
     Ok(())
 }
 
+/// Stores a job definition, of `endpoint`'s index or (`None`) defined in code. A job of an
+/// endpoint is never overwritten by a definition from code or from another endpoint: false then.
+pub(super) fn job_put(
+    conn: &Connection,
+    spec: &JobSpec,
+    endpoint: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
+    let n = conn
+        .prepare_cached(
+            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+             ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
+             filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
+             concurrency = excluded.concurrency, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
+             endpoint_id = excluded.endpoint_id \
+             WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
+        )?
+        .execute(params![
+            spec.id,
+            spec.name,
+            spec.version,
+            spec.event,
+            filter,
+            spec.retry.max_attempts,
+            i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
+            spec.concurrency,
+            now,
+            endpoint
+        ])?;
+    Ok(n == 1)
+}
+
 impl SqliteStore {
     /// Stores a job definition.
     pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
         self.write(move |ctx| {
-            let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
-            ctx.conn
-                .prepare_cached(
-                    "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
-                     filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-                     concurrency = excluded.concurrency, updated_at = excluded.updated_at",
-                )?
-                .execute(params![
-                    spec.id,
-                    spec.name,
-                    spec.version,
-                    spec.event,
-                    filter,
-                    spec.retry.max_attempts,
-                    i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
-                    spec.concurrency,
-                    chrono::Utc::now().timestamp_millis()
-                ])?;
-            Ok(())
+            job_put(ctx.conn, &spec, None, chrono::Utc::now().timestamp_millis()).map(|_| ())
         })
         .await
     }
