@@ -561,6 +561,19 @@ async fn reindex_removes_vanished_jobs_and_cancels_their_queued_runs(db: TestDb)
     client.shutdown().await;
 }
 
+/// Defines a job in `client`'s own code and says so at once (a node beat).
+async fn define_in_code(client: &Client, id: &str, event: &str) {
+    client
+        .register_job(
+            flare::Job::new(id, id, "1.0.0")
+                .trigger(flare::event_trigger(event))
+                .run(|_: Value, _| async { Ok(json!(1)) }),
+        )
+        .await
+        .unwrap();
+    client.engine().beat().await.unwrap();
+}
+
 async fn job_ids_are_one_namespace(db: TestDb) {
     let one = App::start(serving(vec![job("shared", "s.s")], |_| {
         json_answer(json!({"output": 1}))
@@ -592,15 +605,7 @@ async fn job_ids_are_one_namespace(db: TestDb) {
     assert!(err.to_string().contains("registered already"), "{err}");
 
     // A job a live process defines in Rust cannot be taken by an endpoint.
-    client
-        .register_job(
-            flare::Job::new("rusty", "Rusty", "1.0.0")
-                .trigger(flare::event_trigger("r.r"))
-                .run(|_: Value, _| async { Ok(json!(1)) }),
-        )
-        .await
-        .unwrap();
-    client.engine().beat().await.unwrap();
+    define_in_code(&client, "rusty", "r.r").await;
     let three = App::start(serving(vec![job("rusty", "r.r")], |_| {
         json_answer(json!({"output": 3}))
     }))
@@ -620,15 +625,7 @@ async fn a_job_no_live_node_serves_is_flagged(db: TestDb) {
     .await;
     let (client, clock, registry) = registry(&db).await;
     registry.add(&app.url, Some(SECRET.into())).await.unwrap();
-    client
-        .register_job(
-            flare::Job::new("local", "Local", "1.0.0")
-                .trigger(flare::event_trigger("l.l"))
-                .run(|_: Value, _| async { Ok(json!(1)) }),
-        )
-        .await
-        .unwrap();
-    client.engine().beat().await.unwrap();
+    define_in_code(&client, "local", "l.l").await;
     let node = client.engine().node_id().to_string();
     let now = || chrono::DateTime::from_timestamp_millis(clock.now_ms()).unwrap();
     let placed: HashMap<String, _> = client
