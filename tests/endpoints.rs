@@ -690,6 +690,54 @@ async fn nodes_pick_up_endpoints_registered_elsewhere(db: TestDb) {
     worker.shutdown().await;
 }
 
+async fn endpoints_given_at_start_are_indexed_once_their_application_answers(db: TestDb) {
+    let app = App::start(|_| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            vec![],
+            b"starting".to_vec(),
+        )
+    })
+    .await;
+    let (client, _clock, registry) = registry(&db).await;
+    registry
+        .start(vec![flare::config::EndpointSeed {
+            url: app.url.clone(),
+            secret: SECRET.into(),
+        }])
+        .await
+        .expect("a valid seed is stored at once");
+    let first = wait_for("the first index to fail and be recorded", || async {
+        let e = registry.list().await.unwrap().pop()?;
+        (!e.recent_errors.is_empty()).then_some(e)
+    })
+    .await;
+    assert_eq!(first.health, EndpointHealth::Unindexed);
+    assert!(
+        first.recent_errors[0].message.contains("HTTP 503"),
+        "{first:?}"
+    );
+    // The application comes up: the background retry indexes it and the job runs.
+    app.set(serving(vec![job("late", "l.l")], |_| {
+        json_answer(json!({"output": "late"}))
+    }));
+    wait_for("the retried index to define the job", || async {
+        client
+            .engine()
+            .job_ids()
+            .contains(&"late".to_string())
+            .then_some(())
+    })
+    .await;
+    let sent = client.send_event("l.l", &json!({})).await.unwrap();
+    assert_eq!(
+        run_of(&client, &sent.id, "late").await.run.output,
+        Some(json!("late"))
+    );
+    registry.stop();
+    client.shutdown().await;
+}
+
 /// The JSON API of a `flare serve` router, called with or without its key.
 struct Api {
     router: axum::Router,
@@ -851,6 +899,7 @@ async fn the_json_api_adds_lists_reindexes_and_removes_endpoints(db: TestDb) {
 }
 
 backend_tests!(
+    endpoints_given_at_start_are_indexed_once_their_application_answers,
     the_json_api_adds_lists_reindexes_and_removes_endpoints,
     an_endpoints_jobs_run_like_rust_jobs,
     an_error_answer_is_retried_and_its_events_are_sent_once,

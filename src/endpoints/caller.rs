@@ -72,7 +72,6 @@ impl Caller {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(CONNECT_TIMEOUT)
-            .pool_max_idle_per_host(256)
             .user_agent(concat!("flare/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();

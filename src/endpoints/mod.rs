@@ -264,9 +264,15 @@ impl Registry {
             if !pending.is_empty() && tokio::time::Instant::now() >= next_try {
                 let mut still = Vec::new();
                 for id in pending {
-                    if let Err(e) = self.reindex(&id).await {
-                        tracing::warn!(endpoint = %id, error = %e, retry_in = ?delay, "endpoint not indexed yet; retrying");
-                        still.push(id);
+                    match self.reindex(&id).await {
+                        Ok(_) => {}
+                        Err(Error::Store(crate::store::Error::NotFound { .. })) => {
+                            tracing::info!(endpoint = %id, "endpoint removed before its first index");
+                        }
+                        Err(e) => {
+                            tracing::warn!(endpoint = %id, error = %e, retry_in = ?delay, "endpoint not indexed yet; retrying");
+                            still.push(id);
+                        }
                     }
                 }
                 pending = still;
