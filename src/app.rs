@@ -220,6 +220,9 @@ impl App {
             lease_secs: args.engine.lease_secs,
             shutdown_grace_secs: args.engine.shutdown_grace_secs,
             max_body_bytes: Some(args.max_body_bytes),
+            max_connections: Some(args.max_connections),
+            header_timeout_secs: Some(args.header_timeout_secs),
+            body_timeout_secs: Some(args.body_timeout_secs),
             demo,
             endpoints,
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
@@ -391,6 +394,16 @@ struct ServeArgs {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "FLARE_MAX_BODY_BYTES", default_value_t = crate::http::body::DEFAULT_BODY_LIMIT)]
     max_body_bytes: usize,
+    /// HTTP connections open at once; more clients wait until one ends.
+    #[arg(long, env = "FLARE_MAX_CONNECTIONS", default_value_t = crate::http::connections::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Seconds a client gets to send a request's headers (also how long a kept-alive connection
+    /// may stay idle).
+    #[arg(long, env = "FLARE_HEADER_TIMEOUT_SECS", default_value_t = crate::http::connections::DEFAULT_HEADER_TIMEOUT_SECS)]
+    header_timeout_secs: u64,
+    /// Seconds a client gets to send a request's body.
+    #[arg(long, env = "FLARE_BODY_TIMEOUT_SECS", default_value_t = crate::http::connections::DEFAULT_BODY_TIMEOUT_SECS)]
+    body_timeout_secs: u64,
 }
 
 /// Logs to stderr (`RUST_LOG`, default `info`), unless the application set up tracing itself.

@@ -70,6 +70,8 @@ pub struct ServeConfig {
     pub clerk_secrets: Vec<String>,
     /// Largest request body accepted, in bytes (webhooks, `/trigger`, …).
     pub body_limit: usize,
+    /// Connections at once, and the time a client gets for a request's headers and body.
+    pub limits: crate::http::connections::Limits,
     /// Engine settings.
     pub engine: EngineConfig,
     /// Whether the seed's demo jobs ([`crate::reference_jobs`]) are defined.
@@ -96,6 +98,7 @@ impl std::fmt::Debug for ServeConfig {
                 &format_args!("<{} redacted>", self.clerk_secrets.len()),
             )
             .field("body_limit", &self.body_limit)
+            .field("limits", &self.limits)
             .field("engine", &self.engine)
             .field("demo", &self.demo)
             .field("endpoints", &self.endpoints)
@@ -186,6 +189,12 @@ pub struct RawServe {
     pub shutdown_grace_secs: u64,
     /// `--max-body-bytes`; `None` means [`crate::http::body::DEFAULT_BODY_LIMIT`] (1 MiB).
     pub max_body_bytes: Option<usize>,
+    /// `--max-connections`; `None` means [`crate::http::connections::DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: Option<usize>,
+    /// `--header-timeout-secs`; `None` means the default (10 s).
+    pub header_timeout_secs: Option<u64>,
+    /// `--body-timeout-secs`; `None` means the default (30 s).
+    pub body_timeout_secs: Option<u64>,
     /// `--demo`/`FLARE_DEMO`: define the seed's demo jobs.
     pub demo: bool,
     /// `--endpoint` (each one) or `FLARE_ENDPOINTS` (split on commas).
@@ -232,6 +241,11 @@ impl RawServe {
                 reason: "must be at least 1".into(),
             });
         }
+        let limits = connection_limits(
+            self.max_connections,
+            self.header_timeout_secs,
+            self.body_timeout_secs,
+        )?;
         let stripe_secrets = secrets(self.stripe_secrets);
         let clerk_secrets = secrets(self.clerk_secrets);
         if !stripe_secrets.is_empty() {
@@ -258,11 +272,45 @@ impl RawServe {
             stripe_secrets,
             clerk_secrets,
             body_limit,
+            limits,
             engine,
             demo: self.demo,
             endpoints,
         })
     }
+}
+
+/// The connection limits of `serve`, checked; `None` takes the default.
+fn connection_limits(
+    max_connections: Option<usize>,
+    header_timeout_secs: Option<u64>,
+    body_timeout_secs: Option<u64>,
+) -> Result<crate::http::connections::Limits, Error> {
+    let defaults = crate::http::connections::Limits::default();
+    let at_least_one = |name: &'static str, v: u64| {
+        if v == 0 {
+            Err(Error::Value {
+                name,
+                reason: "must be at least 1".into(),
+            })
+        } else {
+            Ok(v)
+        }
+    };
+    Ok(crate::http::connections::Limits {
+        max_connections: match max_connections {
+            Some(n) => at_least_one("--max-connections", n as u64)? as usize,
+            None => defaults.max_connections,
+        },
+        header_timeout: match header_timeout_secs {
+            Some(s) => Duration::from_secs(at_least_one("--header-timeout-secs", s)?),
+            None => defaults.header_timeout,
+        },
+        body_timeout: match body_timeout_secs {
+            Some(s) => Duration::from_secs(at_least_one("--body-timeout-secs", s)?),
+            None => defaults.body_timeout,
+        },
+    })
 }
 
 /// The engine settings both commands share, checked.
@@ -384,6 +432,29 @@ mod tests {
         let mut with_key = raw("0.0.0.0:3000");
         with_key.api_key = Some("a-long-enough-secret-key".into());
         assert!(with_key.validate().is_ok());
+    }
+
+    #[test]
+    fn connection_limits_default_and_refuse_zero() {
+        let c = raw("127.0.0.1:1").validate().expect("valid");
+        assert_eq!(c.limits, crate::http::connections::Limits::default());
+        let mut r = raw("127.0.0.1:1");
+        r.max_connections = Some(8);
+        r.header_timeout_secs = Some(2);
+        r.body_timeout_secs = Some(3);
+        let c = r.validate().expect("valid");
+        assert_eq!(c.limits.max_connections, 8);
+        assert_eq!(c.limits.header_timeout, Duration::from_secs(2));
+        assert_eq!(c.limits.body_timeout, Duration::from_secs(3));
+        for set in [
+            |r: &mut RawServe| r.max_connections = Some(0),
+            |r: &mut RawServe| r.header_timeout_secs = Some(0),
+            |r: &mut RawServe| r.body_timeout_secs = Some(0),
+        ] {
+            let mut r = raw("127.0.0.1:1");
+            set(&mut r);
+            assert!(r.validate().is_err());
+        }
     }
 
     #[test]

@@ -90,9 +90,10 @@ pub async fn run_with(
     let state = AppState::with_endpoints(client.clone(), config, Arc::clone(&endpoints));
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
-    let served = axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let limits = state.config.limits;
+    let drain = state.config.engine.shutdown_grace;
+    let served =
+        crate::http::connections::serve(listener, app(state), limits, shutdown, drain).await;
     tracing::info!("shutting down: finishing running jobs");
     endpoints.stop();
     client.shutdown().await;

@@ -47,6 +47,10 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
                     ApiError::PayloadTooLarge(
                         "the request body is larger than the server accepts".into(),
                     )
+                } else if timed_out(&rejection) {
+                    ApiError::RequestTimeout(
+                        "the request body did not arrive in time (--body-timeout-secs)".into(),
+                    )
                 } else {
                     ApiError::BadRequest(format!(
                         "the request body could not be read: {}",
@@ -90,6 +94,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for LenientJsonBody<T> 
         let RawBody(bytes) = RawBody::from_request(req, state).await?;
         parse(&bytes).map(LenientJsonBody)
     }
+}
+
+/// Whether reading the body failed because it did not arrive within the body timeout
+/// ([`super::connections`]).
+fn timed_out(rejection: &axum::extract::rejection::BytesRejection) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(e) = source {
+        if e.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 fn is_blank(bytes: &[u8]) -> bool {

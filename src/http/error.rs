@@ -27,6 +27,9 @@ pub enum ApiError {
     /// 409: the resource is in the wrong state.
     #[error("{0}")]
     Conflict(String),
+    /// 408: the request (its body) did not arrive in time.
+    #[error("{0}")]
+    RequestTimeout(String),
     /// 413: the body is too large.
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -54,6 +57,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,

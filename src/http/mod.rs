@@ -14,6 +14,7 @@ pub mod api;
 pub mod auth;
 pub mod body;
 pub mod compat;
+pub mod connections;
 pub mod dashboard;
 pub mod endpoints;
 pub mod error;
