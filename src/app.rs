@@ -193,7 +193,7 @@ impl App {
             );
         }
         let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-        runtime.block_on(async move {
+        let result = runtime.block_on(async move {
             match cli.command {
                 Command::Serve(args) => self.serve(args).await,
                 Command::Worker(args) => self.worker(args).await,
@@ -203,7 +203,10 @@ impl App {
                     .map(|_| ExitCode::SUCCESS)
                     .context("benchmark failed"),
             }
-        })
+        });
+        // A storage call still blocked (a damaged database) must not keep the process alive.
+        runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+        result
     }
 
     async fn serve(self, args: ServeArgs) -> anyhow::Result<ExitCode> {

@@ -92,11 +92,29 @@ pub async fn run_with(
     tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
     let limits = state.config.limits;
     let drain = state.config.engine.shutdown_grace;
-    let served =
-        crate::http::connections::serve(listener, app(state), limits, shutdown, drain).await;
-    tracing::info!("shutting down: finishing running jobs");
-    endpoints.stop();
-    client.shutdown().await;
+    // On the signal the engine's shutdown starts at once, beside the requests' drain, so that
+    // the whole shutdown ends within the grace period plus the engine's bound.
+    let (engine_stopping, stopping) = tokio::sync::oneshot::channel();
+    let signal = {
+        let (client, endpoints) = (client.clone(), Arc::clone(&endpoints));
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down: finishing running jobs and requests");
+            endpoints.stop();
+            let _ = engine_stopping.send(tokio::spawn(async move { client.shutdown().await }));
+        }
+    };
+    let served = crate::http::connections::serve(listener, app(state), limits, signal, drain).await;
+    match stopping.await {
+        Ok(engine) => {
+            let _ = engine.await;
+        }
+        Err(_) => {
+            // Serving ended without the signal (an error): stop the engine now.
+            endpoints.stop();
+            client.shutdown().await;
+        }
+    }
     served?;
     Ok(())
 }

@@ -456,6 +456,43 @@ async fn a_concurrency_limit_is_respected(db: TestDb) {
     );
 }
 
+async fn shutdown_ends_in_time_when_the_storage_fails(db: TestDb) {
+    let config = EngineConfig {
+        shutdown_grace: Duration::from_millis(300),
+        shutdown_bound: Duration::from_millis(700),
+        ..test_config()
+    };
+    let (client, _clock) = db.client_with(config).await;
+    let started = Arc::new(tokio::sync::Notify::new());
+    let s = Arc::clone(&started);
+    client
+        .define_job(
+            Job::new("finishing", "Finishing", "1.0.0")
+                .trigger(event_trigger("x.finishing"))
+                .run(move |_p: Value, _io: Io| {
+                    let s = Arc::clone(&s);
+                    async move {
+                        s.notify_one();
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        Ok(json!("done"))
+                    }
+                }),
+        )
+        .unwrap();
+    client.send_event("x.finishing", &json!({})).await.unwrap();
+    started.notified().await;
+    // The storage refuses every write from now on (a full disk, a read-only database): the
+    // run's outcome cannot be recorded, however often the completer tries.
+    client.store().set_read_only(true).await.unwrap();
+    let began = std::time::Instant::now();
+    client.shutdown().await;
+    let took = began.elapsed();
+    assert!(
+        took < Duration::from_millis(300 + 700 + 1500),
+        "shutdown took {took:?}: more than the grace period plus the bound"
+    );
+}
+
 async fn shutdown_lets_runs_finish_and_releases_the_rest(db: TestDb) {
     let config = EngineConfig {
         shutdown_grace: Duration::from_millis(300),
@@ -725,6 +762,7 @@ backend_tests!(
     a_run_whose_worker_died_runs_again_and_the_old_lease_is_fenced,
     a_concurrency_limit_is_respected,
     shutdown_lets_runs_finish_and_releases_the_rest,
+    shutdown_ends_in_time_when_the_storage_fails,
     retention_prunes_old_finished_events_only,
     outcome_counts_follow_each_runs_current_outcome,
 );

@@ -45,6 +45,10 @@ pub struct EngineConfig {
     pub prune_interval: Duration,
     /// How long running runs may take to finish at shutdown. Default 30 s.
     pub shutdown_grace: Duration,
+    /// How long a shutdown may take past the grace period: the time the storage gets to record
+    /// the last outcomes, release the runs still executing and hand leadership over, whatever it
+    /// does (a full disk, a database gone). Default 10 s.
+    pub shutdown_bound: Duration,
     /// How long the maintenance leadership lasts without renewal: when the leading node dies,
     /// another takes over within this time. Renewed every poll interval, so keep it several
     /// poll intervals long. Default 2 s.
@@ -64,6 +68,7 @@ impl Default for EngineConfig {
             retention: Some(Duration::from_secs(7 * 86_400)),
             prune_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(30),
+            shutdown_bound: Duration::from_secs(10),
             leader_ttl: Duration::from_secs(2),
             node_beat: Duration::from_secs(5),
         }
@@ -278,10 +283,15 @@ impl Engine {
 
     /// Graceful shutdown: stop claiming, wait up to the grace period for running runs, record
     /// what finished, and release the rest so another node (or the next start) runs them.
+    ///
+    /// It ends within the grace period plus [`EngineConfig::shutdown_bound`] whatever the storage does: when
+    /// outcomes cannot be recorded in that time (a full disk, a database gone), they are given
+    /// up, and their runs are run again after their leases expire (at least once).
     pub async fn shutdown(&self) {
         let shared = &self.shared;
         shared.stop.cancel();
-        let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
+        let started = tokio::time::Instant::now();
+        let deadline = started + shared.config.shutdown_grace;
         while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::select! {
                 _ = shared.wake.notified() => {}
@@ -311,41 +321,58 @@ impl Engine {
         for t in &tasks {
             t.abort();
         }
+        // From here on the storage gets the shutdown bound in all.
+        let bound = shared.config.shutdown_bound;
+        let end = tokio::time::Instant::now() + bound;
         // Closing the channel lets the completer flush what it holds, then stop.
         if let Ok(mut tx) = shared.completions.lock() {
             tx.take();
         }
         let completer = self.completer.lock().ok().and_then(|mut c| c.take());
-        if let Some(c) = completer {
-            let _ = c.await;
+        if let Some(mut c) = completer {
+            if tokio::time::timeout_at(end, &mut c).await.is_err() {
+                c.abort();
+                tracing::warn!(?bound, "the storage did not record the last outcomes in time; those runs run again when their leases expire");
+            }
         }
-        if let Err(e) = shared.store.node_remove(&shared.node_id).await {
-            tracing::debug!(error = %e, "could not remove this node's record; it ages out");
+        match tokio::time::timeout_at(end, shared.store.node_remove(&shared.node_id)).await {
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "could not remove this node's record; it ages out");
+            }
+            Ok(Ok(())) => {}
+            Err(_) => skipped(bound, "removing this node's record"),
         }
         if shared.leading.swap(false, Ordering::SeqCst) {
             // Hand maintenance over now rather than when the lease expires.
-            if let Err(e) = self.maintenance().resign().await {
-                tracing::warn!(error = %e, "could not release the maintenance leadership; it expires on its own");
+            match tokio::time::timeout_at(end, self.maintenance().resign()).await {
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not release the maintenance leadership; it expires on its own")
+                }
+                Ok(Ok(())) => {}
+                Err(_) => skipped(bound, "releasing the maintenance leadership"),
             }
         }
         if !leftovers.is_empty() {
             let n = leftovers.len();
-            match shared
-                .store
-                .runs_release(leftovers, shared.clock.now_ms())
-                .await
-            {
-                Ok(released) => tracing::info!(
+            let release = shared.store.runs_release(leftovers, shared.clock.now_ms());
+            match tokio::time::timeout_at(end, release).await {
+                Ok(Ok(released)) => tracing::info!(
                     released,
                     unfinished = n,
                     "released runs still executing at shutdown"
                 ),
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::warn!(error = %e, "could not release runs at shutdown; their leases will expire")
                 }
+                Err(_) => skipped(bound, "releasing the runs still executing"),
             }
         }
     }
+}
+
+/// Says that a shutdown step was cut off at the shutdown bound.
+fn skipped(bound: Duration, what: &str) {
+    tracing::warn!(?bound, "shutdown: {what} took too long; skipped");
 }
 
 fn ms(d: Duration) -> i64 {
