@@ -774,6 +774,27 @@ async fn nul_characters_in_ids_and_filters_are_400_or_404(db: TestDb) {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// `/readyz` writes: a database that refuses writes is not ready, and is again once it takes them.
+async fn readiness_needs_storage_that_takes_writes(db: TestDb) {
+    let (client, app) = bare_app(&db).await;
+    let (status, body) = request(&app, "GET", "/readyz", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "ready");
+
+    client.store().set_read_only(true).await.expect("read-only");
+    let (status, body) = request(&app, "GET", "/readyz", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = body["error"].as_str().expect("error message");
+    assert!(message.contains("refuses writes"), "{message}");
+    // Health (the process is up) does not look at storage.
+    let (status, _) = request(&app, "GET", "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    client.store().set_read_only(false).await.expect("writable");
+    let (status, body) = request(&app, "GET", "/readyz", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
 fn urlencode(s: &str) -> String {
     s.replace('+', "%2B").replace(':', "%3A")
 }
@@ -786,4 +807,5 @@ backend_tests!(
     bad_parameters_are_400_and_name_the_parameter,
     jobs_stats_metrics_and_the_openapi_document,
     nul_characters_in_ids_and_filters_are_400_or_404,
+    readiness_needs_storage_that_takes_writes,
 );

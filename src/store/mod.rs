@@ -595,9 +595,16 @@ impl Store {
         dispatch!(self, s => s.leader_release(name, holder).await)
     }
 
-    /// Checks that the database answers.
+    /// Checks that the database answers a read.
     pub async fn ping(&self) -> Result<()> {
         dispatch!(self, s => s.ping().await)
+    }
+
+    /// Checks that the database takes a write: upserts the one row of the `health` table (time
+    /// `now`, ms) through the normal write path (on SQLite, in the writer's next batch), so a
+    /// database that is read-only, full or corrupt fails it. Cheap enough to run every second.
+    pub async fn health_write(&self, now: i64) -> Result<()> {
+        dispatch!(self, s => s.health_write(now).await)
     }
 
     /// Makes every later write fail (or work again), to test how callers handle storage that is
