@@ -795,6 +795,76 @@ async fn readiness_needs_storage_that_takes_writes(db: TestDb) {
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
+/// A storage failure says "nothing was stored" only where something was to be stored.
+async fn storage_failures_say_whether_anything_was_stored(db: TestDb) {
+    let (client, app) = bare_app(&db).await;
+    let sent = client
+        .send_inserted(SendEvent::new("note.added", &json!({})), Source::Api)
+        .await
+        .expect("send");
+
+    client.store().set_read_only(true).await.expect("read-only");
+    let (status, body) = request(
+        &app,
+        "POST",
+        "/trigger",
+        Some(json!({"event": "note.added", "payload": {}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(
+        body["error"],
+        "storage is unavailable; nothing was stored, try again"
+    );
+    client.store().set_read_only(false).await.expect("writable");
+
+    // Reads fail once the events table is gone.
+    let rename = "ALTER TABLE events RENAME TO events_gone";
+    match db.backend {
+        support::Backend::Sqlite => {
+            let path = db.url.strip_prefix("sqlite://").expect("sqlite path");
+            let conn = rusqlite::Connection::open(path).expect("open");
+            conn.execute_batch(rename).expect("rename");
+        }
+        support::Backend::Postgres => {
+            let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(conn);
+            pg.batch_execute(rename).await.expect("rename");
+        }
+    }
+    let read = "storage is unavailable: could not read what was asked for; try again";
+    for uri in [
+        "/api/events".to_string(),
+        format!("/api/events/{}", sent.event.id),
+    ] {
+        let (status, body) = request(&app, "GET", &uri, None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{uri}: {body}");
+        assert_eq!(body["error"], read, "{uri}");
+        let (status, _) = request(&app, "HEAD", &uri, None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "HEAD {uri}");
+    }
+    // A dashboard page says the same, as HTML.
+    let (status, body) = request(&app, "GET", "/events", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let html = body.as_str().expect("html");
+    assert!(html.contains("could not read"), "{html}");
+    // A write that failed on its way (reading the event to replay) stored nothing.
+    let (status, body) = request(
+        &app,
+        "POST",
+        &format!("/api/events/{}/replay", sent.event.id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(
+        body["error"],
+        "storage is unavailable; nothing was stored, try again"
+    );
+}
+
 fn urlencode(s: &str) -> String {
     s.replace('+', "%2B").replace(':', "%3A")
 }
@@ -808,4 +878,5 @@ backend_tests!(
     jobs_stats_metrics_and_the_openapi_document,
     nul_characters_in_ids_and_filters_are_400_or_404,
     readiness_needs_storage_that_takes_writes,
+    storage_failures_say_whether_anything_was_stored,
 );

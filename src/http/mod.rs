@@ -82,6 +82,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.config.body_limit))
         .layer(middleware::map_response(body::json_errors))
+        .layer(middleware::map_response(error::storage_reads))
         .with_state(state)
 }
 
