@@ -28,7 +28,7 @@ pub enum Error {
     /// The delay or delivery time is out of range.
     #[error("invalid delay: {0}")]
     InvalidDelay(String),
-    /// The event id is empty or too long.
+    /// The event id is empty, too long, or contains a NUL character.
     #[error("invalid event id: {0}")]
     InvalidId(String),
     /// The payload could not be turned into JSON.
@@ -155,6 +155,11 @@ pub(crate) fn prepare(
             return Err(Error::InvalidId(format!(
                 "it is longer than {MAX_EVENT_ID_LEN} bytes"
             )))
+        }
+        Some(id) if !store::storable(&id) => {
+            return Err(Error::InvalidId(
+                "it contains a NUL character (\\0), which cannot be stored".into(),
+            ))
         }
         Some(id) => id,
         None => new_event_id(),

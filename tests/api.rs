@@ -633,6 +633,238 @@ async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
     }
 }
 
+/// Sends one request to `app`; the answer's status and body (JSON when it is JSON).
+async fn request(
+    app: &Router,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    let body = match body {
+        Some(v) => {
+            req = req.header("content-type", "application/json");
+            Body::from(v.to_string())
+        }
+        None => Body::empty(),
+    };
+    let res = app
+        .clone()
+        .oneshot(req.body(body).expect("request"))
+        .await
+        .expect("response");
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}
+
+/// A send-only client on `db` and the app over it.
+async fn bare_app(db: &TestDb) -> (Client, Router) {
+    let clock = ManualClock::new(T0);
+    let client = db.sender(&clock).await;
+    let app = sample::router(&client, db.url.clone(), None);
+    (client, app)
+}
+
+/// PostgreSQL text cannot hold NUL: ids and filter text with one answer as on SQLite, never 503.
+async fn nul_characters_in_ids_and_filters_are_400_or_404(db: TestDb) {
+    let (client, app) = bare_app(&db).await;
+    let sent = client
+        .send_inserted(SendEvent::new("note.added", &json!({})), Source::Api)
+        .await
+        .expect("send");
+
+    // Ids in paths: no stored id contains NUL, so no such record.
+    for (method, uri) in [
+        ("GET", "/api/events/a%00b"),
+        ("GET", "/api/runs/a%00b"),
+        ("POST", "/api/events/a%00b/replay"),
+        ("POST", "/api/events/a%00b/cancel"),
+        ("POST", "/api/runs/a%00b/retry"),
+        ("GET", "/api/v1/events/a%00b"),
+        ("POST", "/api/v1/events/a%00b/cancel"),
+        ("GET", "/events/a%00b"),
+        ("GET", "/runs/a%00b"),
+    ] {
+        let (status, body) = request(&app, method, uri, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {uri}: {body}");
+    }
+
+    // Filters: a bad parameter, named.
+    for (uri, name) in [
+        ("/api/events?name=a%00b", "name"),
+        ("/api/events?source=api%00", "source"),
+        ("/api/events?q=%00", "q"),
+        ("/api/runs?jobId=greet%00", "jobId"),
+        ("/api/runs?eventId=a%00b", "eventId"),
+    ] {
+        let (status, body) = request(&app, "GET", uri, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {body}");
+        let message = body["error"].as_str().expect("error message");
+        assert!(
+            message.contains(name) && message.contains("NUL"),
+            "{uri}: {message}"
+        );
+    }
+    // The dashboard's lists (and the store itself) find nothing, on both backends.
+    for uri in ["/events?name=a%00b&q=%00", "/runs?jobId=a%00b"] {
+        let (status, body) = request(&app, "GET", uri, None).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+    }
+    let store = client.store();
+    let nothing = store
+        .events_list(flare::store::query::EventQuery {
+            q: Some("\0".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert!(nothing.items.is_empty());
+    assert!(store.event_detail("a\0b").await.expect("detail").is_none());
+
+    // Sending an event whose id contains NUL is refused the same way everywhere.
+    let err = client
+        .send_event_with(SendEvent::new("note.added", &json!({})).id("a\0b"))
+        .await
+        .expect_err("a NUL in the id");
+    assert!(matches!(err, flare::client::Error::InvalidId(_)), "{err}");
+    for (uri, body) in [
+        (
+            "/trigger",
+            json!({"event": "note.added", "payload": {}, "id": "a\u{0}b"}),
+        ),
+        (
+            "/api/v1/events",
+            json!({"event": {"name": "note.added", "payload": {}, "id": "a\u{0}b"}}),
+        ),
+        (
+            "/api/v1/events/bulk",
+            json!({"events": [{"name": "note.added", "payload": {}, "id": "a\u{0}b"}]}),
+        ),
+        (
+            "/e/key",
+            json!({"name": "note.added", "data": {}, "id": "a\u{0}b"}),
+        ),
+    ] {
+        let (status, answer) = request(&app, "POST", uri, Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {answer}");
+        let message = answer["error"].as_str().expect("error message");
+        assert!(message.contains("NUL"), "{uri}: {message}");
+    }
+
+    // NUL inside a JSON string of the payload is stored and read back.
+    let payload = json!({"text": "a\u{0}b"});
+    let (status, answer) = request(
+        &app,
+        "POST",
+        "/trigger",
+        Some(json!({"event": "note.added", "payload": payload})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let id = answer["result"]["id"].as_str().expect("id");
+    let (status, detail) = request(&app, "GET", &format!("/api/events/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    assert_eq!(detail["payload"], payload);
+    let (status, _) = request(&app, "GET", &format!("/api/events/{}", sent.event.id), None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// `/readyz` writes: a database that refuses writes is not ready, and is again once it takes them.
+async fn readiness_needs_storage_that_takes_writes(db: TestDb) {
+    let (client, app) = bare_app(&db).await;
+    let (status, body) = request(&app, "GET", "/readyz", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "ready");
+
+    client.store().set_read_only(true).await.expect("read-only");
+    let (status, body) = request(&app, "GET", "/readyz", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = body["error"].as_str().expect("error message");
+    assert!(message.contains("refuses writes"), "{message}");
+    // Health (the process is up) does not look at storage.
+    let (status, _) = request(&app, "GET", "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    client.store().set_read_only(false).await.expect("writable");
+    let (status, body) = request(&app, "GET", "/readyz", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// A storage failure says "nothing was stored" only where something was to be stored.
+async fn storage_failures_say_whether_anything_was_stored(db: TestDb) {
+    let (client, app) = bare_app(&db).await;
+    let sent = client
+        .send_inserted(SendEvent::new("note.added", &json!({})), Source::Api)
+        .await
+        .expect("send");
+
+    client.store().set_read_only(true).await.expect("read-only");
+    let (status, body) = request(
+        &app,
+        "POST",
+        "/trigger",
+        Some(json!({"event": "note.added", "payload": {}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(
+        body["error"],
+        "storage is unavailable; nothing was stored, try again"
+    );
+    client.store().set_read_only(false).await.expect("writable");
+
+    // Reads fail once the events table is gone.
+    let rename = "ALTER TABLE events RENAME TO events_gone";
+    match db.backend {
+        support::Backend::Sqlite => {
+            let path = db.url.strip_prefix("sqlite://").expect("sqlite path");
+            let conn = rusqlite::Connection::open(path).expect("open");
+            conn.execute_batch(rename).expect("rename");
+        }
+        support::Backend::Postgres => {
+            let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(conn);
+            pg.batch_execute(rename).await.expect("rename");
+        }
+    }
+    let read = "storage is unavailable: could not read what was asked for; try again";
+    for uri in [
+        "/api/events".to_string(),
+        format!("/api/events/{}", sent.event.id),
+    ] {
+        let (status, body) = request(&app, "GET", &uri, None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{uri}: {body}");
+        assert_eq!(body["error"], read, "{uri}");
+        let (status, _) = request(&app, "HEAD", &uri, None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "HEAD {uri}");
+    }
+    // A dashboard page says the same, as HTML.
+    let (status, body) = request(&app, "GET", "/events", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let html = body.as_str().expect("html");
+    assert!(html.contains("could not read"), "{html}");
+    // A write that failed on its way (reading the event to replay) stored nothing.
+    let (status, body) = request(
+        &app,
+        "POST",
+        &format!("/api/events/{}/replay", sent.event.id),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(
+        body["error"],
+        "storage is unavailable; nothing was stored, try again"
+    );
+}
+
 fn urlencode(s: &str) -> String {
     s.replace('+', "%2B").replace(':', "%3A")
 }
@@ -644,4 +876,7 @@ backend_tests!(
     replay_retry_and_cancel_act_and_refuse_the_wrong_state,
     bad_parameters_are_400_and_name_the_parameter,
     jobs_stats_metrics_and_the_openapi_document,
+    nul_characters_in_ids_and_filters_are_400_or_404,
+    readiness_needs_storage_that_takes_writes,
+    storage_failures_say_whether_anything_was_stored,
 );

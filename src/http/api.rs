@@ -73,8 +73,15 @@ impl Params {
         Ok(Self(map))
     }
 
-    fn text(&mut self, key: &str) -> Option<String> {
-        self.0.remove(key)
+    /// Text matched against stored text: a NUL character (`%00`) cannot be stored, so it is
+    /// refused rather than matching nothing.
+    fn text(&mut self, key: &str) -> Result<Option<String>, ApiError> {
+        match self.0.remove(key) {
+            Some(v) if !crate::store::storable(&v) => Err(ApiError::BadRequest(format!(
+                "invalid {key} {v:?}: it must not contain a NUL character (%00)"
+            ))),
+            v => Ok(v),
+        }
     }
 
     fn parse<T>(
@@ -135,12 +142,12 @@ async fn events_list(
     )?;
     let statuses = EventStatus::ALL.map(EventStatus::as_str).join(", ");
     let query = EventQuery {
-        name: p.text("name"),
-        source: p.text("source"),
+        name: p.text("name")?,
+        source: p.text("source")?,
         status: p.parse("status", &format!("one of {statuses}"), EventStatus::parse)?,
         from: p.time("from")?,
         to: p.time("to")?,
-        q: p.text("q"),
+        q: p.text("q")?,
         limit: p.limit()?,
         cursor: p.cursor()?,
     };
@@ -247,9 +254,9 @@ async fn runs_list(
     let mut p = Params::new(raw, &["jobId", "status", "eventId", "limit", "cursor"])?;
     let statuses = RunStatus::ALL.map(RunStatus::as_str).join(", ");
     let query = RunQuery {
-        job_id: p.text("jobId"),
+        job_id: p.text("jobId")?,
         status: p.parse("status", &format!("one of {statuses}"), RunStatus::parse)?,
-        event_id: p.text("eventId"),
+        event_id: p.text("eventId")?,
         limit: p.limit()?,
         cursor: p.cursor()?,
     };

@@ -1,7 +1,11 @@
 //! The HTTP error: one enum for every handler, turned into `{"error": "..."}` with the right status.
 //! 4xx messages say exactly what is wrong; 5xx messages never show internals (those are logged).
+//!
+//! A storage failure says whether anything could have been stored: [`ApiError::Storage`] answers
+//! "nothing was stored" by default, and [`storage_reads`] (a middleware keyed on the method)
+//! turns the answer to a `GET` or `HEAD`, which stores nothing, into "could not read".
 
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -40,9 +44,12 @@ pub enum ApiError {
     /// whose index failed or was refused).
     #[error("{0}")]
     Unprocessable(String),
-    /// 503: storage or a needed secret is unavailable; try again later.
+    /// 503: a needed secret or service is unavailable; try again later.
     #[error("{0}")]
     Unavailable(String),
+    /// 503: storage failed (the cause is logged where the error is made); try again later.
+    #[error("{}", .0.message())]
+    Storage(Access),
     /// 500: a bug. The cause is logged, not shown.
     #[error("internal error")]
     Internal(String),
@@ -61,7 +68,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -78,6 +85,11 @@ impl IntoResponse for ApiError {
             other => other.to_string(),
         };
         let mut res = (status, Json(json!({ "error": message }))).into_response();
+        if let ApiError::Storage(Access::Write) = self {
+            res.extensions_mut().insert(StorageFailure {
+                read_answer: || ApiError::Storage(Access::Read).into_response(),
+            });
+        }
         if status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,
@@ -88,6 +100,47 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// What a request that met a storage failure was doing, which decides what its answer says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reading only (`GET`, `HEAD`): nothing was to be stored.
+    Read,
+    /// Anything else: it may have meant to store something, and nothing was stored.
+    Write,
+}
+
+impl Access {
+    /// What the 503 answer says.
+    pub fn message(self) -> &'static str {
+        match self {
+            Access::Read => "storage is unavailable: could not read what was asked for; try again",
+            Access::Write => "storage is unavailable; nothing was stored, try again",
+        }
+    }
+}
+
+/// Marks an answer to a storage failure that says "nothing was stored"; carries how to answer
+/// the same failure for a request that only read. Set by [`ApiError`] and by the dashboard's
+/// error pages, used by [`storage_reads`].
+#[derive(Clone, Copy)]
+pub struct StorageFailure {
+    /// Builds the answer for a `GET` or `HEAD` (same status and format, "could not read").
+    pub read_answer: fn() -> Response,
+}
+
+/// Middleware (`axum::middleware::map_response`): the answer to a `GET` or `HEAD` that met a
+/// storage failure says it could not read, not that nothing was stored. Other answers pass as
+/// they are.
+pub async fn storage_reads(method: Method, res: Response) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return res;
+    }
+    match res.extensions().get::<StorageFailure>() {
+        Some(failure) => (failure.read_answer)(),
+        None => res,
+    }
+}
+
 impl From<store::Error> for ApiError {
     fn from(e: store::Error) -> Self {
         match e {
@@ -95,9 +148,7 @@ impl From<store::Error> for ApiError {
             store::Error::Conflict(msg) => ApiError::Conflict(msg),
             other => {
                 tracing::error!(error = %other, "storage failure");
-                ApiError::Unavailable(
-                    "storage is unavailable; nothing was stored, try again".into(),
-                )
+                ApiError::Storage(Access::Write)
             }
         }
     }

@@ -83,6 +83,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.config.body_limit))
         .layer(middleware::map_response(body::json_errors))
+        .layer(middleware::map_response(error::storage_reads))
         .with_state(state)
 }
 
@@ -108,9 +109,26 @@ async fn healthz() -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
-async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
-    state.client.store().ping().await?;
-    Ok(Json(json!({"status": "ready"})).into_response())
+/// Ready when storage answers a read and takes a write ([`crate::store::Store::health_write`]),
+/// so a read-only, full or corrupt database is not ready. Otherwise 503 saying which failed (the
+/// cause is logged as a warning: a load balancer may poll this every second).
+async fn readyz(State(state): State<AppState>) -> Response {
+    let store = state.client.store();
+    let failure = match store.ping().await {
+        Err(e) => Some((e, "not ready: storage does not answer reads")),
+        Ok(()) => store
+            .health_write(state.client.clock().now_ms())
+            .await
+            .err()
+            .map(|e| (e, "not ready: storage answers reads but refuses writes (read-only, full or damaged database?)")),
+    };
+    match failure {
+        None => Json(json!({"status": "ready"})).into_response(),
+        Some((error, message)) => {
+            tracing::warn!(%error, "{message}");
+            ApiError::Unavailable(message.into()).into_response()
+        }
+    }
 }
 
 async fn not_found() -> ApiError {

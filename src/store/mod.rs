@@ -63,6 +63,27 @@ pub enum Error {
     Url(String),
 }
 
+/// Whether `text` can be stored as text on every backend: PostgreSQL's `text` cannot hold a NUL
+/// character (SQLite's can), so no stored id, name or source contains one. Methods that look
+/// records up by such text treat one containing NUL as matching nothing, without asking the
+/// database (which on PostgreSQL would fail the query), so both backends answer the same;
+/// [`crate::client`] refuses to store an event id containing NUL in the first place.
+pub fn storable(text: &str) -> bool {
+    !text.contains('\0')
+}
+
+/// `NotFound` for an id no record can have (see [`storable`]).
+fn unstorable_id(what: &'static str, id: &str) -> Result<()> {
+    if storable(id) {
+        Ok(())
+    } else {
+        Err(Error::NotFound {
+            what,
+            id: id.to_string(),
+        })
+    }
+}
+
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         Error::Database(Arc::new(e))
@@ -468,6 +489,7 @@ impl Store {
 
     /// Cancels a scheduled event that has not been delivered.
     pub async fn event_cancel(&self, id: &str, now: i64) -> Result<StoredEvent> {
+        unstorable_id("event", id)?;
         dispatch!(self, s => s.event_cancel(id.to_string(), now).await)
     }
 
@@ -503,11 +525,13 @@ impl Store {
 
     /// Cancels a queued run.
     pub async fn run_cancel(&self, id: &str, now: i64) -> Result<()> {
+        unstorable_id("run", id)?;
         dispatch!(self, s => s.run_cancel(id.to_string(), now).await)
     }
 
     /// Queues a failed or cancelled run for one more attempt.
     pub async fn run_retry(&self, id: &str, now: i64) -> Result<()> {
+        unstorable_id("run", id)?;
         dispatch!(self, s => s.run_retry(id.to_string(), now).await)
     }
 
@@ -523,16 +547,25 @@ impl Store {
 
     /// An event with its run ids.
     pub async fn event_get(&self, id: &str) -> Result<Option<StoredEvent>> {
+        if !storable(id) {
+            return Ok(None);
+        }
         dispatch!(self, s => s.event_get(id.to_string()).await)
     }
 
     /// An event with its runs and child events.
     pub async fn event_detail(&self, id: &str) -> Result<Option<EventDetail>> {
+        if !storable(id) {
+            return Ok(None);
+        }
         dispatch!(self, s => s.event_detail(id.to_string()).await)
     }
 
     /// A run with its logs and attempts.
     pub async fn run_detail(&self, id: &str) -> Result<Option<RunDetail>> {
+        if !storable(id) {
+            return Ok(None);
+        }
         dispatch!(self, s => s.run_detail(id.to_string()).await)
     }
 
@@ -562,9 +595,16 @@ impl Store {
         dispatch!(self, s => s.leader_release(name, holder).await)
     }
 
-    /// Checks that the database answers.
+    /// Checks that the database answers a read.
     pub async fn ping(&self) -> Result<()> {
         dispatch!(self, s => s.ping().await)
+    }
+
+    /// Checks that the database takes a write: upserts the one row of the `health` table (time
+    /// `now`, ms) through the normal write path (on SQLite, in the writer's next batch), so a
+    /// database that is read-only, full or corrupt fails it. Cheap enough to run every second.
+    pub async fn health_write(&self, now: i64) -> Result<()> {
+        dispatch!(self, s => s.health_write(now).await)
     }
 
     /// Makes every later write fail (or work again), to test how callers handle storage that is
@@ -606,11 +646,25 @@ impl Store {
 impl Store {
     /// One page of events matching `q`, each with its outcome and run counts.
     pub async fn events_list(&self, q: EventQuery) -> Result<Page<EventSummary>> {
+        if ![&q.name, &q.source, &q.q]
+            .into_iter()
+            .flatten()
+            .all(|t| storable(t))
+        {
+            return Ok(Page::empty());
+        }
         dispatch!(self, s => s.events_list(q).await)
     }
 
     /// One page of runs matching `q`, each with its event's name.
     pub async fn runs_list(&self, q: RunQuery) -> Result<Page<RunSummary>> {
+        if ![&q.job_id, &q.event_id]
+            .into_iter()
+            .flatten()
+            .all(|t| storable(t))
+        {
+            return Ok(Page::empty());
+        }
         dispatch!(self, s => s.runs_list(q).await)
     }
 

@@ -90,6 +90,16 @@ pub struct Page<T> {
     pub next_cursor: Option<Cursor>,
 }
 
+impl<T> Page<T> {
+    /// No rows, and no next page.
+    pub fn empty() -> Self {
+        Self {
+            items: Vec::new(),
+            next_cursor: None,
+        }
+    }
+}
+
 /// The outcome of an event as a whole, derived from its own state and its runs' states.
 ///
 /// The states partition events; they are decided in this order:

@@ -11,6 +11,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
 
 use super::url_encode;
+use crate::http::error::{Access, StorageFailure};
 use crate::http::{ApiError, AppState};
 use crate::store::query::Cursor;
 
@@ -100,6 +101,8 @@ pub fn html_response(status: StatusCode, markup: Markup) -> Response {
 pub struct PageError {
     status: StatusCode,
     message: String,
+    /// A storage failure answered "nothing was stored" (see [`crate::http::error::storage_reads`]).
+    storage_write: bool,
 }
 
 impl PageError {
@@ -108,6 +111,7 @@ impl PageError {
         Self {
             status,
             message: message.into(),
+            storage_write: false,
         }
     }
 
@@ -135,6 +139,7 @@ impl PageError {
 impl From<ApiError> for PageError {
     fn from(e: ApiError) -> Self {
         let status = e.status();
+        let storage_write = matches!(e, ApiError::Storage(Access::Write));
         let message = match e {
             ApiError::Internal(cause) => {
                 tracing::error!(%cause, "internal error");
@@ -142,7 +147,11 @@ impl From<ApiError> for PageError {
             }
             other => other.to_string(),
         };
-        Self { status, message }
+        Self {
+            status,
+            message,
+            storage_write,
+        }
     }
 }
 
@@ -185,7 +194,16 @@ impl IntoResponse for PageError {
                 }
             }
         };
-        html_response(self.status, markup)
+        let mut res = html_response(self.status, markup);
+        if self.storage_write {
+            res.extensions_mut().insert(StorageFailure {
+                read_answer: || {
+                    PageError::new(StatusCode::SERVICE_UNAVAILABLE, Access::Read.message())
+                        .into_response()
+                },
+            });
+        }
+        res
     }
 }
 

@@ -63,6 +63,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("0004_run_queue.sql")),
     (5, include_str!("0005_lease_on_queue.sql")),
     (6, include_str!("0006_endpoints_nodes.sql")),
+    (7, include_str!("0007_health.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.
@@ -335,6 +336,19 @@ impl PgStore {
         let conn = self.conn().await?;
         let c = &conn;
         rows(c, "SELECT 1", &[]).await.map(|_| ())
+    }
+
+    /// See [`super::Store::health_write`]: one upsert in its own transaction.
+    pub async fn health_write(&self, now: i64) -> Result<()> {
+        let conn = self.conn().await?;
+        self.write_one(
+            &conn,
+            "INSERT INTO health (id, checked_at) VALUES (1, $1) \
+             ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
+            &[&now],
+        )
+        .await?;
+        Ok(())
     }
 
     /// See [`super::Store::event_insert`]: grouped with concurrent inserts into one transaction.

@@ -32,6 +32,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("0004_leaders.sql")),
     (5, include_str!("0005_run_node.sql")),
     (6, include_str!("0006_endpoints_nodes.sql")),
+    (7, include_str!("0007_health.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
@@ -340,6 +341,19 @@ impl SqliteStore {
         self.read(|c| {
             Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
                 .map(|_| ())?)
+        })
+        .await
+    }
+
+    /// See [`super::Store::health_write`]: one upsert through the writer, in its next batch.
+    pub async fn health_write(&self, now: i64) -> Result<()> {
+        self.write_guarded(Guard::Batch, move |ctx| {
+            ctx.conn.execute(
+                "INSERT INTO health (id, checked_at) VALUES (1, ?1) \
+                 ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
+                [now],
+            )?;
+            Ok(())
         })
         .await
     }
