@@ -19,6 +19,7 @@
 
 use std::collections::HashSet;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -90,9 +91,13 @@ pub async fn run_with(
     let state = AppState::with_endpoints(client.clone(), config, Arc::clone(&endpoints));
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
-    let served = axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    // With the peer address, so failed sign-ins are counted per client.
+    let served = axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
     tracing::info!("shutting down: finishing running jobs");
     endpoints.stop();
     client.shutdown().await;
