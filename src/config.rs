@@ -23,7 +23,9 @@ pub enum Error {
     #[error("FLARE_API_KEY is too short: use at least 16 characters")]
     WeakKey,
     /// An API key made only of whitespace (set by mistake, e.g. `FLARE_API_KEY=" "`).
-    #[error("FLARE_API_KEY is only whitespace: set a key of at least 16 characters, or leave it unset")]
+    #[error(
+        "FLARE_API_KEY is only whitespace: set a key of at least 16 characters, or leave it unset"
+    )]
     BlankKey,
     /// A webhook signing secret is unusable (the message never shows the secret).
     #[error("invalid {name}: {reason}")]

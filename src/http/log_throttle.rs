@@ -115,8 +115,14 @@ mod tests {
         assert_eq!(t.admit("webhook:auth:400", 1), Some(0));
         assert_eq!(t.admit("webhook:payments:400", 2), None);
         assert_eq!(t.admit("webhook:payments:503", 3), Some(0));
-        assert_eq!(t.admit("webhook:auth:400", DEFAULT_INTERVAL_MS + 1), Some(0));
-        assert_eq!(t.admit("webhook:payments:400", DEFAULT_INTERVAL_MS), Some(1));
+        assert_eq!(
+            t.admit("webhook:auth:400", DEFAULT_INTERVAL_MS + 1),
+            Some(0)
+        );
+        assert_eq!(
+            t.admit("webhook:payments:400", DEFAULT_INTERVAL_MS),
+            Some(1)
+        );
     }
 
     #[test]
