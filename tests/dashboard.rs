@@ -546,6 +546,8 @@ async fn after_login_next_only_goes_to_a_path_on_this_site() {
         ("%2Fevents%0D%0ASet-Cookie%3A+x%3D1", "/"),
         ("https%3A%2F%2Fevil.com", "/"),
         ("%2F+%2Fevil.com", "/"),
+        ("%2F%FF", "/"),
+        ("%2F%00", "/"),
     ] {
         let a = f
             .request(
