@@ -410,17 +410,30 @@ struct ServeArgs {
 }
 
 /// Logs to stderr (`RUST_LOG`, default `info`), unless the application set up tracing itself.
+/// Colours only on a terminal and without `NO_COLOR`, so a log file or collector gets plain text.
 fn init_tracing() {
     if tracing::dispatcher::has_been_set() {
         return;
     }
+    use std::io::IsTerminal;
+    let ansi = colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,flare=info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .try_init();
+}
+
+/// Whether log lines carry ANSI colours: only on a terminal, and not when `NO_COLOR` is set to
+/// anything but the empty string (<https://no-color.org>).
+fn colours(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// The error and its causes on one line, skipping a cause whose text the line already shows
@@ -474,6 +487,15 @@ async fn shutdown_signal() {
 mod tests {
     use super::*;
     use crate::job::event_trigger;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(colours(true, None));
+        assert!(!colours(false, None), "a pipe or file gets plain text");
+        assert!(!colours(true, Some(OsStr::new("1"))));
+        assert!(colours(true, Some(OsStr::new(""))), "NO_COLOR= is unset");
+    }
 
     fn job(id: &str) -> Job {
         Job::new(id, "A job", "1.0.0")

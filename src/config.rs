@@ -22,6 +22,11 @@ pub enum Error {
     /// An API key that is too short to be a secret.
     #[error("FLARE_API_KEY is too short: use at least 16 characters")]
     WeakKey,
+    /// An API key made only of whitespace (set by mistake, e.g. `FLARE_API_KEY=" "`).
+    #[error(
+        "FLARE_API_KEY is only whitespace: set a key of at least 16 characters, or leave it unset"
+    )]
+    BlankKey,
     /// A webhook signing secret is unusable (the message never shows the secret).
     #[error("invalid {name}: {reason}")]
     WebhookSecret {
@@ -213,6 +218,18 @@ fn secrets(raw: Option<String>) -> Vec<String> {
     .unwrap_or_default()
 }
 
+/// `FLARE_API_KEY` as given, trimmed like the webhook secrets (a key read from a file often ends
+/// with a newline, which would make every request 401). Empty means unset; only whitespace is
+/// refused.
+fn api_key(raw: Option<String>) -> Result<Option<String>, Error> {
+    match raw {
+        Some(k) if k.is_empty() => Ok(None),
+        Some(k) if k.trim().is_empty() => Err(Error::BlankKey),
+        Some(k) => Ok(Some(k.trim().to_string())),
+        None => Ok(None),
+    }
+}
+
 impl RawServe {
     /// Validates the settings.
     pub fn validate(self) -> Result<ServeConfig, Error> {
@@ -220,7 +237,7 @@ impl RawServe {
             .listen
             .parse()
             .map_err(|_| Error::Listen(self.listen.clone()))?;
-        let api_key = self.api_key.filter(|k| !k.is_empty());
+        let api_key = api_key(self.api_key)?;
         match &api_key {
             Some(k) if k.len() < 16 => return Err(Error::WeakKey),
             None if !listen.ip().is_loopback() => return Err(Error::Unprotected(listen)),
@@ -538,6 +555,37 @@ mod tests {
             !shown.contains("whsec_a") && !shown.contains("super-secret"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn the_api_key_is_trimmed_and_whitespace_alone_is_refused() {
+        let with_key = |key: &str| {
+            RawServe {
+                api_key: Some(key.into()),
+                ..raw("0.0.0.0:3000")
+            }
+            .validate()
+        };
+        let c = with_key("a-long-enough-secret-key\n").expect("valid");
+        assert_eq!(c.api_key.as_deref(), Some("a-long-enough-secret-key"));
+        let c = with_key("  a-long-enough-secret-key\r\n").expect("valid");
+        assert_eq!(c.api_key.as_deref(), Some("a-long-enough-secret-key"));
+        for blank in [" ", "\n", " \t\r\n "] {
+            let err = with_key(blank).unwrap_err();
+            assert!(matches!(err, Error::BlankKey), "{blank:?}: {err}");
+            assert!(err.to_string().contains("FLARE_API_KEY"), "{err}");
+        }
+        assert!(
+            matches!(with_key("short-key  \n"), Err(Error::WeakKey)),
+            "the length is checked after trimming"
+        );
+        let unset = RawServe {
+            api_key: Some(String::new()),
+            ..raw("127.0.0.1:3000")
+        }
+        .validate()
+        .expect("an empty variable is unset");
+        assert_eq!(unset.api_key, None);
     }
 
     const ENDPOINT_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

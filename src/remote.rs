@@ -79,7 +79,8 @@ pub async fn send(
             reason: e.to_string(),
         })?;
     let mut req = client.post(&url).json(&body);
-    if let Some(key) = api_key.filter(|k| !k.is_empty()) {
+    // Trimmed as the server trims it (a key read from a file often ends with a newline).
+    if let Some(key) = api_key.map(str::trim).filter(|k| !k.is_empty()) {
         req = req.bearer_auth(key);
     }
     let res = req.send().await.map_err(|e| Error::Connect {

@@ -532,6 +532,147 @@ async fn login_trades_the_key_for_a_session_that_logout_and_time_end() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_login_next_only_goes_to_a_path_on_this_site() {
+    let f = fixture().await;
+    // `next` as the form sends it (URL-encoded) → where the sign-in redirects.
+    for (next, expected) in [
+        ("%2Fevents%3Fname%3Da", "/events?name=a"),
+        ("%2F%09%2Fevil.com", "/"),
+        ("%2F%2Fevil.com", "/"),
+        ("//evil.com", "/"),
+        ("%2F%5Cevil.com", "/"),
+        ("%252F%252Fevil.com", "/"),
+        ("%2F%0A%2Fevil.com", "/"),
+        ("%2Fevents%0D%0ASet-Cookie%3A+x%3D1", "/"),
+        ("https%3A%2F%2Fevil.com", "/"),
+        ("%2F+%2Fevil.com", "/"),
+        ("%2F%FF", "/"),
+        ("%2F%00", "/"),
+    ] {
+        let a = f
+            .request(
+                "POST",
+                "/login",
+                Auth::None,
+                Some(ORIGIN),
+                Some(&format!("key={KEY}&next={next}")),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::SEE_OTHER, "{next}: {}", a.body);
+        assert_eq!(a.location(), expected, "{next}");
+        let form = f
+            .request(
+                "GET",
+                &format!("/login?next={next}"),
+                Auth::None,
+                None,
+                None,
+            )
+            .await;
+        assert_eq!(form.status, StatusCode::OK, "{next}");
+        let hidden = format!(r#"name="next" value="{expected}""#);
+        assert!(form.body.contains(&hidden), "{next}: {}", form.body);
+    }
+}
+
+/// `POST /login` with `key` from the peer `from` (as the server's `ConnectInfo` gives it).
+async fn login_from(f: &Fixture, from: Option<&str>, key: &str) -> Answer {
+    let mut req = Request::builder()
+        .method("POST")
+        .uri("/login")
+        .header("host", HOST)
+        .header("origin", ORIGIN)
+        .header("content-type", "application/x-www-form-urlencoded");
+    if let Some(addr) = from {
+        let addr: std::net::SocketAddr = addr.parse().expect("address");
+        req = req.extension(axum::extract::ConnectInfo(addr));
+    }
+    let res = f
+        .app
+        .clone()
+        .oneshot(
+            req.body(Body::from(format!("key={key}&next=%2Fruns")))
+                .expect("request"),
+        )
+        .await
+        .expect("response");
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_keys_lock_a_client_out_for_a_minute() {
+    let f = fixture().await;
+    let a = Some("203.0.113.1:5000");
+    for n in 1..=5 {
+        let wrong = login_from(&f, a, "nope").await;
+        assert_eq!(wrong.status, StatusCode::UNAUTHORIZED, "wrong key {n}");
+    }
+    // Locked: the key is not even looked at.
+    for key in ["nope", KEY] {
+        let locked = login_from(&f, a, key).await;
+        assert_eq!(locked.status, StatusCode::TOO_MANY_REQUESTS, "{key}");
+        assert_eq!(
+            locked
+                .headers
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()),
+            Some("60")
+        );
+        assert!(locked.headers.get("set-cookie").is_none());
+        assert!(
+            locked.body.contains("Too many wrong keys"),
+            "{}",
+            locked.body
+        );
+    }
+    // Another port of the same host is the same client; another host is not.
+    let same = login_from(&f, Some("203.0.113.1:5001"), KEY).await;
+    assert_eq!(same.status, StatusCode::TOO_MANY_REQUESTS);
+    let other = login_from(&f, Some("203.0.113.2:5000"), KEY).await;
+    assert_eq!(other.status, StatusCode::SEE_OTHER);
+
+    f.clock.advance(Duration::from_secs(30));
+    let later = login_from(&f, a, KEY).await;
+    assert_eq!(
+        later
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("30")
+    );
+    f.clock.advance(Duration::from_secs(30));
+    let after = login_from(&f, a, KEY).await;
+    assert_eq!(after.status, StatusCode::SEE_OTHER, "the minute has passed");
+
+    // A right key clears the count: 4 wrong, right, 4 wrong never locks.
+    for round in 0..2 {
+        for _ in 0..4 {
+            let wrong = login_from(&f, a, "nope").await;
+            assert_eq!(wrong.status, StatusCode::UNAUTHORIZED, "round {round}");
+        }
+        assert_eq!(login_from(&f, a, KEY).await.status, StatusCode::SEE_OTHER);
+    }
+
+    // Without a peer address (the router driven in-process) all attempts share one count.
+    for _ in 0..5 {
+        login_from(&f, None, "nope").await;
+    }
+    assert_eq!(
+        login_from(&f, None, KEY).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actions_need_this_origin_and_do_what_they_say() {
     let f = fixture().await;
     let cookie = f.login().await;

@@ -18,6 +18,8 @@ pub mod connections;
 pub mod dashboard;
 pub mod endpoints;
 pub mod error;
+pub mod log_throttle;
+pub mod login_attempts;
 pub mod openapi;
 pub mod trigger;
 pub mod webhooks;
@@ -46,6 +48,8 @@ pub struct AppState {
     pub webhooks: Arc<webhooks::Webhooks>,
     /// This node's HTTP job endpoints.
     pub endpoints: Arc<crate::endpoints::Registry>,
+    /// Failed dashboard sign-ins per client.
+    pub logins: Arc<login_attempts::LoginAttempts>,
 }
 
 impl AppState {
@@ -67,6 +71,7 @@ impl AppState {
             client,
             config: Arc::new(config),
             endpoints,
+            logins: Arc::default(),
         }
     }
 }

@@ -15,7 +15,9 @@
 //!
 //! Success: `200 {"received": true, "eventIds": [...], "duplicate": bool}`. A rejected delivery is
 //! never stored in the database; the last [`REJECTIONS_KEPT`] per provider are kept in memory
-//! (time, status, reason; never the body or headers), see [`Webhooks::rejections`].
+//! (time, status, reason; never the body or headers), see [`Webhooks::rejections`]. Each rejection
+//! is logged, but through a [`LogThrottle`] per provider and status: the first line, then at most
+//! one per 10 s with the number of rejections held back (`suppressed`).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -30,6 +32,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::body::RawBody;
+use super::log_throttle::LogThrottle;
 use super::{ApiError, AppState};
 use crate::config::ServeConfig;
 use crate::model::{ms_to_time, validate_event_name, Source};
@@ -103,6 +106,8 @@ pub struct Webhooks {
     stripe: Result<StripeVerifier, VerifyError>,
     svix: Result<SvixVerifier, VerifyError>,
     rejections: Mutex<[VecDeque<Rejection>; 2]>,
+    /// Rejection log lines, summarised per provider and status.
+    log: LogThrottle,
 }
 
 impl Webhooks {
@@ -112,6 +117,7 @@ impl Webhooks {
             stripe: StripeVerifier::new(stripe_secrets),
             svix: SvixVerifier::new(clerk_secrets),
             rejections: Mutex::new([VecDeque::new(), VecDeque::new()]),
+            log: LogThrottle::default(),
         }
     }
 
@@ -129,7 +135,17 @@ impl Webhooks {
     }
 
     fn reject(&self, provider: Provider, now_ms: i64, error: &ApiError) {
-        tracing::warn!(provider = provider.as_str(), status = error.status().as_u16(), reason = %error, "webhook delivery rejected");
+        let status = error.status().as_u16();
+        let kind = format!("webhook:{}:{status}", provider.as_str());
+        if let Some(suppressed) = self.log.admit(&kind, now_ms) {
+            tracing::warn!(
+                provider = provider.as_str(),
+                status,
+                reason = %error,
+                suppressed,
+                "webhook delivery rejected"
+            );
+        }
         if let Ok(mut all) = self.rejections.lock() {
             let ring = &mut all[provider.index()];
             if ring.len() >= REJECTIONS_KEPT {
@@ -328,6 +344,58 @@ mod tests {
         assert_eq!(kept[0].reason, format!("r{}", REJECTIONS_KEPT + 4));
         assert_eq!(kept[REJECTIONS_KEPT - 1].reason, "r5");
         assert!(hooks.rejections(Provider::Payments).is_empty());
+    }
+
+    /// The log lines `f` writes.
+    fn logged(f: impl FnOnce()) -> Vec<String> {
+        #[derive(Clone, Default)]
+        struct Lines(std::sync::Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("lock").extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let text = String::from_utf8(lines.0.lock().expect("lock").clone()).expect("utf-8");
+        text.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_flood_of_rejections_writes_a_line_then_a_summary_per_ten_seconds() {
+        let hooks = Webhooks::new(Vec::new(), Vec::new());
+        let bad = ApiError::BadRequest("no valid signature".into());
+        let lines = logged(|| {
+            for ms in 0..10_000 {
+                hooks.reject(Provider::Payments, ms, &bad);
+            }
+            hooks.reject(Provider::Payments, 10_000, &bad);
+            hooks.reject(Provider::Auth, 10_001, &bad);
+            hooks.reject(
+                Provider::Payments,
+                10_002,
+                &ApiError::Unavailable("not configured".into()),
+            );
+        });
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+        assert!(lines[0].contains("suppressed=0"), "{}", lines[0]);
+        assert!(lines[1].contains("suppressed=9999"), "{}", lines[1]);
+        assert!(lines[2].contains("provider=\"auth\""), "{}", lines[2]);
+        assert!(lines[3].contains("status=503"), "{}", lines[3]);
+        assert_eq!(
+            hooks.rejections(Provider::Payments).len(),
+            REJECTIONS_KEPT,
+            "the dashboard still sees them"
+        );
     }
 
     #[test]

@@ -2,24 +2,42 @@
 //! for a session cookie (HttpOnly, SameSite=Strict; the cookie never holds the key), `POST /logout`
 //! ends the session. Without a configured `FLARE_API_KEY` the dashboard is open and `/login` says
 //! so.
+//!
+//! Wrong keys are counted per client ([`crate::http::login_attempts`]): after too many, `POST
+//! /login` answers 429 with `Retry-After` without looking at the key. Their log lines go through
+//! a [`crate::http::log_throttle::LogThrottle`], so a brute-force run writes a few summaries, not a
+//! line per guess.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 
-use axum::extract::{Query, State};
-use axum::http::header::SET_COOKIE;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::header::{RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Form;
+use axum::{Extension, Form};
 use maud::{html, Markup, DOCTYPE};
 
 use super::page::html_response;
 use crate::http::auth::{keys_match, session_cookie, sessions, SESSION_COOKIE, SESSION_TTL_MS};
+use crate::http::login_attempts::ClientId;
 use crate::http::AppState;
 
-/// Where to go after signing in: a local path only (never another site).
+/// Where to go after signing in: a path on this site, else `/`.
+///
+/// `next` arrives decoded. It must start with exactly one `/` (`//host` and `/\host` name another
+/// site) and hold only visible ASCII: no backslash (browsers read it as `/`), no whitespace or
+/// control character (browsers drop a tab or newline, so `/\t/evil.com` becomes `//evil.com`, and
+/// a newline cannot go in a `Location` header at all). Anything else falls back to `/`.
 fn safe_next(next: Option<&String>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.clone(),
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && n.chars().all(|c| c.is_ascii_graphic() && c != '\\') =>
+        {
+            n.clone()
+        }
         _ => "/".to_string(),
     }
 }
@@ -69,24 +87,46 @@ pub async fn form(
 }
 
 /// `POST /login` (form fields `key`, `next`): a right key opens a session and redirects to `next`;
-/// a wrong one shows the form again with a 401.
+/// a wrong one shows the form again with a 401; a client with too many wrong keys gets a 429.
 pub async fn submit(
     State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let next = safe_next(form.get("next"));
     let Some(key) = state.config.api_key.as_deref() else {
         return Redirect::to(&next).into_response();
     };
+    let now = state.client.clock().now_ms();
+    let client = ClientId::of(peer.map(|Extension(ConnectInfo(addr))| addr.ip()));
+    let attempts = &state.logins;
+    if let Err(secs) = attempts.check(client, now) {
+        if let Some(suppressed) = attempts.log.admit("login:refused", now) {
+            tracing::warn!(%client, suppressed, "dashboard sign-in refused: too many wrong keys");
+        }
+        let message = format!("Too many wrong keys from this address. Try again in {secs} s.");
+        return (
+            [(RETRY_AFTER, secs.to_string())],
+            html_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                login_page(&next, Some(&message), false),
+            ),
+        )
+            .into_response();
+    }
     let presented = form.get("key").map(String::as_str).unwrap_or("");
     if !keys_match(presented, key) {
-        tracing::warn!("dashboard sign-in with a wrong key");
+        let locked = attempts.failed(client, now);
+        if let Some(suppressed) = attempts.log.admit("login:failed", now) {
+            tracing::warn!(%client, locked, suppressed, "dashboard sign-in with a wrong key");
+        }
         return html_response(
             StatusCode::UNAUTHORIZED,
             login_page(&next, Some("That is not the API key."), false),
         );
     }
-    let value = sessions().open(state.client.clock().now_ms());
+    attempts.succeeded(client);
+    let value = sessions().open(now);
     let cookie = format!(
         "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
         SESSION_TTL_MS / 1000
@@ -114,6 +154,15 @@ mod tests {
         assert_eq!(s("//evil.example/x"), "/");
         assert_eq!(s("https://evil.example"), "/");
         assert_eq!(s("/\\evil.example"), "/");
+        assert_eq!(s("/\t/evil.com"), "/", "browsers drop the tab");
+        assert_eq!(s("/\n/evil.com"), "/");
+        assert_eq!(s("/\r\n/evil.com"), "/");
+        assert_eq!(s("/ /evil.com"), "/");
+        assert_eq!(s("/\u{0b}/evil.com"), "/");
+        assert_eq!(s("/events\\..\\x"), "/");
+        assert_eq!(s("/é"), "/", "not a header value as is");
+        assert_eq!(s("evil.com"), "/");
+        assert_eq!(s(""), "/");
         assert_eq!(safe_next(None), "/");
     }
 }
