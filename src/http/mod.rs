@@ -17,6 +17,7 @@ pub mod compat;
 pub mod dashboard;
 pub mod endpoints;
 pub mod error;
+pub mod guard;
 pub mod openapi;
 pub mod trigger;
 pub mod webhooks;
@@ -72,15 +73,21 @@ impl AppState {
 
 /// Builds the router.
 pub fn app(state: AppState) -> Router {
-    let protected = protected_routes().route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        auth::require_api_key,
-    ));
+    let protected = protected_routes()
+        .route_layer(middleware::from_fn(guard::same_origin))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ));
     Router::new()
         .merge(public_routes())
         .merge(protected)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::loopback_host,
+        ))
         .layer(middleware::map_response(body::json_errors))
         .with_state(state)
 }
