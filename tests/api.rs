@@ -147,7 +147,11 @@ impl Fixture {
         uri: &str,
         body: Option<Value>,
     ) -> (StatusCode, String) {
-        let mut req = Request::builder().method(method).uri(uri);
+        // A loopback name, as every HTTP client sends (the app has no key, see `flare::http::guard`).
+        let mut req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("host", "127.0.0.1:3000");
         let body = match body {
             Some(v) => {
                 req = req.header("content-type", "application/json");

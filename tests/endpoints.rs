@@ -748,7 +748,10 @@ impl Api {
     /// One request: status and JSON body.
     async fn call(&self, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
         use tower::ServiceExt;
-        let mut req = axum::http::Request::builder().method(method).uri(uri);
+        let mut req = axum::http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("host", "127.0.0.1:3000");
         if let Some(key) = self.key {
             req = req.header("authorization", format!("Bearer {key}"));
         }

@@ -6,6 +6,13 @@
 //! key when one is configured: [`app`] puts [`auth::require_api_key`] on that whole group, so a
 //! route added to [`protected_routes`] is covered without further work.
 //!
+//! Two browser guards ([`guard`]) sit around that: on the protected group, after the key check,
+//! [`guard::same_origin`] refuses a state-changing request (POST, PUT, PATCH, DELETE) that the
+//! browser says comes from another site (403), so a page cannot post a form to `/e/{key}` or
+//! `/trigger`; and on the whole app, without an API key, [`guard::loopback_host`] serves only
+//! loopback `Host` names (421 otherwise; the health routes stay open), so DNS rebinding cannot
+//! make Flare a page's own origin. The webhook routes, public and signed, are outside the first.
+//!
 //! Every error answer is JSON `{"error": …}`: handlers return [`ApiError`], the extractors in
 //! [`body`] answer bad bodies with it, and [`body::json_errors`] rewrites whatever else axum
 //! produces (method not allowed, another extractor's plain-text rejection).
@@ -18,6 +25,7 @@ pub mod connections;
 pub mod dashboard;
 pub mod endpoints;
 pub mod error;
+pub mod guard;
 pub mod log_throttle;
 pub mod login_attempts;
 pub mod openapi;
@@ -78,15 +86,21 @@ impl AppState {
 
 /// Builds the router.
 pub fn app(state: AppState) -> Router {
-    let protected = protected_routes().route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        auth::require_api_key,
-    ));
+    let protected = protected_routes()
+        .route_layer(middleware::from_fn(guard::same_origin))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ));
     Router::new()
         .merge(public_routes())
         .merge(protected)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.config.body_limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::loopback_host,
+        ))
         .layer(middleware::map_response(body::json_errors))
         .layer(middleware::map_response(error::storage_reads))
         .with_state(state)

@@ -1,8 +1,10 @@
 //! The ingest side of the HTTP face, driven through `flare::http::app` without a socket:
-//! `/trigger`, the signed webhooks, access control and the compatible ingest routes.
+//! `/trigger`, the signed webhooks, access control, the compatible ingest routes and the browser
+//! guards (loopback names without a key, no cross-site state changes).
 
 mod auth;
 mod compat;
+mod guard;
 mod support;
 mod trigger;
 mod webhooks;

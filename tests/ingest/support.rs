@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode};
+use axum::http::header::HOST;
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode};
 use axum::Router;
 use flare::config::{RawServe, ServeConfig};
 use flare::http::{app, AppState};
@@ -120,8 +121,16 @@ impl TestApp {
     }
 }
 
-/// Sends `req` through `router`.
-pub async fn call(router: &Router, req: Request<Body>) -> Answer {
+/// The `Host` [`call`] sends when a request names none, as every HTTP/1.1 client would: a loopback
+/// name, which Flare without an API key requires (see `flare::http::guard`).
+pub const LOOPBACK_HOST: &str = "127.0.0.1:3000";
+
+/// Sends `req` through `router` (with `Host: 127.0.0.1:3000` unless it names a host).
+pub async fn call(router: &Router, mut req: Request<Body>) -> Answer {
+    if !req.headers().contains_key(HOST) {
+        req.headers_mut()
+            .insert(HOST, HeaderValue::from_static(LOOPBACK_HOST));
+    }
     let res = router.clone().oneshot(req).await.expect("infallible");
     let status = res.status();
     let headers = res.headers().clone();

@@ -19,7 +19,9 @@
 //!   filter, so a view can be shared.
 //! - **Access**: these routes are in the protected group; [`super::auth`] also accepts the session
 //!   cookie for them and redirects a browser without a credential to `/login`. Every POST must come
-//!   from this origin ([`same_origin`]): a cross-site `Origin` or `Referer` gets a 403.
+//!   from this origin ([`super::guard::same_origin`], the rule of every state-changing route): a
+//!   cross-site `Origin`, `Referer` or `Sec-Fetch-Site` gets a 403 page, and so does a POST with
+//!   none of them and no `Authorization` header.
 //! - **Lists** are keyset-paginated by the store; a page links to the next with its cursor.
 
 pub mod cache;
@@ -33,10 +35,8 @@ pub mod page;
 pub mod runs;
 pub mod webhooks;
 
-use axum::extract::{Path, Request};
-use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, REFERER};
-use axum::http::{HeaderMap, Method, StatusCode};
-use axum::middleware::{self, Next};
+use axum::extract::Path;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -100,7 +100,6 @@ pub fn routes() -> Router<AppState> {
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))
         .route("/assets/{file}", get(asset))
-        .route_layer(middleware::from_fn(same_origin))
 }
 
 const CSS: &str = include_str!("assets/dashboard.css");
@@ -122,45 +121,6 @@ async fn asset(Path(file): Path<String>) -> Response {
         .into_response()
 }
 
-/// Rejects a POST that a page of another origin sent (cross-site request forgery).
-///
-/// The `Origin` header (or, when a browser leaves it out, the `Referer`) must name this server's
-/// `Host`. A request with neither is accepted only with an `Authorization` header, which a browser
-/// never adds to a cross-site form on its own.
-pub async fn same_origin(req: Request, next: Next) -> Response {
-    if req.method() != Method::POST || is_same_origin(req.headers()) {
-        return next.run(req).await;
-    }
-    PageError::new(
-        StatusCode::FORBIDDEN,
-        "cross-origin request refused: dashboard actions must be sent from the dashboard itself",
-    )
-    .into_response()
-}
-
-/// Whether a POST with these headers comes from this server's own pages (see [`same_origin`]).
-pub fn is_same_origin(headers: &HeaderMap) -> bool {
-    let host = headers.get(HOST).and_then(|h| h.to_str().ok());
-    let claimed = headers
-        .get(ORIGIN)
-        .or_else(|| headers.get(REFERER))
-        .map(|v| v.to_str().ok().and_then(origin_host));
-    match (claimed, host) {
-        (Some(Some(claimed)), Some(host)) => claimed.eq_ignore_ascii_case(host.trim()),
-        (Some(_), _) => false,
-        (None, _) => headers.contains_key(AUTHORIZATION),
-    }
-}
-
-/// `host[:port]` of an origin or URL such as `http://127.0.0.1:3000/events`.
-fn origin_host(url: &str) -> Option<&str> {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))?;
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    Some(&rest[..end]).filter(|h| !h.is_empty())
-}
-
 /// Percent-encodes `text` for a URL path segment or query value (RFC 3986 unreserved kept).
 pub fn url_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -177,36 +137,6 @@ pub fn url_encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
-
-    fn headers(pairs: &[(axum::http::HeaderName, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(k.clone(), HeaderValue::from_static(v));
-        }
-        h
-    }
-
-    #[test]
-    fn posts_must_come_from_this_origin() {
-        let ok = headers(&[(HOST, "127.0.0.1:3000"), (ORIGIN, "http://127.0.0.1:3000")]);
-        assert!(is_same_origin(&ok));
-        let referer = headers(&[
-            (HOST, "127.0.0.1:3000"),
-            (REFERER, "http://127.0.0.1:3000/events/x?y=1"),
-        ]);
-        assert!(is_same_origin(&referer));
-        for bad in [
-            headers(&[(HOST, "127.0.0.1:3000"), (ORIGIN, "http://evil.example")]),
-            headers(&[(HOST, "127.0.0.1:3000"), (ORIGIN, "null")]),
-            headers(&[(HOST, "127.0.0.1:3000"), (ORIGIN, "http://127.0.0.1:3001")]),
-            headers(&[(HOST, "127.0.0.1:3000")]),
-        ] {
-            assert!(!is_same_origin(&bad), "{bad:?}");
-        }
-        let scripted = headers(&[(HOST, "127.0.0.1:3000"), (AUTHORIZATION, "Bearer k")]);
-        assert!(is_same_origin(&scripted));
-    }
 
     #[test]
     fn url_encoding_keeps_only_unreserved_bytes() {
