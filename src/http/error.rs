@@ -146,13 +146,36 @@ pub async fn storage_reads(method: Method, res: Response) -> Response {
     }
 }
 
+/// The process's throttle for storage failures: during an outage every request fails the same
+/// way (16,040 ERROR lines in 12 s once), so the first is logged, then one per 10 s with the count.
+fn storage_failures() -> &'static super::log_throttle::LogThrottle {
+    static THROTTLE: std::sync::OnceLock<super::log_throttle::LogThrottle> =
+        std::sync::OnceLock::new();
+    THROTTLE.get_or_init(super::log_throttle::LogThrottle::default)
+}
+
+/// Logs a storage failure an answer reports, through `throttle`.
+fn log_storage_failure(
+    throttle: &super::log_throttle::LogThrottle,
+    error: &store::Error,
+    now_ms: i64,
+) {
+    if let Some(suppressed) = throttle.admit("storage", now_ms) {
+        tracing::error!(%error, suppressed, "storage failure; requests answer 503");
+    }
+}
+
 impl From<store::Error> for ApiError {
     fn from(e: store::Error) -> Self {
         match e {
             store::Error::NotFound { .. } => ApiError::NotFound(e.to_string()),
             store::Error::Conflict(msg) => ApiError::Conflict(msg),
             other => {
-                tracing::error!(error = %other, "storage failure");
+                log_storage_failure(
+                    storage_failures(),
+                    &other,
+                    chrono::Utc::now().timestamp_millis(),
+                );
                 ApiError::Storage(Access::Write)
             }
         }
@@ -179,5 +202,21 @@ impl From<crate::endpoints::Error> for ApiError {
             Error::Index { .. } => ApiError::Unprocessable(e.to_string()),
             Error::Store(inner) => inner.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_outage_logs_a_line_then_a_summary_per_ten_seconds() {
+        let throttle = crate::http::log_throttle::LogThrottle::default();
+        let lines = crate::http::log_throttle::logged(|| {
+            for ms in 0..12_000 {
+                super::log_storage_failure(&throttle, &crate::store::Error::Closed, ms);
+            }
+        });
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(lines[0].contains("suppressed=0"), "{}", lines[0]);
+        assert!(lines[1].contains("suppressed=9999"), "{}", lines[1]);
     }
 }

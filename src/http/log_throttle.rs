@@ -90,6 +90,31 @@ impl LogThrottle {
     }
 }
 
+/// The lines `f` logs (tracing, without colours), for tests of what is logged.
+#[cfg(test)]
+pub(crate) fn logged(f: impl FnOnce()) -> Vec<String> {
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(lines.0.lock().expect("lock").clone()).expect("utf-8");
+    text.lines().map(str::to_string).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -347,34 +347,11 @@ mod tests {
     }
 
     /// The log lines `f` writes.
-    fn logged(f: impl FnOnce()) -> Vec<String> {
-        #[derive(Clone, Default)]
-        struct Lines(std::sync::Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Lines {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().expect("lock").extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let lines = Lines::default();
-        let writer = lines.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::with_default(subscriber, f);
-        let text = String::from_utf8(lines.0.lock().expect("lock").clone()).expect("utf-8");
-        text.lines().map(str::to_string).collect()
-    }
-
     #[test]
     fn a_flood_of_rejections_writes_a_line_then_a_summary_per_ten_seconds() {
         let hooks = Webhooks::new(Vec::new(), Vec::new());
         let bad = ApiError::BadRequest("no valid signature".into());
-        let lines = logged(|| {
+        let lines = crate::http::log_throttle::logged(|| {
             for ms in 0..10_000 {
                 hooks.reject(Provider::Payments, ms, &bad);
             }

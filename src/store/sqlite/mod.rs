@@ -25,6 +25,16 @@ use super::{Error, Result, Triggers};
 /// Most operations grouped into one transaction.
 pub const MAX_BATCH: usize = 4096;
 
+/// WAL size past which the writer forces a checkpoint that resets the WAL (`TRUNCATE`), waiting
+/// up to [`CHECKPOINT_WAIT`] for the readers of older snapshots. SQLite's automatic checkpoints
+/// never wait, so under reads that overlap without a break the WAL could not be reset and grew
+/// without bound (5.6 GB in 10 minutes of mixed load once).
+pub const WAL_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Longest the writer waits for readers when it resets the WAL; writes wait meanwhile. A reset
+/// that does not get them in time is tried again a second later.
+pub const CHECKPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_read_indexes.sql")),
@@ -171,7 +181,56 @@ fn configure(conn: &Connection) -> Result<()> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "cache_size", -65536)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // After a checkpoint resets the WAL, its file is truncated to this size.
+    conn.pragma_update(None, "journal_size_limit", WAL_LIMIT_BYTES as i64)?;
     Ok(())
+}
+
+/// Resets the WAL when it grew past [`WAL_LIMIT_BYTES`]; at most once a second. Runs on the
+/// writer thread between batches.
+struct WalBound {
+    wal: Option<PathBuf>,
+    limit: u64,
+    next_check: std::time::Instant,
+}
+
+impl WalBound {
+    fn new(conn: &Connection, limit: u64) -> Self {
+        Self {
+            limit,
+            wal: conn
+                .path()
+                .filter(|p| !p.is_empty())
+                .map(|p| PathBuf::from(format!("{p}-wal"))),
+            next_check: std::time::Instant::now(),
+        }
+    }
+
+    fn tick(&mut self, conn: &Connection) {
+        let now = std::time::Instant::now();
+        if now < self.next_check {
+            return;
+        }
+        self.next_check = now + std::time::Duration::from_secs(1);
+        let Some(wal) = &self.wal else { return };
+        let size = std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0);
+        if size <= self.limit {
+            return;
+        }
+        let _ = conn.busy_timeout(CHECKPOINT_WAIT);
+        let result = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        });
+        let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
+        match result {
+            Ok(0) => tracing::debug!(wal_bytes = size, "WAL reset"),
+            Ok(_) => tracing::debug!(
+                wal_bytes = size,
+                "WAL reset waits for readers; trying again"
+            ),
+            Err(e) => tracing::warn!(error = %e, wal_bytes = size, "WAL checkpoint failed"),
+        }
+    }
 }
 
 /// Opens, configures and migrates the database; returns the writer connection and the stored
@@ -377,6 +436,7 @@ fn writer_loop(
     work: Arc<Notify>,
 ) {
     let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
+    let mut wal = WalBound::new(&conn, WAL_LIMIT_BYTES);
     while let Some(first) = rx.blocking_recv() {
         let mut pending = Some(first);
         loop {
@@ -401,6 +461,7 @@ fn writer_loop(
             }
         }
         run_batch(&conn, &triggers, &work, &mut batch);
+        wal.tick(&conn);
     }
     tracing::debug!("SQLite writer stopped");
 }
@@ -459,6 +520,53 @@ fn run_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writer_resets_a_wal_grown_past_its_limit_once_old_readers_finish() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("wal.db");
+        let conn = Connection::open(&path).expect("open");
+        configure(&conn).expect("configure");
+        // As under reads that never pause: SQLite's own checkpoints never get to reset the WAL.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)
+            .expect("pragma");
+        conn.execute_batch("CREATE TABLE t (x BLOB)")
+            .expect("table");
+        let reader = Connection::open(&path).expect("reader");
+        let write = |n: usize| {
+            for _ in 0..n {
+                conn.execute("INSERT INTO t (x) VALUES (zeroblob(4096))", [])
+                    .expect("insert");
+            }
+        };
+        write(100);
+        let wal_size =
+            || std::fs::metadata(format!("{}-wal", path.display())).map_or(0, |m| m.len());
+        // A reader holds an old snapshot while more is written.
+        reader.execute_batch("BEGIN").expect("begin");
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .expect("read");
+        write(100);
+        let grown = wal_size();
+        assert!(grown > 400 * 1024, "{grown}");
+        let mut bound = WalBound::new(&conn, 100 * 1024);
+        // While the old reader is open the reset cannot complete.
+        bound.tick(&conn);
+        assert!(
+            wal_size() >= grown,
+            "reset under a reader of an older snapshot"
+        );
+        reader.execute_batch("COMMIT").expect("end the read");
+        // A second later (the bound looks once a second) the WAL is reset and truncated.
+        bound.next_check = std::time::Instant::now();
+        bound.tick(&conn);
+        assert_eq!(wal_size(), 0, "the WAL was reset");
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(n, 200, "nothing lost");
+    }
 
     type Reply = oneshot::Receiver<Result<()>>;
 
