@@ -11,6 +11,8 @@
 //!   dashboard's pages through the router (see `src/bench/dashboard.rs`).
 //! - **endpoint** (not part of `all`): no-op runs through an HTTP job endpoint in another process
 //!   (see `src/bench/endpoint.rs`): runs/s, CPU per run, send → start latency.
+//! - **soak** (not part of `all`): a real `flare serve` under `--rate` sends/s and dashboard reads
+//!   for `--soak-secs`, sampled every `--sample-secs` (see `src/bench/soak.rs`).
 //! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
 //!   database, 1, 2, 4… of them (`--workers`): drain throughput of pre-stored no-op events and
 //!   send → start latency across processes (see [`scale`]).
@@ -25,6 +27,7 @@ mod endpoint;
 mod report;
 mod scale;
 mod scenarios;
+mod soak;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -72,6 +75,9 @@ pub enum Scenario {
     /// No-op runs through an HTTP job endpoint in another process: runs/s, CPU per run of Flare
     /// and of the endpoint, send → start latency (not part of `all`).
     Endpoint,
+    /// A long mixed load on a real `flare serve`: `--rate` sends/s and dashboard reads for
+    /// `--soak-secs`, sampling memory, WAL size and latency (not part of `all`).
+    Soak,
     /// The endpoint process of the `endpoint` scenario (started by it).
     #[value(hide = true)]
     EndpointServer,
@@ -127,6 +133,15 @@ pub struct Args {
     /// `bench-noop` on `bench.noop` at `/flare` (e.g. `node benchmarks/endpoint-noop.mjs`).
     #[arg(long)]
     pub endpoint_cmd: Option<String>,
+    /// soak: how long, seconds.
+    #[arg(long, default_value_t = 1800)]
+    pub soak_secs: u64,
+    /// soak: `POST /trigger` per second.
+    #[arg(long, default_value_t = 500)]
+    pub rate: u32,
+    /// soak: seconds between two samples.
+    #[arg(long, default_value_t = 30)]
+    pub sample_secs: u64,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -157,6 +172,10 @@ pub type Sample = BTreeMap<&'static str, f64>;
 pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
     if args.scenario == Scenario::EndpointServer {
         endpoint::serve_endpoint().await?;
+        return Ok(Vec::new());
+    }
+    if args.scenario == Scenario::Soak {
+        soak::run(&args).await?;
         return Ok(Vec::new());
     }
     let want = |s: Scenario| args.scenario == s || args.scenario == Scenario::All;
