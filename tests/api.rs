@@ -147,29 +147,7 @@ impl Fixture {
         uri: &str,
         body: Option<Value>,
     ) -> (StatusCode, String) {
-        // A loopback name, as every HTTP client sends (the app has no key, see `flare::http::guard`).
-        let mut req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("host", "127.0.0.1:3000");
-        let body = match body {
-            Some(v) => {
-                req = req.header("content-type", "application/json");
-                Body::from(v.to_string())
-            }
-            None => Body::empty(),
-        };
-        let res = self
-            .app
-            .clone()
-            .oneshot(req.body(body).expect("request"))
-            .await
-            .expect("response");
-        let status = res.status();
-        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-            .await
-            .expect("body");
-        (status, String::from_utf8_lossy(&bytes).into_owned())
+        request_text(&self.app, method, uri, body).await
     }
 
     async fn get(&self, uri: &str) -> Value {
@@ -644,7 +622,19 @@ async fn request(
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    // A loopback Host, as a real client of a server without a key sends.
+    let (status, text) = request_text(app, method, uri, body).await;
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}
+
+/// Sends one request to `app` with a loopback `Host` (the app has no key, see
+/// `flare::http::guard`), as every HTTP client sends; the answer's status and body text.
+async fn request_text(
+    app: &Router,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, String) {
     let mut req = Request::builder()
         .method(method)
         .uri(uri)
@@ -665,9 +655,7 @@ async fn request(
     let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
         .await
         .expect("body");
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, value)
+    (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// A send-only client on `db` and the app over it.
