@@ -21,8 +21,10 @@ fn error(description: &str) -> Value {
     ok(description, schema_ref("Error"))
 }
 
+/// A query parameter; like every query parameter of the API, an empty value counts as absent.
 fn query(name: &str, description: &str, schema: Value) -> Value {
-    json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema })
+    json!({ "name": name, "in": "query", "required": false, "description": description,
+        "allowEmptyValue": true, "schema": schema })
 }
 
 fn id_param(what: &str) -> Value {
@@ -311,6 +313,40 @@ fn schemas() -> Value {
     })
 }
 
+/// Adds to every operation the answers that the layers around the routes may give (access
+/// control, the browser guards, the body limit, storage), unless the operation documents its own.
+fn with_common_responses(mut paths: Value) -> Value {
+    for (path, item) in paths.as_object_mut().into_iter().flatten() {
+        for (method, operation) in item.as_object_mut().into_iter().flatten() {
+            let has_body = operation.get("requestBody").is_some();
+            let Some(responses) = operation
+                .get_mut("responses")
+                .and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            let mut add = |code: &str, description: &str| {
+                responses.entry(code).or_insert_with(|| error(description));
+            };
+            add("401", "FLARE_API_KEY is set and the request does not send it as `Authorization: Bearer <key>`.");
+            add(
+                "421",
+                "No API key is set and the request's Host is not a loopback name.",
+            );
+            if method != "get" {
+                add("403", "The browser says the request comes from another site (Sec-Fetch-Site, Origin or Referer).");
+            }
+            if has_body {
+                add("413", "The body is larger than --max-body-bytes.");
+            }
+            if path != "/api/openapi.json" {
+                add("503", "Storage is unavailable; try again.");
+            }
+        }
+    }
+    paths
+}
+
 /// The document.
 pub fn document() -> Value {
     json!({
@@ -318,14 +354,14 @@ pub fn document() -> Value {
         "info": {
             "title": "Flare API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The JSON API for the dashboard and scripts. JSON fields are camelCase; errors are {\"error\": \"…\"}. With FLARE_API_KEY set, send Authorization: Bearer <key>. Not described here yet: POST /trigger, the webhook routes and the compatible ingest routes.",
+            "description": "The JSON API for the dashboard and scripts. JSON fields are camelCase; errors are {\"error\": \"…\"}. An empty query parameter counts as absent. With FLARE_API_KEY set, send Authorization: Bearer <key>. Not described here yet: POST /trigger, the webhook routes and the compatible ingest routes.",
         },
         "components": {
             "schemas": merged(schemas(), endpoint_schemas()),
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
         },
         "security": [{ "bearer": [] }],
-        "paths": merged(paths(), endpoint_paths()),
+        "paths": with_common_responses(merged(paths(), endpoint_paths())),
     })
 }
 
