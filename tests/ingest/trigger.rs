@@ -311,3 +311,20 @@ async fn payload_numbers_are_stored_exactly_as_sent() {
         "[3.5890139315184816e-273,0.1,1.7976931348623157e+308,5e-324,18446744073709551615,-9223372036854775808]"
     );
 }
+
+/// Found by `trigger_fuzz`: a delay whose units add up past `Duration::MAX` panicked in the
+/// handler (the connection dropped without an answer); it is a 400 like any delay over 365 days.
+#[tokio::test]
+async fn an_overflowing_delay_is_a_400() {
+    let app = start(|_| {}).await;
+    for delay in [
+        "18446744073709551615s1s",
+        "99999999999999999d99999999999999999d",
+    ] {
+        let res = app
+            .post_json("/trigger", &json!({"event": "audit.noted", "delay": delay}))
+            .await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST, "{}", res.text);
+        assert!(res.error().contains("365 days"), "{}", res.text);
+    }
+}

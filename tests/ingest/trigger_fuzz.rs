@@ -60,6 +60,7 @@ fn delay_field() -> impl Strategy<Value = Value> {
     prop_oneof![
         "[0-9]{1,4}(s|m|h|d)".prop_map(Value::from),
         "([0-9]{1,3}[smhd]){1,3}".prop_map(Value::from),
+        "([0-9]{15,20}[smhd]){1,3}".prop_map(Value::from),
         any::<String>().prop_map(Value::from),
         prop::collection::btree_map(
             prop::sample::select(vec!["seconds", "minutes", "hours", "days", "weeks"]),
