@@ -644,7 +644,11 @@ async fn request(
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
+    // A loopback Host, as every HTTP/1.1 client sends: without an API key Flare requires one.
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "127.0.0.1:3000");
     let body = match body {
         Some(v) => {
             req = req.header("content-type", "application/json");
