@@ -328,3 +328,19 @@ async fn an_overflowing_delay_is_a_400() {
         assert!(res.error().contains("365 days"), "{}", res.text);
     }
 }
+
+/// Found by `trigger_fuzz`: a JSON array was read as the fields in order (`["a"]` sent event
+/// `a`); the body must be an object.
+#[tokio::test]
+async fn an_array_body_is_a_400() {
+    let app = start(|_| {}).await;
+    for body in [
+        json!(["audit.noted"]),
+        json!(["audit.noted", {"x": 1}]),
+        json!([]),
+    ] {
+        let res = app.post_json("/trigger", &body).await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST, "{body}: {}", res.text);
+        assert!(res.error().contains("expected a map"), "{}", res.text);
+    }
+}
