@@ -17,9 +17,9 @@ use axum::routing::post;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::body::JsonBody;
+use super::body::JsonObject;
 use super::{ApiError, AppState};
 use crate::client::SendEvent;
 use crate::model::{Delay, Source};
@@ -163,12 +163,8 @@ pub(crate) fn parse_time(text: &str, field: &str) -> Result<DateTime<Utc>, ApiEr
 
 async fn trigger(
     State(state): State<AppState>,
-    JsonBody(body): JsonBody<Map<String, Value>>,
+    JsonObject(req): JsonObject<TriggerRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    // Read as an object first: a derived `Deserialize` would also take the fields in order from
-    // an array (`["user.created", {…}]`), which is not a body this route documents.
-    let req: TriggerRequest = serde_json::from_value(Value::Object(body))
-        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))?;
     let send = to_send_event(req)?;
     let inserted = state.client.send_inserted(send, Source::Http).await?;
     let event = inserted.event;
