@@ -100,7 +100,8 @@ impl Delay {
                 .parse()
                 .map_err(|_| format!("invalid delay {text:?}: expected a number before '{c}'"))?;
             digits.clear();
-            total += match c {
+            // Saturating: a huge delay is refused by the 365-day limit instead of overflowing.
+            total = total.saturating_add(match c {
                 's' => Duration::from_secs(n),
                 'm' => Duration::from_secs(n.saturating_mul(60)),
                 'h' => Duration::from_secs(n.saturating_mul(3600)),
@@ -110,7 +111,7 @@ impl Delay {
                         "invalid delay {text:?}: unknown unit '{c}' (use s, m, h or d)"
                     ))
                 }
-            };
+            });
         }
         if !digits.is_empty() {
             return Err(format!(
@@ -394,6 +395,18 @@ mod tests {
         assert!(Delay::parse("2").unwrap_err().contains("missing unit"));
         assert!(Delay::parse("2w").unwrap_err().contains("unknown unit"));
         assert!(Delay::parse("h").is_err());
+    }
+
+    /// Found by `tests/ingest/trigger_fuzz.rs`: units that add up past `Duration::MAX` panicked
+    /// ("overflow when adding durations") instead of being refused by the 365-day limit.
+    #[test]
+    fn huge_delays_saturate_instead_of_overflowing() {
+        let max = Delay::from(Duration::MAX);
+        assert_eq!(Delay::parse("18446744073709551615s1s"), Ok(max));
+        assert_eq!(
+            Delay::parse("99999999999999999d99999999999999999d"),
+            Ok(max)
+        );
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! - [`JsonBody`]: a JSON body with `Content-Type: application/json` (or `application/*+json`);
 //!   another content type → 415, an empty body → 400 ("required fields are missing"), invalid
 //!   JSON → 400, a body over the limit → 413.
+//! - [`JsonObject`]: the same, and the body must be a JSON object (not an array read as a
+//!   struct's fields in order).
 //! - [`LenientJsonBody`]: the same, but any content type is accepted (for compatible ingest
 //!   routes whose clients, such as `curl -d`, often send a form content type with a JSON body).
 //! - [`RawBody`]: the exact bytes, for webhook signatures; only the size limit applies.
@@ -69,18 +71,44 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = req.headers().get(CONTENT_TYPE).cloned();
-        let RawBody(bytes) = RawBody::from_request(req, state).await?;
-        if is_blank(&bytes) && content_type.is_none() {
-            return Err(missing_body());
-        }
-        if !content_type.as_ref().is_some_and(is_json_content_type) {
-            return Err(ApiError::UnsupportedMediaType(
-                "expected a JSON body with `Content-Type: application/json`".into(),
-            ));
-        }
+        let bytes = json_bytes(req, state).await?;
         parse(&bytes).map(JsonBody)
     }
+}
+
+/// A JSON body like [`JsonBody`] that must also be an object: a derived `Deserialize` takes a
+/// struct's fields in order from an array too (`["user.created", {…}]`), which no route means.
+#[derive(Debug, Clone)]
+pub struct JsonObject<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonObject<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = json_bytes(req, state).await?;
+        let value = parse(&bytes)?;
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::BadRequest(
+                "the request body must be a JSON object".into(),
+            ));
+        }
+        Ok(JsonObject(value))
+    }
+}
+
+/// The body of a request that must be JSON: the content type is checked, the bytes returned.
+async fn json_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let content_type = req.headers().get(CONTENT_TYPE).cloned();
+    let RawBody(bytes) = RawBody::from_request(req, state).await?;
+    if is_blank(&bytes) && content_type.is_none() {
+        return Err(missing_body());
+    }
+    if !content_type.as_ref().is_some_and(is_json_content_type) {
+        return Err(ApiError::UnsupportedMediaType(
+            "expected a JSON body with `Content-Type: application/json`".into(),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// A JSON body, whatever the content type says.

@@ -4,7 +4,7 @@
 //! `store`, which stay free of HTTP-documentation derives, and a static document costs no
 //! proc-macro build time. `tests/api.rs` checks that every path documented here is routed, so the
 //! document cannot name a route that does not exist. It describes the `/api/…` read and action
-//! routes and `/metrics`; `/trigger`, the webhooks and the compatible ingest routes are not
+//! routes, `POST /trigger` and `/metrics`; the webhooks and the compatible ingest routes are not
 //! described yet.
 
 use serde_json::{json, Value};
@@ -21,8 +21,10 @@ fn error(description: &str) -> Value {
     ok(description, schema_ref("Error"))
 }
 
+/// A query parameter; like every query parameter of the API, an empty value counts as absent.
 fn query(name: &str, description: &str, schema: Value) -> Value {
-    json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema })
+    json!({ "name": name, "in": "query", "required": false, "description": description,
+        "allowEmptyValue": true, "schema": schema })
 }
 
 fn id_param(what: &str) -> Value {
@@ -148,6 +150,44 @@ fn paths() -> Value {
             "summary": "Prometheus metrics (text format)",
             "responses": { "200": { "description": "Counters, histograms and queue gauges.",
                 "content": { "text/plain": { "schema": string() } } } }
+        }},
+    })
+}
+
+/// `POST /trigger` (`src/http/trigger.rs`).
+fn trigger_paths() -> Value {
+    let delay_units = json!({ "type": ["number", "null"], "minimum": 0 });
+    json!({
+        "/trigger": { "post": {
+            "summary": "Send an event: answered once the event and its runs are committed",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["event"], "additionalProperties": false,
+                "description": "An optional field sent as null counts as absent.",
+                "properties": {
+                    "event": { "type": "string", "minLength": 1, "maxLength": 200,
+                        "pattern": "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$",
+                        "description": "The event name: lowercase ASCII letters, digits, `_` and `-`, in segments joined by `.`." },
+                    "payload": { "description": "Any JSON value; null when absent." },
+                    "id": { "type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000]*$",
+                        "description": "Idempotency: an id already stored answers with that event and starts nothing. At most 200 bytes." },
+                    "delay": { "oneOf": [
+                        { "type": "string", "description": "Such as \"90s\", \"2h\" or \"1h30m\" (units s, m, h, d)." },
+                        { "type": "object", "additionalProperties": false, "properties": {
+                            "seconds": delay_units, "minutes": delay_units,
+                            "hours": delay_units, "days": delay_units } },
+                        { "type": "null" },
+                    ], "description": "Deliver later, at most 365 days; not with deliverAt." },
+                    "deliverAt": { "type": ["string", "null"], "format": "date-time",
+                        "description": "Deliver at this time (RFC 3339), at most 365 days ahead; not with delay." },
+                    "context": { "description": "Caller context, stored with the event." },
+                } } } } },
+            "responses": {
+                "200": ok("The stored event.", json!({ "type": "object", "required": ["success", "message", "result"],
+                    "properties": { "success": { "const": true }, "message": string(),
+                        "result": schema_ref("Event") } })),
+                "400": error("The body is not JSON, misses `event`, or has an unknown field or a bad value; the message says which."),
+                "415": error("The body is not sent as `Content-Type: application/json`."),
+            }
         }},
     })
 }
@@ -311,6 +351,40 @@ fn schemas() -> Value {
     })
 }
 
+/// Adds to every operation the answers that the layers around the routes may give (access
+/// control, the browser guards, the body limit, storage), unless the operation documents its own.
+fn with_common_responses(mut paths: Value) -> Value {
+    for (path, item) in paths.as_object_mut().into_iter().flatten() {
+        for (method, operation) in item.as_object_mut().into_iter().flatten() {
+            let has_body = operation.get("requestBody").is_some();
+            let Some(responses) = operation
+                .get_mut("responses")
+                .and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            let mut add = |code: &str, description: &str| {
+                responses.entry(code).or_insert_with(|| error(description));
+            };
+            add("401", "FLARE_API_KEY is set and the request does not send it as `Authorization: Bearer <key>`.");
+            add(
+                "421",
+                "No API key is set and the request's Host is not a loopback name.",
+            );
+            if method != "get" {
+                add("403", "The browser says the request comes from another site (Sec-Fetch-Site, Origin or Referer).");
+            }
+            if has_body {
+                add("413", "The body is larger than --max-body-bytes.");
+            }
+            if path != "/api/openapi.json" {
+                add("503", "Storage is unavailable; try again.");
+            }
+        }
+    }
+    paths
+}
+
 /// The document.
 pub fn document() -> Value {
     json!({
@@ -318,14 +392,14 @@ pub fn document() -> Value {
         "info": {
             "title": "Flare API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The JSON API for the dashboard and scripts. JSON fields are camelCase; errors are {\"error\": \"…\"}. With FLARE_API_KEY set, send Authorization: Bearer <key>. Not described here yet: POST /trigger, the webhook routes and the compatible ingest routes.",
+            "description": "The JSON API for the dashboard and scripts. JSON fields are camelCase; errors are {\"error\": \"…\"}. An empty query parameter counts as absent. With FLARE_API_KEY set, send Authorization: Bearer <key>. Not described here yet: the webhook routes and the compatible ingest routes.",
         },
         "components": {
             "schemas": merged(schemas(), endpoint_schemas()),
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
         },
         "security": [{ "bearer": [] }],
-        "paths": merged(paths(), endpoint_paths()),
+        "paths": with_common_responses(merged(merged(paths(), trigger_paths()), endpoint_paths())),
     })
 }
 

@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::body::JsonBody;
+use super::body::JsonObject;
 use super::{ApiError, AppState};
 use crate::client::SendEvent;
 use crate::model::{Delay, Source};
@@ -163,7 +163,7 @@ pub(crate) fn parse_time(text: &str, field: &str) -> Result<DateTime<Utc>, ApiEr
 
 async fn trigger(
     State(state): State<AppState>,
-    JsonBody(req): JsonBody<TriggerRequest>,
+    JsonObject(req): JsonObject<TriggerRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let send = to_send_event(req)?;
     let inserted = state.client.send_inserted(send, Source::Http).await?;

@@ -387,3 +387,226 @@ mod tests {
         assert!(shown.contains("<1 redacted>"), "{shown}");
     }
 }
+
+/// Property tests: `verify` fuzzed with arbitrary headers, bodies and clocks (`proptest`, a bounded
+/// number of cases each so `cargo test` stays quick).
+#[cfg(test)]
+mod properties {
+    use hmac::{Hmac, Mac};
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use sha2::Sha256;
+
+    use super::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 2000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// `t=<t>,v1=<hex>` computed here with the `hmac` crate, independently of [`sign`].
+    fn reference_header(secret: &str, t: i64, body: &[u8]) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+        mac.update(format!("{t}.").as_bytes());
+        mac.update(body);
+        format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
+    }
+
+    /// Stripe secrets are used verbatim, so any non-empty string is one.
+    fn secret() -> impl Strategy<Value = String> {
+        prop_oneof!["whsec_[A-Za-z0-9]{8,40}", ".{1,40}"]
+    }
+
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(any::<u8>(), 0..256)
+    }
+
+    /// Mostly realistic times, sometimes anything a header can carry.
+    fn timestamp() -> impl Strategy<Value = i64> {
+        prop_oneof![1_500_000_000..2_000_000_000_i64, 0..=i64::MAX]
+    }
+
+    /// How far the verifier's clock is from the signed time: mostly near the window's edges.
+    fn clock_offset() -> impl Strategy<Value = i64> {
+        prop_oneof![-310..=310_i64, any::<i64>()]
+    }
+
+    /// Whether `now` is within `tolerance` of `t` (computed without overflow).
+    fn fresh(t: i64, now: i64, tolerance: i64) -> bool {
+        (i128::from(now) - i128::from(t)).abs() <= i128::from(tolerance.max(0))
+    }
+
+    /// Header items that never match and never name `t`: stray `v1`s, other schemes, junk.
+    fn extra_item() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "v1=[0-9a-f]{0,64}",
+            "v0=[0-9a-f]{64}",
+            "x[a-z0-9]{0,3}=[ -+\\x2D-~]{0,10}",
+            "[a-su-z ]{0,6}",
+        ]
+    }
+
+    /// One way of damaging a correctly signed delivery.
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        /// The delivery as signed.
+        Intact,
+        /// Non-matching `v1=` entries and ignored items before and after the real one.
+        ExtraItems(Vec<String>, Vec<String>),
+        /// One bit (of the low seven, so it stays ASCII) flipped in one signature character.
+        FlipSignatureBit(Index, u8),
+        /// One bit flipped in one body byte (a byte added to an empty body).
+        FlipBodyBit(Index, u8),
+        /// The same signature under another claimed timestamp.
+        OtherTimestamp(i64),
+        /// Signed with a secret the verifier does not have.
+        OtherSecret(String),
+        /// The signature under another scheme name, so no `v1` is left.
+        OtherScheme(&'static str),
+        /// A second `t=` item.
+        SecondTimestamp(i64),
+        /// The header cut short.
+        Truncated(Index),
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        let items = || prop::collection::vec(extra_item(), 0..4);
+        prop_oneof![
+            Just(Mutation::Intact),
+            (items(), items()).prop_map(|(a, b)| Mutation::ExtraItems(a, b)),
+            (any::<Index>(), 0..7_u8).prop_map(|(i, b)| Mutation::FlipSignatureBit(i, b)),
+            (any::<Index>(), 0..8_u8).prop_map(|(i, b)| Mutation::FlipBodyBit(i, b)),
+            timestamp().prop_map(Mutation::OtherTimestamp),
+            secret().prop_map(Mutation::OtherSecret),
+            prop::sample::select(vec!["v0", "v2", "V1", "v1 ", "v11", ""])
+                .prop_map(Mutation::OtherScheme),
+            timestamp().prop_map(Mutation::SecondTimestamp),
+            any::<Index>().prop_map(Mutation::Truncated),
+        ]
+    }
+
+    /// Applies `mutation` to the delivery `(header, body)` signed by `secret` at `t`, returning
+    /// the damaged delivery and whether it is still correctly signed.
+    fn apply(mutation: &Mutation, secret: &str, t: i64, body: Vec<u8>) -> (String, Vec<u8>, bool) {
+        let header = sign(secret, t, &body);
+        let signature = header
+            .split_once(",v1=")
+            .map(|(_, sig)| sig.to_owned())
+            .expect("sign writes one v1");
+        match mutation {
+            Mutation::Intact => (header, body, true),
+            Mutation::ExtraItems(before, after) => {
+                let mut items = before.clone();
+                items.push(format!(" t={t} "));
+                items.push(format!("v1={signature}"));
+                items.extend(after.iter().cloned());
+                (items.join(","), body, true)
+            }
+            Mutation::FlipSignatureBit(index, bit) => {
+                let mut bytes = signature.into_bytes();
+                let i = index.index(bytes.len());
+                bytes[i] ^= 1 << bit;
+                let flipped = String::from_utf8(bytes).expect("still ASCII");
+                (format!("t={t},v1={flipped}"), body, false)
+            }
+            Mutation::FlipBodyBit(index, bit) => {
+                let mut body = body;
+                if body.is_empty() {
+                    body.push(1 << bit);
+                } else {
+                    let i = index.index(body.len());
+                    body[i] ^= 1 << bit;
+                }
+                (header, body, false)
+            }
+            Mutation::OtherTimestamp(other) => {
+                (format!("t={other},v1={signature}"), body, *other == t)
+            }
+            Mutation::OtherSecret(other) => (sign(other, t, &body), body, other == secret),
+            Mutation::OtherScheme(scheme) => (format!("t={t},{scheme}={signature}"), body, false),
+            Mutation::SecondTimestamp(other) => (format!("{header},t={other}"), body, false),
+            Mutation::Truncated(index) => {
+                let cut = index.index(header.len());
+                (header[..cut].to_owned(), body, false)
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// A delivery signed with any one of the configured secrets (by [`sign`], which must agree
+        /// with an HMAC computed here) is accepted exactly when its timestamp is within the
+        /// tolerance of the clock, in either direction; a stale one is refused as such.
+        #[test]
+        fn signed_deliveries_are_accepted_exactly_when_fresh(
+            secrets in prop::collection::vec(secret(), 1..4),
+            which in any::<Index>(),
+            t in timestamp(),
+            body in body(),
+            offset in clock_offset(),
+            tolerance in prop_oneof![Just(DEFAULT_TOLERANCE_SECS), -5..1000_i64],
+        ) {
+            let secret = which.get(&secrets);
+            let header = sign(secret, t, &body);
+            prop_assert_eq!(&header, &reference_header(secret, t, &body));
+            let now = t.saturating_add(offset);
+            let verifier = StripeVerifier::new(secrets.clone())
+                .expect("non-empty secrets")
+                .with_tolerance(tolerance);
+            let got = verifier.verify(&header, &body, now);
+            if fresh(t, now, tolerance) {
+                prop_assert_eq!(got, Ok(()));
+            } else {
+                let is_stale = matches!(got, Err(VerifyError::TimestampOutsideTolerance { .. }));
+                prop_assert!(is_stale, "{:?}", got);
+            }
+        }
+
+        /// Damaging a fresh, correctly signed delivery (a flipped bit in its signature or body,
+        /// another timestamp or secret, another scheme, a second `t=`, a cut) always gets it
+        /// refused, while adding stray `v1=` entries and unknown items does not.
+        #[test]
+        fn damaged_deliveries_are_refused(
+            secret in secret(),
+            t in timestamp(),
+            body in body(),
+            offset in -DEFAULT_TOLERANCE_SECS..=DEFAULT_TOLERANCE_SECS,
+            mutation in mutation(),
+        ) {
+            let now = t.saturating_add(offset);
+            let (header, body, still_signed) = apply(&mutation, &secret, t, body);
+            let verifier = StripeVerifier::new(vec![secret.clone()]).expect("secret");
+            let got = verifier.verify(&header, &body, now);
+            if still_signed && fresh(t, now, DEFAULT_TOLERANCE_SECS) {
+                prop_assert_eq!(&got, &Ok(()), "header {:?}", header);
+            } else {
+                prop_assert!(got.is_err(), "accepted {:?}", header);
+            }
+            if matches!(mutation, Mutation::FlipSignatureBit(..) | Mutation::FlipBodyBit(..)) {
+                prop_assert_eq!(got, Err(VerifyError::NoSignatureMatched));
+            }
+        }
+
+        /// Arbitrary header text (anything at all, or `t=`/`v1=`-shaped items), with any body and
+        /// any clock, never panics and is never accepted.
+        #[test]
+        fn arbitrary_headers_are_refused_without_panicking(
+            header in prop_oneof![
+                any::<String>(),
+                prop::collection::vec(
+                    prop_oneof!["t=[0-9]{0,20}", "v1=[0-9a-f]{0,64}", "[ -~]{0,8}"],
+                    0..6,
+                ).prop_map(|items| items.join(",")),
+            ],
+            body in body(),
+            now in any::<i64>(),
+        ) {
+            let verifier = StripeVerifier::new(vec!["whsec_fuzz".into()]).expect("secret");
+            prop_assert!(verifier.verify(&header, &body, now).is_err());
+        }
+    }
+}

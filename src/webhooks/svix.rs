@@ -458,3 +458,284 @@ mod tests {
         assert!(shown.contains("<1 redacted>"), "{shown}");
     }
 }
+
+/// Property tests: `verify` fuzzed with arbitrary headers, bodies and clocks (`proptest`, a bounded
+/// number of cases each so `cargo test` stays quick).
+#[cfg(test)]
+mod properties {
+    use hmac::{Hmac, Mac};
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use sha2::Sha256;
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 2000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// `v1,<base64>` computed here with the `hmac` crate, independently of [`sign`].
+    fn reference_signature(key: &[u8], id: &str, timestamp: &str, body: &[u8]) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
+        mac.update(format!("{id}.{timestamp}.").as_bytes());
+        mac.update(body);
+        format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+    }
+
+    /// A secret as configured (`whsec_<base64>` or bare base64) and the key it stands for.
+    fn secret() -> impl Strategy<Value = (String, Vec<u8>)> {
+        (prop::collection::vec(any::<u8>(), 1..64), any::<bool>()).prop_map(|(key, prefixed)| {
+            let encoded = STANDARD.encode(&key);
+            let text = if prefixed {
+                format!("{SECRET_PREFIX}{encoded}")
+            } else {
+                encoded
+            };
+            (text, key)
+        })
+    }
+
+    /// Message ids as senders make them, or any text.
+    fn msg_id() -> impl Strategy<Value = String> {
+        prop_oneof!["msg_[A-Za-z0-9]{1,27}", ".{1,40}"]
+    }
+
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(any::<u8>(), 0..256)
+    }
+
+    /// Mostly realistic times, sometimes anything a header can carry.
+    fn timestamp() -> impl Strategy<Value = i64> {
+        prop_oneof![1_500_000_000..2_000_000_000_i64, 0..=i64::MAX]
+    }
+
+    /// How far the verifier's clock is from the signed time: mostly near the window's edges.
+    fn clock_offset() -> impl Strategy<Value = i64> {
+        prop_oneof![-310..=310_i64, any::<i64>()]
+    }
+
+    /// Whether `now` is within `tolerance` of `t` (computed without overflow).
+    fn fresh(t: i64, now: i64, tolerance: i64) -> bool {
+        (i128::from(now) - i128::from(t)).abs() <= i128::from(tolerance.max(0))
+    }
+
+    /// Signature-list entries that never match: stray `v1`s, other schemes, junk (no spaces).
+    fn extra_entry() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "v1,[A-Za-z0-9+/]{0,43}=?",
+            "(v1a|v2|V1|v0),[A-Za-z0-9+/]{43}=",
+            "[!-~]{0,12}",
+            Just(String::new()),
+        ]
+    }
+
+    /// One way of damaging a correctly signed delivery.
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        /// The delivery as signed.
+        Intact,
+        /// Non-matching entries before and after the real signature.
+        ExtraEntries(Vec<String>, Vec<String>),
+        /// One bit (of the low seven, so it stays ASCII) flipped in one signature character.
+        FlipSignatureBit(Index, u8),
+        /// One bit flipped in one body byte (a byte added to an empty body).
+        FlipBodyBit(Index, u8),
+        /// The same signature under another message id.
+        OtherId(String),
+        /// The same signature under another timestamp text (digits only, maybe zero-padded).
+        OtherTimestamp(String),
+        /// Signed with a key the verifier does not have.
+        OtherSecret(Vec<u8>),
+        /// The signature under another scheme name, so no `v1` is left.
+        OtherScheme(&'static str),
+        /// The signature list cut short.
+        Truncated(Index),
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        let entries = || prop::collection::vec(extra_entry(), 0..4);
+        prop_oneof![
+            Just(Mutation::Intact),
+            (entries(), entries()).prop_map(|(a, b)| Mutation::ExtraEntries(a, b)),
+            (any::<Index>(), 0..7_u8).prop_map(|(i, b)| Mutation::FlipSignatureBit(i, b)),
+            (any::<Index>(), 0..8_u8).prop_map(|(i, b)| Mutation::FlipBodyBit(i, b)),
+            msg_id().prop_map(Mutation::OtherId),
+            prop_oneof![
+                timestamp().prop_map(|t| t.to_string()),
+                timestamp().prop_map(|t| format!("0{t}")),
+            ]
+            .prop_map(Mutation::OtherTimestamp),
+            prop::collection::vec(any::<u8>(), 1..64).prop_map(Mutation::OtherSecret),
+            prop::sample::select(vec!["v1a", "v2", "V1", "v0", "v1 ", ""])
+                .prop_map(Mutation::OtherScheme),
+            any::<Index>().prop_map(Mutation::Truncated),
+        ]
+    }
+
+    /// Applies `mutation` to the delivery message `id`, signed with `key` at `t`, returning the
+    /// damaged delivery and whether it is still correctly signed.
+    fn apply(
+        mutation: &Mutation,
+        key: &[u8],
+        id: &str,
+        t: i64,
+        body: Vec<u8>,
+    ) -> (SvixHeaders, Vec<u8>, bool) {
+        let timestamp = t.to_string();
+        let signature = reference_signature(key, id, &timestamp, &body);
+        let encoded = signature.trim_start_matches("v1,").to_owned();
+        let headers = |id: &str, timestamp: &str, signature: String| SvixHeaders {
+            id: id.into(),
+            timestamp: timestamp.into(),
+            signature,
+        };
+        match mutation {
+            Mutation::Intact => (headers(id, &timestamp, signature), body, true),
+            Mutation::ExtraEntries(before, after) => {
+                let mut entries = before.clone();
+                entries.push(signature);
+                entries.extend(after.iter().cloned());
+                (headers(id, &timestamp, entries.join(" ")), body, true)
+            }
+            Mutation::FlipSignatureBit(index, bit) => {
+                let mut bytes = encoded.into_bytes();
+                let i = index.index(bytes.len());
+                bytes[i] ^= 1 << bit;
+                let flipped = String::from_utf8(bytes).expect("still ASCII");
+                (
+                    headers(id, &timestamp, format!("v1,{flipped}")),
+                    body,
+                    false,
+                )
+            }
+            Mutation::FlipBodyBit(index, bit) => {
+                let mut body = body;
+                if body.is_empty() {
+                    body.push(1 << bit);
+                } else {
+                    let i = index.index(body.len());
+                    body[i] ^= 1 << bit;
+                }
+                (headers(id, &timestamp, signature), body, false)
+            }
+            Mutation::OtherId(other) => (headers(other, &timestamp, signature), body, other == id),
+            Mutation::OtherTimestamp(other) => {
+                (headers(id, other, signature), body, *other == timestamp)
+            }
+            Mutation::OtherSecret(other) => {
+                let resigned = reference_signature(other, id, &timestamp, &body);
+                (headers(id, &timestamp, resigned), body, other == key)
+            }
+            Mutation::OtherScheme(scheme) => (
+                headers(id, &timestamp, format!("{scheme},{encoded}")),
+                body,
+                false,
+            ),
+            Mutation::Truncated(index) => {
+                let cut = index.index(signature.len());
+                (
+                    headers(id, &timestamp, signature[..cut].to_owned()),
+                    body,
+                    false,
+                )
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// A delivery signed with any one of the configured secrets (by [`sign`], which must agree
+        /// with an HMAC computed here) is accepted exactly when its timestamp is within the
+        /// tolerance of the clock, in either direction; a stale one is refused as such.
+        #[test]
+        fn signed_deliveries_are_accepted_exactly_when_fresh(
+            secrets in prop::collection::vec(secret(), 1..4),
+            which in any::<Index>(),
+            id in msg_id(),
+            t in timestamp(),
+            body in body(),
+            offset in clock_offset(),
+            tolerance in prop_oneof![Just(DEFAULT_TOLERANCE_SECS), -5..1000_i64],
+        ) {
+            let (secret, key) = which.get(&secrets);
+            let signature = sign(secret, &id, t, &body).expect("valid secret");
+            prop_assert_eq!(&signature, &reference_signature(key, &id, &t.to_string(), &body));
+            let headers = SvixHeaders { id, timestamp: t.to_string(), signature };
+            let now = t.saturating_add(offset);
+            let verifier = SvixVerifier::new(secrets.iter().map(|(s, _)| s.clone()).collect())
+                .expect("valid secrets")
+                .with_tolerance(tolerance);
+            let got = verifier.verify(&headers, &body, now);
+            if fresh(t, now, tolerance) {
+                prop_assert_eq!(got, Ok(()));
+            } else {
+                let is_stale = matches!(got, Err(VerifyError::TimestampOutsideTolerance { .. }));
+                prop_assert!(is_stale, "{:?}", got);
+            }
+        }
+
+        /// Damaging a fresh, correctly signed delivery (a flipped bit in its signature or body,
+        /// another id, timestamp text or key, another scheme, a cut) always gets it refused, while
+        /// adding non-matching entries to the signature list does not.
+        #[test]
+        fn damaged_deliveries_are_refused(
+            (secret, key) in secret(),
+            id in msg_id(),
+            t in timestamp(),
+            body in body(),
+            offset in -DEFAULT_TOLERANCE_SECS..=DEFAULT_TOLERANCE_SECS,
+            mutation in mutation(),
+        ) {
+            let now = t.saturating_add(offset);
+            let (headers, body, still_signed) = apply(&mutation, &key, &id, t, body);
+            let verifier = SvixVerifier::new(vec![secret]).expect("valid secret");
+            let got = verifier.verify(&headers, &body, now);
+            let claimed = headers.timestamp.parse::<i64>().unwrap_or(t);
+            if still_signed && fresh(claimed, now, DEFAULT_TOLERANCE_SECS) {
+                prop_assert_eq!(&got, &Ok(()), "{:?}", headers);
+            } else {
+                prop_assert!(got.is_err(), "accepted {:?}", headers);
+            }
+            if matches!(mutation, Mutation::FlipSignatureBit(..) | Mutation::FlipBodyBit(..)) {
+                prop_assert_eq!(got, Err(VerifyError::NoSignatureMatched));
+            }
+        }
+
+        /// Arbitrary header values (anything at all, or shaped like real ones), with any body and
+        /// any clock, never panic, in collecting the headers or in verifying, and are never
+        /// accepted.
+        #[test]
+        fn arbitrary_headers_are_refused_without_panicking(
+            values in prop::collection::vec(
+                prop::option::of(prop_oneof![
+                    any::<String>(),
+                    "[0-9]{0,20}",
+                    "(v1,[A-Za-z0-9+/]{0,44}={0,2} ?){0,3}",
+                ]),
+                6,
+            ),
+            body in body(),
+            now in any::<i64>(),
+        ) {
+            let names = [
+                "svix-id", "webhook-id", "svix-timestamp", "webhook-timestamp",
+                "svix-signature", "webhook-signature",
+            ];
+            let map: HashMap<&str, &str> = names
+                .iter()
+                .zip(&values)
+                .filter_map(|(name, value)| Some((*name, value.as_deref()?)))
+                .collect();
+            let verifier = SvixVerifier::new(vec!["whsec_ZnV6eg==".into()]).expect("secret");
+            let got = SvixHeaders::from_lookup(|name| map.get(name).copied())
+                .and_then(|headers| verifier.verify(&headers, &body, now));
+            prop_assert!(got.is_err());
+        }
+    }
+}

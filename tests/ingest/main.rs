@@ -7,4 +7,5 @@ mod compat;
 mod guard;
 mod support;
 mod trigger;
+mod trigger_fuzz;
 mod webhooks;

@@ -283,3 +283,81 @@ async fn unknown_routes_and_wrong_methods_are_json() {
     );
     assert!(wrong.headers.get("allow").is_some());
 }
+
+/// Found by `trigger_fuzz`: without serde_json's `float_roundtrip`, parsing a float could land one
+/// unit in the last place away, so a payload number came back different from the one sent (once
+/// when the body was parsed, again when the stored payload was read).
+#[tokio::test]
+async fn payload_numbers_are_stored_exactly_as_sent() {
+    let app = start(|_| {}).await;
+    let sent = r#"{"event": "audit.noted", "id": "floats", "payload": [3.5890139315184816e-273, 0.1, 1.7976931348623157e308, 5e-324, 18446744073709551615, -9223372036854775808]}"#;
+    let res = app
+        .call(
+            Request::post("/trigger")
+                .header("content-type", "application/json")
+                .body(Body::from(sent))
+                .expect("request"),
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.text);
+    let stored = app
+        .client
+        .event("floats")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(
+        stored.payload.to_string(),
+        "[3.5890139315184816e-273,0.1,1.7976931348623157e+308,5e-324,18446744073709551615,-9223372036854775808]"
+    );
+}
+
+/// Found by `trigger_fuzz`: a delay whose units add up past `Duration::MAX` panicked in the
+/// handler (the connection dropped without an answer); it is a 400 like any delay over 365 days.
+#[tokio::test]
+async fn an_overflowing_delay_is_a_400() {
+    let app = start(|_| {}).await;
+    for delay in [
+        "18446744073709551615s1s",
+        "99999999999999999d99999999999999999d",
+    ] {
+        let res = app
+            .post_json("/trigger", &json!({"event": "audit.noted", "delay": delay}))
+            .await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST, "{}", res.text);
+        assert!(res.error().contains("365 days"), "{}", res.text);
+    }
+}
+
+/// Found by `trigger_fuzz`: a JSON array was read as the fields in order (`["a"]` sent event
+/// `a`); the body must be an object, and a repeated field is still refused.
+#[tokio::test]
+async fn an_array_body_is_a_400() {
+    let app = start(|_| {}).await;
+    for body in [json!(["audit.noted"]), json!(["audit.noted", {"x": 1}])] {
+        let res = app.post_json("/trigger", &body).await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST, "{body}: {}", res.text);
+        assert!(
+            res.error().contains("must be a JSON object"),
+            "{}",
+            res.text
+        );
+    }
+    let repeated = app
+        .call(raw_post(
+            Some("application/json"),
+            r#"{"event": "audit.noted", "event": "user.created"}"#,
+        ))
+        .await;
+    assert_eq!(
+        repeated.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        repeated.text
+    );
+    assert!(
+        repeated.error().contains("duplicate field"),
+        "{}",
+        repeated.text
+    );
+}
