@@ -133,6 +133,42 @@ pub(crate) fn read_fixture(relative: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read fixture {path}: {e}"))
 }
 
+/// What the verifiers' property tests share: their settings and the strategies for bodies and
+/// times (tests only).
+#[cfg(test)]
+pub(crate) mod strategies {
+    use proptest::prelude::*;
+
+    /// 2,000 cases, nothing persisted.
+    pub(crate) fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 2000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// Any body up to 256 bytes.
+    pub(crate) fn body() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(any::<u8>(), 0..256)
+    }
+
+    /// Mostly realistic times, sometimes anything a header can carry.
+    pub(crate) fn timestamp() -> impl Strategy<Value = i64> {
+        prop_oneof![1_500_000_000..2_000_000_000_i64, 0..=i64::MAX]
+    }
+
+    /// How far the verifier's clock is from the signed time: mostly near the window's edges.
+    pub(crate) fn clock_offset() -> impl Strategy<Value = i64> {
+        prop_oneof![-310..=310_i64, any::<i64>()]
+    }
+
+    /// Whether `now` is within `tolerance` of `t` (computed without overflow).
+    pub(crate) fn fresh(t: i64, now: i64, tolerance: i64) -> bool {
+        (i128::from(now) - i128::from(t)).abs() <= i128::from(tolerance.max(0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

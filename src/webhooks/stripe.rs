@@ -397,15 +397,8 @@ mod properties {
     use proptest::sample::Index;
     use sha2::Sha256;
 
+    use super::super::strategies::{body, clock_offset, config, fresh, timestamp};
     use super::*;
-
-    fn config() -> ProptestConfig {
-        ProptestConfig {
-            cases: 2000,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
 
     /// `t=<t>,v1=<hex>` computed here with the `hmac` crate, independently of [`sign`].
     fn reference_header(secret: &str, t: i64, body: &[u8]) -> String {
@@ -418,25 +411,6 @@ mod properties {
     /// Stripe secrets are used verbatim, so any non-empty string is one.
     fn secret() -> impl Strategy<Value = String> {
         prop_oneof!["whsec_[A-Za-z0-9]{8,40}", ".{1,40}"]
-    }
-
-    fn body() -> impl Strategy<Value = Vec<u8>> {
-        prop::collection::vec(any::<u8>(), 0..256)
-    }
-
-    /// Mostly realistic times, sometimes anything a header can carry.
-    fn timestamp() -> impl Strategy<Value = i64> {
-        prop_oneof![1_500_000_000..2_000_000_000_i64, 0..=i64::MAX]
-    }
-
-    /// How far the verifier's clock is from the signed time: mostly near the window's edges.
-    fn clock_offset() -> impl Strategy<Value = i64> {
-        prop_oneof![-310..=310_i64, any::<i64>()]
-    }
-
-    /// Whether `now` is within `tolerance` of `t` (computed without overflow).
-    fn fresh(t: i64, now: i64, tolerance: i64) -> bool {
-        (i128::from(now) - i128::from(t)).abs() <= i128::from(tolerance.max(0))
     }
 
     /// Header items that never match and never name `t`: stray `v1`s, other schemes, junk.

@@ -469,15 +469,8 @@ mod properties {
     use sha2::Sha256;
     use std::collections::HashMap;
 
+    use super::super::strategies::{body, clock_offset, config, fresh, timestamp};
     use super::*;
-
-    fn config() -> ProptestConfig {
-        ProptestConfig {
-            cases: 2000,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
 
     /// `v1,<base64>` computed here with the `hmac` crate, independently of [`sign`].
     fn reference_signature(key: &[u8], id: &str, timestamp: &str, body: &[u8]) -> String {
@@ -503,25 +496,6 @@ mod properties {
     /// Message ids as senders make them, or any text.
     fn msg_id() -> impl Strategy<Value = String> {
         prop_oneof!["msg_[A-Za-z0-9]{1,27}", ".{1,40}"]
-    }
-
-    fn body() -> impl Strategy<Value = Vec<u8>> {
-        prop::collection::vec(any::<u8>(), 0..256)
-    }
-
-    /// Mostly realistic times, sometimes anything a header can carry.
-    fn timestamp() -> impl Strategy<Value = i64> {
-        prop_oneof![1_500_000_000..2_000_000_000_i64, 0..=i64::MAX]
-    }
-
-    /// How far the verifier's clock is from the signed time: mostly near the window's edges.
-    fn clock_offset() -> impl Strategy<Value = i64> {
-        prop_oneof![-310..=310_i64, any::<i64>()]
-    }
-
-    /// Whether `now` is within `tolerance` of `t` (computed without overflow).
-    fn fresh(t: i64, now: i64, tolerance: i64) -> bool {
-        (i128::from(now) - i128::from(t)).abs() <= i128::from(tolerance.max(0))
     }
 
     /// Signature-list entries that never match: stray `v1`s, other schemes, junk (no spaces).
