@@ -43,7 +43,6 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("0005_run_node.sql")),
     (6, include_str!("0006_endpoints_nodes.sql")),
     (7, include_str!("0007_health.sql")),
-    (8, include_str!("0008_outcome_rollups.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

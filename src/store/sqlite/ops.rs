@@ -581,10 +581,6 @@ impl SqliteStore {
             )?;
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             ctx.conn.execute("DELETE FROM events WHERE id IN (SELECT value FROM json_each(?1))", [&list])?;
-            // The per-minute counts the deletes emptied.
-            ctx.conn.execute_batch(
-                "DELETE FROM run_outcomes WHERE n <= 0; DELETE FROM event_counts WHERE n <= 0",
-            )?;
             Ok(ids.len())
         })
         .await

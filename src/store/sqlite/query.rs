@@ -164,8 +164,8 @@ fn outcomes_by_job(
     until: Option<i64>,
 ) -> Result<HashMap<String, Outcomes>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT job_id, status, max(sum(n), 0) FROM run_outcomes \
-         WHERE minute >= ?1 / 60000 AND minute < ?2 / 60000 GROUP BY job_id, status",
+        "SELECT job_id, status, count(*) FROM runs \
+         WHERE finished_at >= ?1 AND finished_at < ?2 GROUP BY job_id, status",
     )?;
     let mut rows = stmt.query(params![since, until.unwrap_or(i64::MAX)])?;
     let mut out: HashMap<String, Outcomes> = HashMap::new();
@@ -326,8 +326,8 @@ impl SqliteStore {
 
             let mut events = 0;
             let mut stmt = c.prepare_cached(
-                "SELECT (minute * 60000 - ?1) / ?3, max(sum(n), 0) FROM event_counts \
-                 WHERE minute >= ?1 / 60000 AND minute < ?2 / 60000 GROUP BY 1",
+                "SELECT (timestamp - ?1) / ?3, count(*) FROM events \
+                 WHERE timestamp >= ?1 AND timestamp < ?2 GROUP BY 1",
             )?;
             let counted: Vec<(i64, u64)> = stmt
                 .query_map(params![from, to, width], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -341,8 +341,8 @@ impl SqliteStore {
 
             let mut runs = Outcomes::default();
             let mut stmt = c.prepare_cached(
-                "SELECT (minute * 60000 - ?1) / ?3, status, max(sum(n), 0) FROM run_outcomes \
-                 WHERE minute >= ?1 / 60000 AND minute < ?2 / 60000 GROUP BY 1, 2",
+                "SELECT (finished_at - ?1) / ?3, status, count(*) FROM runs \
+                 WHERE finished_at >= ?1 AND finished_at < ?2 GROUP BY 1, 2",
             )?;
             let counted: Vec<(i64, String, u64)> = stmt
                 .query_map(params![from, to, width], |r| {
@@ -518,31 +518,23 @@ mod tests {
     }
 
     #[test]
-    fn windowed_counts_read_the_minute_counts_of_their_window_only() {
+    fn windowed_counts_read_only_the_covering_index() {
         let (_dir, conn) = db();
         let args = [0, 1, 60_000].map(SqlValue::Integer);
-        for (sql, params, search) in [
+        for (sql, params) in [
             (
-                "SELECT job_id, status, max(sum(n), 0) FROM run_outcomes \
-                 WHERE minute >= ?1 / 60000 AND minute < ?2 / 60000 GROUP BY job_id, status",
+                "SELECT job_id, status, count(*) FROM runs \
+                 WHERE finished_at >= ?1 AND finished_at < ?2 GROUP BY job_id, status",
                 2,
-                "SEARCH run_outcomes USING PRIMARY KEY (minute>? AND minute<?)",
             ),
             (
-                "SELECT (minute * 60000 - ?1) / ?3, status, max(sum(n), 0) FROM run_outcomes \
-                 WHERE minute >= ?1 / 60000 AND minute < ?2 / 60000 GROUP BY 1, 2",
+                "SELECT (finished_at - ?1) / ?3, status, count(*) FROM runs \
+                 WHERE finished_at >= ?1 AND finished_at < ?2 GROUP BY 1, 2",
                 3,
-                "SEARCH run_outcomes USING PRIMARY KEY (minute>? AND minute<?)",
-            ),
-            (
-                "SELECT (minute * 60000 - ?1) / ?3, max(sum(n), 0) FROM event_counts \
-                 WHERE minute >= ?1 / 60000 AND minute < ?2 / 60000 GROUP BY 1",
-                3,
-                "SEARCH event_counts USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
             ),
         ] {
             let p = plan(&conn, sql, &args[..params]);
-            assert!(p.contains(search), "{p}");
+            assert!(p.contains("COVERING INDEX runs_finished"), "{p}");
         }
     }
 
