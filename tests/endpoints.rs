@@ -657,6 +657,19 @@ async fn a_job_no_live_node_serves_is_flagged(db: TestDb) {
     assert!(nodes.iter().all(|n| n.id != node), "{nodes:?}");
 }
 
+/// Waits until `client`'s engine defines job `id` (its registry picked the endpoint up).
+async fn defined(client: &Client, id: &str) {
+    wait_for("the endpoint's job to be defined", || async {
+        client
+            .engine()
+            .job_ids()
+            .iter()
+            .any(|j| j == id)
+            .then_some(())
+    })
+    .await;
+}
+
 async fn nodes_pick_up_endpoints_registered_elsewhere(db: TestDb) {
     let app = App::start(serving(vec![job("shared-work", "w.w")], |req| {
         json_answer(json!({"output": req["run"]["id"]}))
@@ -674,14 +687,7 @@ async fn nodes_pick_up_endpoints_registered_elsewhere(db: TestDb) {
         .unwrap();
     api_node.shutdown().await;
     let sender = db.sender(&clock).await;
-    wait_for("the worker to define the endpoint's job", || async {
-        worker
-            .engine()
-            .job_ids()
-            .contains(&"shared-work".to_string())
-            .then_some(())
-    })
-    .await;
+    defined(&worker, "shared-work").await;
     let sent = sender.send_event("w.w", &json!({})).await.unwrap();
     let run = run_of(&sender, &sent.id, "shared-work").await;
     assert_eq!(run.run.status, RunStatus::Succeeded);
@@ -721,14 +727,7 @@ async fn endpoints_given_at_start_are_indexed_once_their_application_answers(db:
     app.set(serving(vec![job("late", "l.l")], |_| {
         json_answer(json!({"output": "late"}))
     }));
-    wait_for("the retried index to define the job", || async {
-        client
-            .engine()
-            .job_ids()
-            .contains(&"late".to_string())
-            .then_some(())
-    })
-    .await;
+    defined(&client, "late").await;
     let sent = client.send_event("l.l", &json!({})).await.unwrap();
     assert_eq!(
         run_of(&client, &sent.id, "late").await.run.output,

@@ -3,7 +3,6 @@
 //! are in the protected group: with `FLARE_API_KEY` set only an operator holding the key can make
 //! Flare call a URL.
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -12,6 +11,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::body::JsonObject;
 use super::{ApiError, AppState};
 
 /// The routes (all in the protected group).
@@ -41,12 +41,10 @@ async fn one(State(state): State<AppState>, Path(id): Path<String>) -> Result<Re
     Ok(Json(state.endpoints.get(&id).await?).into_response())
 }
 
-async fn add(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
-    let req: AddRequest = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::BadRequest(format!(
-            "the body must be {{\"url\": \"https://…\", \"secret\": \"whsec_…\"}}: {e}"
-        ))
-    })?;
+async fn add(
+    State(state): State<AppState>,
+    JsonObject(req): JsonObject<AddRequest>,
+) -> Result<Response, ApiError> {
     let summary = state.endpoints.add(&req.url, req.secret).await?;
     Ok((StatusCode::CREATED, Json(summary)).into_response())
 }

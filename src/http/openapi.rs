@@ -211,6 +211,7 @@ fn endpoint_paths() -> Value {
                 "responses": {
                     "201": endpoint(),
                     "400": error("Bad body, URL or secret."),
+                    "415": error("The body is not sent as application/json."),
                     "409": error("The URL is registered already, or a job id is taken."),
                     "422": error("Indexing failed (unreachable, bad answer, invalid index); nothing was stored."),
                 }
