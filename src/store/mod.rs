@@ -607,6 +607,14 @@ impl Store {
         dispatch!(self, s => s.health_write(now).await)
     }
 
+    /// Where the per-minute counts the rates and statistics read differ from a count of the rows
+    /// they summarise, one line per minute and key; empty when they agree. For tests: the
+    /// behaviour suites check it after every test, so each write path must keep the counts true.
+    #[doc(hidden)]
+    pub async fn rollups_drift(&self) -> Result<Vec<String>> {
+        dispatch!(self, s => s.rollups_drift().await)
+    }
+
     /// Makes every later write fail (or work again), to test how callers handle storage that is
     /// down. Uses the database's own read-only switch, so the failure is a real one.
     pub async fn set_read_only(&self, on: bool) -> Result<()> {

@@ -86,16 +86,48 @@ pub struct TestDb {
     pub url: String,
     /// The backend.
     pub backend: Backend,
+    /// The database itself, removed when the last holder is dropped.
+    place: Arc<Place>,
+}
+
+/// Where a test database lives: a temp dir, or a PostgreSQL database dropped at the end.
+struct Place {
     _dir: Option<tempfile::TempDir>,
-    /// The PostgreSQL database to drop at the end.
     pg_database: Option<String>,
 }
 
-impl Drop for TestDb {
+impl Drop for Place {
     fn drop(&mut self) {
         if let Some(name) = self.pg_database.take() {
             drop_pg_database(name);
         }
+    }
+}
+
+/// A test database kept after its test ended, for checks of what the test left behind.
+pub struct KeptDb {
+    url: String,
+    _place: Arc<Place>,
+}
+
+impl KeptDb {
+    /// Fails the test when the per-minute counts the statistics read differ from the rows they
+    /// count: every write path a test went through must keep them true.
+    pub async fn assert_rollups_true(&self) {
+        let store = match flare::store::Store::open(&self.url).await {
+            Ok(store) => store,
+            // A test that damaged its database on purpose: nothing to compare.
+            Err(e) => return eprintln!("rollups not checked: {e}"),
+        };
+        let drift = match store.rollups_drift().await {
+            Ok(drift) => drift,
+            Err(e) => return eprintln!("rollups not checked: {e}"),
+        };
+        assert!(
+            drift.is_empty(),
+            "the per-minute counts differ from the rows:\n{}",
+            drift.join("\n")
+        );
     }
 }
 
@@ -136,8 +168,10 @@ impl TestDb {
                 TestDb {
                     url: with_database(&pg_admin_url(), &name),
                     backend,
-                    _dir: None,
-                    pg_database: Some(name),
+                    place: Arc::new(Place {
+                        _dir: None,
+                        pg_database: Some(name),
+                    }),
                 }
             }
             Backend::Sqlite => {
@@ -146,11 +180,21 @@ impl TestDb {
                 TestDb {
                     url,
                     backend,
-                    _dir: Some(dir),
-                    pg_database: None,
+                    place: Arc::new(Place {
+                        _dir: Some(dir),
+                        pg_database: None,
+                    }),
                 }
             }
         })
+    }
+
+    /// Keeps the database after the test that owns this handle ends.
+    pub fn keep(&self) -> KeptDb {
+        KeptDb {
+            url: self.url.clone(),
+            _place: Arc::clone(&self.place),
+        }
     }
 
     /// A client with workers, a manual clock set to now, and test-friendly settings.
@@ -232,7 +276,10 @@ macro_rules! backend_tests {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name($crate::support::TestDb::new($crate::support::Backend::Sqlite).await).await;
+                    let db = $crate::support::TestDb::new($crate::support::Backend::Sqlite).await;
+                    let kept = db.keep();
+                    super::$name(db).await;
+                    kept.assert_rollups_true().await;
                 }
             )*
         }
@@ -241,7 +288,9 @@ macro_rules! backend_tests {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     if let Some(db) = $crate::support::TestDb::new_or_skip($crate::support::Backend::Postgres).await {
+                        let kept = db.keep();
                         super::$name(db).await;
+                        kept.assert_rollups_true().await;
                     }
                 }
             )*

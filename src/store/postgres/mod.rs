@@ -338,6 +338,24 @@ impl PgStore {
         rows(c, "SELECT 1", &[]).await.map(|_| ())
     }
 
+    /// See [`super::Store::rollups_drift`]: `run_outcomes` against a count of the finished runs.
+    pub async fn rollups_drift(&self) -> Result<Vec<String>> {
+        let conn = self.conn().await?;
+        let found = rows(
+            &conn,
+            "WITH counted AS ( \
+               SELECT finished_at / 60000 AS minute, job_id, status, count(*) AS n FROM runs \
+               WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) \
+             SELECT 'runs ' || minute || ' ' || job_id || ' ' || status || ': stored ' \
+                    || coalesce(o.n, 0) || ', counted ' || coalesce(c.n, 0) \
+             FROM counted c FULL JOIN run_outcomes o USING (minute, job_id, status) \
+             WHERE coalesce(o.n, 0) <> coalesce(c.n, 0)",
+            &[],
+        )
+        .await?;
+        Ok(found.iter().map(|r| r.get::<_, String>(0)).collect())
+    }
+
     /// See [`super::Store::health_write`]: one upsert in its own transaction.
     pub async fn health_write(&self, now: i64) -> Result<()> {
         let conn = self.conn().await?;

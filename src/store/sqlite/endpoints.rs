@@ -54,20 +54,22 @@ fn live_node_jobs(conn: &Connection, since: i64) -> Result<HashSet<String>> {
 }
 
 /// Cancels the queued runs of `jobs` with the "removed" message; returns how many.
-fn cancel_queued(ctx: &WriteCtx<'_>, jobs: &[String], url: &str, now: i64) -> Result<u64> {
+fn cancel_queued(ctx: &mut WriteCtx<'_>, jobs: &[String], url: &str, now: i64) -> Result<u64> {
     let mut stmt = ctx.conn.prepare_cached(
         "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 \
          WHERE job_id = ?1 AND status = 'queued'",
     )?;
     let mut n = 0;
     for job in jobs {
-        n += stmt.execute(params![job, now, removed_message(job, url)])? as u64;
+        let cancelled = stmt.execute(params![job, now, removed_message(job, url)])?;
+        ctx.tally.run(now, job, "cancelled", cancelled as i64);
+        n += cancelled as u64;
     }
     Ok(n)
 }
 
 /// Writes `index` as endpoint `id`'s jobs; see [`crate::store::Store::endpoint_index`].
-fn apply_index(ctx: &WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Result<IndexApplied> {
+fn apply_index(ctx: &mut WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Result<IndexApplied> {
     let url = endpoint_url(ctx.conn, id)?;
     let mut owners = HashMap::new();
     let mut stmt = ctx

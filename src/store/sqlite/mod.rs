@@ -11,6 +11,7 @@ mod endpoints;
 mod ops;
 mod query;
 mod read;
+mod rollups;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -43,6 +44,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("0005_run_node.sql")),
     (6, include_str!("0006_endpoints_nodes.sql")),
     (7, include_str!("0007_health.sql")),
+    (8, include_str!("0008_rollups.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
@@ -91,6 +93,8 @@ pub(crate) struct WriteCtx<'a> {
     pub(crate) triggers: &'a Triggers,
     /// Set when the batch made work runnable, so the workers are woken after commit.
     pub(crate) wake: bool,
+    /// The batch's changes to the per-minute counts, written just before the commit.
+    pub(crate) tally: rollups::Tally,
 }
 
 trait WriteOp: Send {
@@ -129,9 +133,11 @@ impl<T: Send, F: FnOnce(&mut WriteCtx<'_>) -> Result<T> + Send> WriteOp for Type
             Guard::Savepoint => savepoint(ctx, f),
             Guard::Batch => {
                 let (changes_before, wake_before) = (ctx.conn.total_changes(), ctx.wake);
+                let mark = ctx.tally.mark();
                 let result = f(ctx);
                 if let Err(e) = &result {
                     ctx.wake = wake_before;
+                    ctx.tally.undo(mark);
                     if ctx.conn.total_changes() != changes_before {
                         let poison = e.clone();
                         self.result = Some(result);
@@ -161,7 +167,7 @@ fn savepoint<T>(
     f: impl FnOnce(&mut WriteCtx<'_>) -> Result<T>,
 ) -> Result<T> {
     ctx.conn.prepare_cached("SAVEPOINT op")?.execute([])?;
-    let wake_before = ctx.wake;
+    let (wake_before, mark) = (ctx.wake, ctx.tally.mark());
     match f(ctx) {
         Ok(v) => {
             ctx.conn.prepare_cached("RELEASE op")?.execute([])?;
@@ -169,6 +175,7 @@ fn savepoint<T>(
         }
         Err(e) => {
             ctx.wake = wake_before;
+            ctx.tally.undo(mark);
             ctx.conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
             Err(e)
         }
@@ -404,6 +411,11 @@ impl SqliteStore {
         .await
     }
 
+    /// See [`super::Store::rollups_drift`].
+    pub async fn rollups_drift(&self) -> Result<Vec<String>> {
+        self.read(|c| rollups::drift(c)).await
+    }
+
     /// See [`super::Store::health_write`]: one upsert through the writer, in its next batch.
     pub async fn health_write(&self, now: i64) -> Result<()> {
         self.write_guarded(Guard::Batch, move |ctx| {
@@ -490,6 +502,7 @@ fn run_batch(
         conn,
         triggers,
         wake: false,
+        tally: rollups::Tally::default(),
     };
     let mut poisoned = None;
     for op in batch.iter_mut() {
@@ -497,6 +510,10 @@ fn run_batch(
             poisoned = Some(e);
             break;
         }
+    }
+    if poisoned.is_none() {
+        // The counts commit with the rows they count, or the batch fails.
+        poisoned = ctx.tally.flush(conn).err();
     }
     let wake = ctx.wake;
     let commit = match poisoned {

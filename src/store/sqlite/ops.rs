@@ -151,6 +151,7 @@ pub(super) fn insert_event(
             created: false,
         });
     }
+    ctx.tally.events(ev.now, 1);
     let run_ids = if immediate {
         fanout(ctx, &ev.id, &ev.name, &ev.payload, ev.now)?
     } else {
@@ -374,24 +375,30 @@ impl SqliteStore {
         self.write_guarded(Guard::Batch, move |ctx| {
             let mut held = Vec::with_capacity(completions.len());
             for c in &completions {
-                let (outcome, n, error) = match &c.finish {
+                // The job of a run that reached a final state, for the per-minute counts.
+                let (outcome, finished, error): (_, Option<String>, _) = match &c.finish {
                     Finish::Succeeded(output) => ("succeeded", ctx.conn.prepare_cached(
                         "UPDATE runs SET status = 'succeeded', finished_at = ?3, output = ?4, error = NULL, lease_until = NULL, lease_token = NULL \
-                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
-                    )?.execute(params![c.run_id, c.token, c.finished_at, output.to_string()])?, None),
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING job_id",
+                    )?.query_row(params![c.run_id, c.token, c.finished_at, output.to_string()], |r| r.get(0)).optional()?, None),
                     Finish::Retry { error, at } => {
                         ctx.wake = true;
-                        ("retrying", ctx.conn.prepare_cached(
+                        let n = ctx.conn.prepare_cached(
                             "UPDATE runs SET status = 'queued', run_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
                              WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
-                        )?.execute(params![c.run_id, c.token, at, error])?, Some(error.as_str()))
+                        )?.execute(params![c.run_id, c.token, at, error])?;
+                        // Not final: nothing to count.
+                        ("retrying", (n == 1).then(String::new), Some(error.as_str()))
                     }
                     Finish::Failed(error) => ("failed", ctx.conn.prepare_cached(
                         "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
-                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
-                    )?.execute(params![c.run_id, c.token, c.finished_at, error])?, Some(error.as_str())),
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING job_id",
+                    )?.query_row(params![c.run_id, c.token, c.finished_at, error], |r| r.get(0)).optional()?, Some(error.as_str())),
                 };
-                let ok = n == 1;
+                let ok = finished.is_some();
+                if let Some(job) = finished.filter(|_| outcome != "retrying") {
+                    ctx.tally.run(c.finished_at, &job, outcome, 1);
+                }
                 if ok {
                     // A success's attempt is the run row itself (see `RunDetail::new`).
                     if !matches!(c.finish, Finish::Succeeded(_)) {
@@ -462,7 +469,7 @@ impl SqliteStore {
     /// See [`crate::store::Store::runs_rescue`].
     pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
         self.write(move |ctx| {
-            let rescued: Vec<(String, u32, Option<i64>, String)> = ctx
+            let rescued: Vec<(String, u32, Option<i64>, String, String, Option<i64>)> = ctx
                 .conn
                 .prepare_cached(
                     "UPDATE runs SET \
@@ -471,12 +478,17 @@ impl SqliteStore {
                        run_at = ?1, lease_until = NULL, lease_token = NULL, \
                        error = 'lease expired: the worker running attempt ' || attempt || ' stopped responding' \
                      WHERE seq IN (SELECT seq FROM runs WHERE status = 'running' AND lease_until < ?1 LIMIT 1000) \
-                     RETURNING id, attempt, started_at, error",
+                     RETURNING id, attempt, started_at, error, job_id, finished_at",
                 )?
-                .query_map([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .query_map([now], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                })?
                 .collect::<rusqlite::Result<_>>()?;
-            for (id, attempt, started, error) in &rescued {
+            for (id, attempt, started, error, job, finished) in &rescued {
                 record_attempt(ctx.conn, id, *attempt, "lost", *started, now, Some(error))?;
+                if let Some(at) = finished {
+                    ctx.tally.run(*at, job, "failed", 1);
+                }
             }
             if !rescued.is_empty() {
                 ctx.wake = true;
@@ -489,11 +501,13 @@ impl SqliteStore {
     /// See [`crate::store::Store::run_cancel`].
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
         self.write(move |ctx| {
-            let n = ctx
+            let job: Option<String> = ctx
                 .conn
-                .prepare_cached("UPDATE runs SET status = 'cancelled', finished_at = ?2 WHERE id = ?1 AND status = 'queued'")?
-                .execute(params![id, now])?;
-            if n == 1 {
+                .prepare_cached("UPDATE runs SET status = 'cancelled', finished_at = ?2 WHERE id = ?1 AND status = 'queued' RETURNING job_id")?
+                .query_row(params![id, now], |r| r.get(0))
+                .optional()?;
+            if let Some(job) = job {
+                ctx.tally.run(now, &job, "cancelled", 1);
                 return Ok(());
             }
             run_state_error(ctx.conn, &id, "cancelled", "only a queued run can be cancelled")
@@ -504,6 +518,15 @@ impl SqliteStore {
     /// See [`crate::store::Store::run_retry`].
     pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
         self.write(move |ctx| {
+            // What the run counted as in the per-minute counts, which it leaves.
+            let finished: Option<(i64, String, String)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT finished_at, job_id, status FROM runs \
+                     WHERE id = ?1 AND status IN ('failed', 'cancelled') AND finished_at IS NOT NULL",
+                )?
+                .query_row([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
             let n = ctx
                 .conn
                 .prepare_cached(
@@ -512,6 +535,9 @@ impl SqliteStore {
                 )?
                 .execute(params![id, now])?;
             if n == 1 {
+                if let Some((at, job, status)) = finished {
+                    ctx.tally.run(at, &job, &status, -1);
+                }
                 ctx.wake = true;
                 return Ok(());
             }
@@ -571,6 +597,30 @@ impl SqliteStore {
                 return Ok(0);
             }
             let list = serde_json::to_string(&ids).unwrap_or_default();
+            // What the deleted rows counted as in the per-minute counts.
+            let runs: Vec<(i64, String, String, i64)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT finished_at / 60000 * 60000, job_id, status, count(*) FROM runs \
+                     WHERE event_id IN (SELECT value FROM json_each(?1)) AND finished_at IS NOT NULL \
+                     GROUP BY 1, 2, 3",
+                )?
+                .query_map([&list], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (at, job, status, n) in runs {
+                ctx.tally.run(at, &job, &status, -n);
+            }
+            let events: Vec<(i64, i64)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT timestamp / 60000 * 60000, count(*) FROM events \
+                     WHERE id IN (SELECT value FROM json_each(?1)) GROUP BY 1",
+                )?
+                .query_map([&list], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (at, n) in events {
+                ctx.tally.events(at, -n);
+            }
             ctx.conn.execute(
                 "DELETE FROM run_logs WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
                 [&list],
