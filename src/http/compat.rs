@@ -38,7 +38,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::body::{JsonBody, LenientJsonBody};
+use super::body::{JsonObject, LenientJsonBody};
 use super::trigger::parse_time;
 use super::{ApiError, AppState};
 use crate::client::{self, SendEvent};
@@ -143,7 +143,7 @@ fn event_log(event: &StoredEvent) -> Value {
 
 async fn trigger_dev_send(
     State(state): State<AppState>,
-    JsonBody(body): JsonBody<TriggerDevSend>,
+    JsonObject(body): JsonObject<TriggerDevSend>,
 ) -> Result<Json<Value>, ApiError> {
     let send = trigger_dev_event(body.event, body.options.as_ref())?;
     let inserted = state.client.send_inserted(send, Source::Http).await?;
@@ -152,7 +152,7 @@ async fn trigger_dev_send(
 
 async fn trigger_dev_send_bulk(
     State(state): State<AppState>,
-    JsonBody(body): JsonBody<TriggerDevSendBulk>,
+    JsonObject(body): JsonObject<TriggerDevSendBulk>,
 ) -> Result<Json<Value>, ApiError> {
     let sends = body
         .events

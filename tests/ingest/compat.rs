@@ -182,11 +182,17 @@ async fn trigger_dev_bad_bodies_are_400() {
         json!({"event": {"name": "app/user.created"}}),
         json!({"event": {"name": "a.b"}, "options": {"deliverAfter": -5}}),
         json!({"event": {"name": "a.b"}, "options": {"deliverAt": "soon"}}),
+        // An array is not read as the fields in order.
+        json!([{"name": "a.b", "payload": {}}]),
     ] {
         let res = app.post_json("/api/v1/events", &body).await;
         assert_eq!(res.status, StatusCode::BAD_REQUEST, "{body}: {}", res.text);
         res.error();
     }
+    let bulk = app
+        .post_json("/api/v1/events/bulk", &json!([[{"name": "a.b"}]]))
+        .await;
+    assert_eq!(bulk.status, StatusCode::BAD_REQUEST, "{}", bulk.text);
 }
 
 #[tokio::test]
