@@ -529,7 +529,10 @@ impl Store {
         dispatch!(self, s => s.run_cancel(id.to_string(), now).await)
     }
 
-    /// Queues a failed or cancelled run for one more attempt.
+    /// Queues a failed or cancelled run for one more attempt. Its attempt count is kept and its
+    /// limit becomes `max(maxAttempts, attempt + 1)`: a run out of attempts gets exactly one more
+    /// (3 of 3 becomes 3 of 4), and one that ended before using its attempts (cancelled, an
+    /// invalid payload, a fatal error) keeps the ones it had left (1 of 3 stays 1 of 3).
     pub async fn run_retry(&self, id: &str, now: i64) -> Result<()> {
         unstorable_id("run", id)?;
         dispatch!(self, s => s.run_retry(id.to_string(), now).await)
