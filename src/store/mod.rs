@@ -633,6 +633,14 @@ impl Store {
         dispatch!(self, s => s.webhook_record(delivery).await)
     }
 
+    /// Deletes up to `limit` webhook deliveries (with their raw bodies) received before `before`
+    /// (ms), oldest first; returns how many. The events they produced are pruned with the events
+    /// ([`Store::prune`]). A provider retrying a delivery after it was pruned is recorded again
+    /// as new, so the retention must outlast the providers' retries (Stripe: 3 days).
+    pub async fn webhook_deliveries_prune(&self, before: i64, limit: usize) -> Result<usize> {
+        dispatch!(self, s => s.webhook_deliveries_prune(before, limit).await)
+    }
+
     /// The latest recorded deliveries, newest first: of one provider, or of all when `None`.
     pub async fn webhook_deliveries_list(
         &self,
