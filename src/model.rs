@@ -25,7 +25,13 @@ pub struct InvalidEventName {
 }
 
 /// Checks an event name: 1–200 bytes of lowercase ASCII letters, digits, `_` and `-`, in
-/// dot-separated, non-empty segments (`user.created`, `stripe.invoice.payment_failed`).
+/// non-empty segments separated by `.` or `/` (`user.created`, `stripe.invoice.payment_failed`,
+/// `app/user.created`).
+///
+/// `/` is allowed because Inngest applications name their events `<app>/<entity>.<action>`
+/// (`app/user.created`): it separates segments exactly as `.` does, so such a name is valid on
+/// every route and in every trigger, not only on the Inngest route, and a job subscribes to it by
+/// its full name. Uppercase letters are still refused everywhere.
 pub fn validate_event_name(name: &str) -> Result<(), InvalidEventName> {
     let fail = |reason| {
         let mut shown: String = name.chars().take(64).collect();
@@ -43,15 +49,19 @@ pub fn validate_event_name(name: &str) -> Result<(), InvalidEventName> {
     if name.len() > MAX_EVENT_NAME_LEN {
         return fail("it is longer than 200 bytes");
     }
-    for segment in name.split('.') {
+    for segment in name.split(['.', '/']) {
         if segment.is_empty() {
-            return fail("it has an empty segment (names look like `entity.action`)");
+            return fail(
+                "it has an empty segment (names look like `entity.action` or `app/entity.action`)",
+            );
         }
         if !segment
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
         {
-            return fail("only lowercase ASCII letters, digits, `_`, `-` and `.` are allowed");
+            return fail(
+                "only lowercase ASCII letters, digits, `_`, `-`, and `.` or `/` between them are allowed",
+            );
         }
     }
     Ok(())
@@ -168,7 +178,7 @@ impl fmt::Display for Source {
 pub struct StoredEvent {
     /// Unique id (caller-supplied or generated).
     pub id: String,
-    /// Event name, `entity.action`.
+    /// Event name, `entity.action` (or `app/entity.action`).
     pub name: String,
     /// The payload; `null` when absent.
     pub payload: Value,
@@ -355,13 +365,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn event_names_follow_the_dot_rule() {
+    fn event_names_follow_the_segment_rule() {
         for ok in [
             "user.created",
             "stripe.invoice.payment_failed",
             "a",
             "x-1.y_2",
             "reminder.send",
+            "app/user.created",
+            "shop/order/line.added",
         ] {
             assert!(validate_event_name(ok).is_ok(), "{ok} should be valid");
         }
@@ -373,7 +385,12 @@ mod tests {
             "user.",
             "user created",
             "usér.x",
-            "a/b",
+            "/user.created",
+            "app/",
+            "app//user.created",
+            "app/.created",
+            "App/user.created",
+            "app\\user.created",
         ] {
             assert!(
                 validate_event_name(bad).is_err(),

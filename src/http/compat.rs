@@ -27,7 +27,9 @@
 //! `{"ids": [...], "status": 200}`. The key in the path is the credential (any key when Flare has
 //! none). Inngest clients are lenient about content types, so this route is too.
 //!
-//! Event names follow Flare's rule in both dialects (`user.created`, not `app/user.created`).
+//! Event names follow Flare's rule in both dialects, which takes Inngest's `app/user.created`: `/`
+//! separates segments as `.` does (see [`crate::model::validate_event_name`]); a job triggers on
+//! the full name.
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;

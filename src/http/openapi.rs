@@ -165,8 +165,8 @@ fn trigger_paths() -> Value {
                 "description": "An optional field sent as null counts as absent.",
                 "properties": {
                     "event": { "type": "string", "minLength": 1, "maxLength": 200,
-                        "pattern": "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$",
-                        "description": "The event name: lowercase ASCII letters, digits, `_` and `-`, in segments joined by `.`." },
+                        "pattern": "^[a-z0-9_-]+([./][a-z0-9_-]+)*$",
+                        "description": "The event name: lowercase ASCII letters, digits, `_` and `-`, in segments joined by `.` or `/` (`user.created`, `app/user.created`)." },
                     "payload": { "description": "Any JSON value; null when absent." },
                     "id": { "type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000]*$",
                         "description": "Idempotency: an id already stored answers with that event and starts nothing. At most 200 bytes." },

@@ -179,7 +179,7 @@ async fn trigger_dev_bad_bodies_are_400() {
     for body in [
         json!({}),
         json!({"event": {"payload": {}}}),
-        json!({"event": {"name": "app/user.created"}}),
+        json!({"event": {"name": "App/User.Created"}}),
         json!({"event": {"name": "a.b"}, "options": {"deliverAfter": -5}}),
         json!({"event": {"name": "a.b"}, "options": {"deliverAt": "soon"}}),
     ] {
@@ -289,7 +289,8 @@ async fn inngest_bad_events_refuse_the_whole_batch() {
     let app = start(|_| {}).await;
     for body in [
         json!([{"name": "ok.one", "id": "x1"}, {"data": {}}]),
-        json!([{"name": "ok.one", "id": "x1"}, {"name": "app/user.created"}]),
+        json!([{"name": "ok.one", "id": "x1"}, {"name": "App/User.Created"}]),
+        json!([{"name": "ok.one", "id": "x1"}, {"name": "app//user.created"}]),
         json!([{"name": "ok.one", "id": "x1"}, {"name": "a.b", "ts": START_MS + 400 * 86_400_000_i64}]),
         json!("just a string"),
     ] {
@@ -298,4 +299,34 @@ async fn inngest_bad_events_refuse_the_whole_batch() {
         res.error();
     }
     assert!(app.client.event("x1").await.expect("read").is_none());
+}
+
+/// Inngest applications name events `<app>/<entity>.<action>`: such a name is stored as sent and
+/// starts the jobs that trigger on it by that full name.
+#[tokio::test]
+async fn inngest_app_prefixed_names_are_accepted() {
+    let app = start(|_| {}).await;
+    app.client
+        .define_job(
+            flare::Job::new("on-app-signup", "On app signup", "1.0.0")
+                .trigger(flare::event_trigger("app/user.created"))
+                .run(|_: serde_json::Value, _io: flare::Io| async move { Ok(json!("done")) }),
+        )
+        .expect("a job on an Inngest name");
+    let res = app
+        .post_json(
+            "/e/key",
+            &json!({"name": "app/user.created", "data": {"userId": "u1"}, "id": "inn-app-1"}),
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.text);
+    let stored = app
+        .client
+        .event("inn-app-1")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.name, "app/user.created");
+    assert_eq!(stored.run_ids.len(), 1);
+    assert_eq!(app.wait_run(&stored.run_ids[0]).await, flare::RunStatus::Succeeded);
 }
