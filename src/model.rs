@@ -150,8 +150,12 @@ impl From<Duration> for Delay {
 pub enum Source {
     /// Sent from Rust with [`crate::Client::send_event`].
     Api,
-    /// Sent over HTTP (`POST /trigger` and the compatible ingest routes).
+    /// Sent over HTTP to `POST /trigger`.
     Http,
+    /// Sent by a Trigger.dev v2 client to the compatible routes (`POST /api/v1/events`, `…/bulk`).
+    TriggerDev,
+    /// Sent by an Inngest client to the compatible route (`POST /e/{key}`).
+    Inngest,
     /// A verified webhook from the named provider (`payments`, `auth`).
     Webhook(String),
     /// Sent by a job run with `io.send_event`.
@@ -165,6 +169,8 @@ impl fmt::Display for Source {
         match self {
             Source::Api => f.write_str("api"),
             Source::Http => f.write_str("http"),
+            Source::TriggerDev => f.write_str("trigger.dev"),
+            Source::Inngest => f.write_str("inngest"),
             Source::Webhook(p) => write!(f, "webhook:{p}"),
             Source::Job(run) => write!(f, "job:{run}"),
             Source::Replay(ev) => write!(f, "replay:{ev}"),
@@ -184,7 +190,8 @@ pub struct StoredEvent {
     pub payload: Value,
     /// Optional caller context.
     pub context: Option<Value>,
-    /// `api`, `http`, `webhook:payments`, `webhook:auth`, `job:<run id>`, `replay:<event id>`.
+    /// `api`, `http`, `trigger.dev`, `inngest`, `webhook:payments`, `webhook:auth`, `job:<run id>`,
+    /// `replay:<event id>`.
     pub source: String,
     /// When Flare received it.
     pub timestamp: DateTime<Utc>,
@@ -433,6 +440,8 @@ mod tests {
             "webhook:payments"
         );
         assert_eq!(Source::Job("r1".into()).to_string(), "job:r1");
+        assert_eq!(Source::TriggerDev.to_string(), "trigger.dev");
+        assert_eq!(Source::Inngest.to_string(), "inngest");
         assert_eq!(Source::Replay("e1".into()).to_string(), "replay:e1");
         assert_eq!(RunStatus::parse("queued"), Some(RunStatus::Queued));
         assert_eq!(RunStatus::parse("nope"), None);

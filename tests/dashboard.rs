@@ -383,6 +383,25 @@ async fn filters_live_in_the_url_and_bad_ones_are_explained() {
         .await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
 
+    // Each ingest route has its source, offered by the filter and matched by it.
+    let inngest = f
+        .client
+        .send_inserted(
+            SendEvent::new("app/user.created", &json!({"via": "inngest"})),
+            Source::Inngest,
+        )
+        .await
+        .expect("send");
+    let listed = f.page("/events").await;
+    for source in ["trigger.dev", "inngest", "webhook:payments", "webhook:auth"] {
+        assert!(
+            listed.contains(&format!("option value=\"{source}\"")),
+            "{source} offered"
+        );
+    }
+    let by_source = f.page("/events?source=inngest").await;
+    assert_eq!(rows(&by_source, "data-event-id"), vec![inngest.event.id.clone()]);
+    assert!(by_source.contains("app/user.created"));
     let a = f
         .request("GET", "/events/nope", Auth::Bearer, None, None)
         .await;

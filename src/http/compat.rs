@@ -148,7 +148,7 @@ async fn trigger_dev_send(
     JsonBody(body): JsonBody<TriggerDevSend>,
 ) -> Result<Json<Value>, ApiError> {
     let send = trigger_dev_event(body.event, body.options.as_ref())?;
-    let inserted = state.client.send_inserted(send, Source::Http).await?;
+    let inserted = state.client.send_inserted(send, Source::TriggerDev).await?;
     Ok(Json(event_log(&inserted.event)))
 }
 
@@ -161,7 +161,7 @@ async fn trigger_dev_send_bulk(
         .into_iter()
         .map(|e| trigger_dev_event(e, body.options.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
-    let inserted = state.client.send_batch(sends, Source::Http).await?;
+    let inserted = state.client.send_batch(sends, Source::TriggerDev).await?;
     Ok(Json(Value::Array(
         inserted.iter().map(|i| event_log(&i.event)).collect(),
     )))
@@ -334,7 +334,7 @@ async fn inngest_send(
         .enumerate()
         .map(|(i, raw)| inngest_event(raw, i, seed, now_ms))
         .collect::<Result<Vec<_>, _>>()?;
-    let inserted = state.client.send_batch(sends, Source::Http).await?;
+    let inserted = state.client.send_batch(sends, Source::Inngest).await?;
     let ids: Vec<&str> = inserted.iter().map(|i| i.event.id.as_str()).collect();
     Ok(Json(json!({ "ids": ids, "status": 200 })))
 }

@@ -62,7 +62,7 @@ fn paths() -> Value {
             "summary": "List events, newest first",
             "parameters": [
                 query("name", "Exact event name.", string()),
-                query("source", "Exact source, or its kind before the colon (`job`, `replay`, `webhook`).", string()),
+                query("source", "Exact source (`api`, `http`, `trigger.dev`, `inngest`, `webhook:payments`, …), or its kind before the colon (`job`, `replay`, `webhook`).", string()),
                 query("status", "Outcome of the event.", schema_ref("EventStatus")),
                 query("from", "Received at or after (RFC 3339).", time()),
                 query("to", "Received before (RFC 3339).", time()),
@@ -301,7 +301,7 @@ fn schemas() -> Value {
         "RunStatus": { "type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"] },
         "Event": { "type": "object", "properties": {
             "id": string(), "name": string(), "payload": json_any, "context": json_any,
-            "source": { "type": "string", "description": "api, http, webhook:payments, webhook:auth, job:<run id>, replay:<event id>" },
+            "source": { "type": "string", "description": "api (Rust), http (POST /trigger), trigger.dev (the Trigger.dev routes), inngest (POST /e/{key}), webhook:payments, webhook:auth, job:<run id>, replay:<event id>" },
             "timestamp": time(), "deliverAt": nullable(time()), "deliveredAt": nullable(time()),
             "cancelledAt": nullable(time()), "parentRunId": nullable(string()),
             "runIds": { "type": "array", "items": string() } } },

@@ -34,7 +34,7 @@ async fn trigger_dev_send_answers_an_event_log() {
         .await
         .expect("read")
         .expect("stored");
-    assert_eq!(stored.source, "http");
+    assert_eq!(stored.source, "trigger.dev");
     assert_eq!(stored.run_ids.len(), 2);
 }
 
@@ -203,6 +203,7 @@ async fn inngest_one_or_many_with_ids_and_ts() {
     let id = one.json["ids"][0].as_str().expect("id");
     let stored = app.client.event(id).await.expect("read").expect("stored");
     assert_eq!(stored.payload["email"], json!("a@b.c"));
+    assert_eq!(stored.source, "inngest");
     assert_eq!(stored.run_ids.len(), 2);
 
     let many = app
@@ -302,9 +303,9 @@ async fn inngest_bad_events_refuse_the_whole_batch() {
 }
 
 /// Inngest applications name events `<app>/<entity>.<action>`: such a name is stored as sent and
-/// starts the jobs that trigger on it by that full name.
+/// starts the jobs that trigger on it by that full name; each route's events carry its source.
 #[tokio::test]
-async fn inngest_app_prefixed_names_are_accepted() {
+async fn inngest_app_prefixed_names_are_accepted_and_each_route_has_its_source() {
     let app = start(|_| {}).await;
     app.client
         .define_job(
@@ -327,6 +328,42 @@ async fn inngest_app_prefixed_names_are_accepted() {
         .expect("read")
         .expect("stored");
     assert_eq!(stored.name, "app/user.created");
+    assert_eq!(stored.source, "inngest");
     assert_eq!(stored.run_ids.len(), 1);
     assert_eq!(app.wait_run(&stored.run_ids[0]).await, flare::RunStatus::Succeeded);
+
+    // The same name over the other routes, each with its own source, filterable.
+    let td = app
+        .post_json(
+            "/api/v1/events",
+            &json!({"event": {"name": "app/user.created", "payload": {}, "id": "td-app-1"}}),
+        )
+        .await;
+    assert_eq!(td.status, StatusCode::OK, "{}", td.text);
+    let plain = app
+        .post_json("/trigger", &json!({"event": "app/user.created", "id": "http-app-1"}))
+        .await;
+    assert_eq!(plain.status, StatusCode::OK, "{}", plain.text);
+    for (source, id) in [
+        ("inngest", "inn-app-1"),
+        ("trigger.dev", "td-app-1"),
+        ("http", "http-app-1"),
+    ] {
+        let listed = app
+            .call(
+                Request::get(format!("/api/events?source={source}&name=app/user.created"))
+                    .body(Body::empty())
+                    .expect("request"),
+            )
+            .await;
+        assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
+        let ids: Vec<&str> = listed.json["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["id"].as_str().expect("id"))
+            .collect();
+        assert_eq!(ids, [id], "source={source}");
+        assert_eq!(listed.json["events"][0]["source"], json!(source));
+    }
 }

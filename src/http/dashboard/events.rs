@@ -68,7 +68,17 @@ impl Within {
 }
 
 /// Sources offered in the filter (any other can be typed in the URL).
-const SOURCES: &[&str] = &["api", "http", "webhook", "job", "replay"];
+const SOURCES: &[&str] = &[
+    "api",
+    "http",
+    "trigger.dev",
+    "inngest",
+    "webhook",
+    "webhook:payments",
+    "webhook:auth",
+    "job",
+    "replay",
+];
 /// Recent deliveries of the provider searched for the one an event came from.
 const DELIVERY_LOOKBACK: usize = 100;
 /// Runs whose log lines the event page shows inline (the rest: on each run's page).
