@@ -64,7 +64,9 @@ pub mod store;
 pub mod webhooks;
 
 pub use app::App;
-pub use client::{send_event, send_event_with, Client, ClientBuilder, Error, SendEvent};
+pub use client::{
+    send_event, send_event_with, Client, ClientBuilder, Conflict, Error, SendEvent, Sent,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::retry::RetryPolicy;
 pub use engine::{Engine, EngineConfig};

@@ -26,6 +26,7 @@ async fn trigger_dev_send_answers_an_event_log() {
             "id": "td-1", "name": "user.created", "payload": {"userId": "u1", "email": "a@b.c"},
             "context": {"from": "sdk"}, "timestamp": ms_to_time(START_MS),
             "deliverAt": null, "deliveredAt": ms_to_time(START_MS), "cancelledAt": null,
+            "duplicate": false, "conflict": false,
         })
     );
     let stored = app
@@ -366,4 +367,41 @@ async fn inngest_app_prefixed_names_are_accepted_and_each_route_has_its_source()
         assert_eq!(ids, [id], "source={source}");
         assert_eq!(listed.json["events"][0]["source"], json!(source));
     }
+}
+
+/// An id sent again over the compatible routes answers the stored event and says so; a different
+/// payload is flagged as a conflict.
+#[tokio::test]
+async fn resent_ids_say_duplicate_and_conflict_on_both_dialects() {
+    let app = start(|_| {}).await;
+    let td = |payload: serde_json::Value| {
+        json!({"event": {"name": "audit.noted", "payload": payload, "id": "td-dup"}})
+    };
+    let first = app.post_json("/api/v1/events", &td(json!({"n": 1}))).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    assert_eq!(first.json["duplicate"], json!(false));
+    let same = app.post_json("/api/v1/events", &td(json!({"n": 1}))).await;
+    assert_eq!(
+        (&same.json["duplicate"], &same.json["conflict"]),
+        (&json!(true), &json!(false))
+    );
+    let other = app.post_json("/api/v1/events", &td(json!({"n": 2}))).await;
+    assert_eq!(other.status, StatusCode::OK, "{}", other.text);
+    assert_eq!(other.json["payload"], json!({"n": 1}), "the stored event");
+    assert_eq!(other.json["conflict"], json!(true));
+    assert_eq!(other.json["conflictingFields"], json!(["payload"]));
+
+    let inn = |data: serde_json::Value| json!([{"name": "audit.noted", "data": data, "id": "inn-dup"}]);
+    let first = app.post_json("/e/key", &inn(json!({"n": 1}))).await;
+    assert_eq!(first.json, json!({"ids": ["inn-dup"], "status": 200}));
+    let same = app.post_json("/e/key", &inn(json!({"n": 1}))).await;
+    assert_eq!(
+        same.json,
+        json!({"ids": ["inn-dup"], "status": 200, "duplicates": ["inn-dup"]})
+    );
+    let other = app.post_json("/e/key", &inn(json!({"n": 2}))).await;
+    assert_eq!(
+        other.json["conflicts"],
+        json!([{"id": "inn-dup", "conflictingFields": ["payload"]}])
+    );
 }
