@@ -374,6 +374,14 @@ async fn filters_live_in_the_url_and_bad_ones_are_explained() {
         "older than an hour"
     );
     assert!(recent.contains("id=\"search-window\"") && recent.contains("within=all"));
+    // The two wider spans are two links with words between them, not one run of text.
+    let window = &recent[recent.find("id=\"search-window\"").expect("note")..];
+    let window = &window[..window.find("</p>").expect("end")];
+    assert!(
+        window.contains("the last 24 hours</a> or <a"),
+        "the links are apart: {window}"
+    );
+    assert!(window.contains("all time</a> instead, or set From."), "{window}");
     let all = f.page("/events?q=ada%40example&within=all").await;
     assert_eq!(rows(&all, "data-event-id"), vec![f.user.clone()]);
     let day = f.page("/events?q=ada%40example&within=24h").await;

@@ -157,12 +157,17 @@ pub async fn list(
             a.clear href="/events" { "Clear" }
         }
         @if let Some(w) = within {
+            @let others: Vec<Within> = [Within::Hour, Within::Day, Within::All]
+                .into_iter()
+                .filter(|o| *o != w)
+                .collect();
             p.search-window #search-window {
                 "Payload search covers " b { (w.describe()) } ". Search "
-                @for other in [Within::Hour, Within::Day, Within::All] {
-                    @if other != w { a href=(widen(other)) { (other.describe()) } " " }
+                @for (i, other) in others.iter().enumerate() {
+                    @if i > 0 { " or " }
+                    a href=(widen(*other)) { (other.describe()) }
                 }
-                "(or set From)."
+                " instead, or set From."
             }
         }
         @let table = html! {
