@@ -729,18 +729,30 @@ async fn actions_need_this_origin_and_do_what_they_say() {
     assert_eq!(a.status, StatusCode::FORBIDDEN, "logout too");
     assert_eq!(f.event_count().await, before, "nothing was sent");
 
-    // Invalid JSON: a 400 that says so, nothing sent.
+    // Invalid JSON: a 400 that says so, nothing sent, and the event page again with the user's
+    // edit kept in the form (it was replaced by an error page, losing the edit).
     let a = f
         .request(
             "POST",
             &replay,
             Auth::Cookie(&cookie),
             Some(ORIGIN),
-            Some("payload=%7Bnope"),
+            Some(&form(&[("payload", "{\"email\": \"bob@example.com\",}")])),
         )
         .await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("id=\"replay-error\""), "{}", a.body);
     assert!(a.body.contains("not valid JSON"));
+    let textarea = &a.body[a.body.find("id=\"replay-payload\"").expect("the form")..];
+    let textarea = &textarea[..textarea.find("</textarea>").expect("its end")];
+    assert!(
+        textarea.contains("{&quot;email&quot;: &quot;bob@example.com&quot;,}"),
+        "the edit is kept: {textarea}"
+    );
+    assert!(
+        a.body.contains(&format!("data-live-url=\"/events/{}\"", f.user)),
+        "the live refresh reads the event page, not the POST-only URL"
+    );
     assert_eq!(f.event_count().await, before);
 
     // Replay with an edited payload.
