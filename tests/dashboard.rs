@@ -275,6 +275,21 @@ async fn every_page_shows_what_happened_to_the_events() {
     assert!(run.contains("card declined"));
     assert!(run.contains("id=\"retry\""));
     assert!(run.contains("<svg class=\"timeline\""));
+    // A millisecond attempt still shows on the timeline: its bar has a visible width.
+    let timeline = &run[run.find("<svg class=\"timeline\"").expect("timeline")..];
+    let timeline = &timeline[..timeline.find("</svg>").expect("end")];
+    let widths: Vec<f64> = timeline
+        .split("width=\"")
+        .skip(1)
+        .filter_map(|w| w.split('"').next()?.parse().ok())
+        .collect();
+    assert!(!widths.is_empty(), "{timeline}");
+    assert!(
+        widths
+            .iter()
+            .all(|w| *w >= flare::http::dashboard::charts::MIN_SPAN_WIDTH),
+        "{widths:?}"
+    );
     // A run's logs and output.
     let greet = f.run_of(&f.user).await;
     let run = f.page(&format!("/runs/{}", greet.id)).await;
