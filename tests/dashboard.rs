@@ -290,10 +290,18 @@ async fn every_page_shows_what_happened_to_the_events() {
             .all(|w| *w >= flare::http::dashboard::charts::MIN_SPAN_WIDTH),
         "{widths:?}"
     );
-    // A run's logs and output.
+    // A run's logs, output and the payload it ran with.
     let greet = f.run_of(&f.user).await;
     let run = f.page(&format!("/runs/{}", greet.id)).await;
     assert!(run.contains("welcome ada@example.com"));
+    let payload = &run[run.find("id=\"run-payload\"").expect("a payload section")..];
+    let payload = &payload[..payload.find("</section>").expect("end")];
+    assert!(
+        payload.contains("&quot;email&quot;: &quot;ada@example.com&quot;")
+            || payload.contains("ada@example.com"),
+        "{payload}"
+    );
+    assert!(payload.contains(&format!("/events/{}", f.user)), "{payload}");
     let node = f.client.engine().node_id();
     assert!(
         run.contains(&format!("id=\"node\">{node}<")),
