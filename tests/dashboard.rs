@@ -290,6 +290,8 @@ async fn every_page_shows_what_happened_to_the_events() {
             .all(|w| *w >= flare::http::dashboard::charts::MIN_SPAN_WIDTH),
         "{widths:?}"
     );
+    // The retry says what the run gets: one attempt more than it used (1 of 1 → 2 of 2).
+    assert!(run.contains("queues it again: attempt 2 of 2"), "{run}");
     // A run's logs, output and the payload it ran with.
     let greet = f.run_of(&f.user).await;
     let run = f.page(&format!("/runs/{}", greet.id)).await;

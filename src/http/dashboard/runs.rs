@@ -185,7 +185,7 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             @if retryable(run.status) {
                 form.actions method="post" action={ (page::run_href(&run.id)) "/retry" } {
                     button #retry type="submit" { "Retry" }
-                    span.muted { " queues it again with one more attempt" }
+                    span.muted { " queues it again: attempt " (run.attempt + 1) " of " (run.max_attempts.max(run.attempt + 1)) }
                 }
             }
             @if let Some(e) = &run.error {
