@@ -63,6 +63,11 @@ pub mod server;
 pub mod store;
 pub mod webhooks;
 
+/// The README's Rust snippets, compiled by `cargo test --doc` so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use app::App;
 pub use client::{
     send_event, send_event_with, Client, ClientBuilder, Conflict, Error, SendEvent, Sent,
