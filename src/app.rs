@@ -157,7 +157,7 @@ impl App {
             command = command.mut_subcommand(subcommand, |c| {
                 c.mut_arg("demo", |a| {
                     a.help(format!(
-                        "Also define the seed's demo jobs (on user.created, file.uploaded, …), \
+                        "Also define the demo jobs (on user.created, file.uploaded, …), \
                          not for a deployment. Default: {default}"
                     ))
                 })

@@ -37,7 +37,7 @@
 //! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
 //!   Inngest), the JSON API, the dashboard (`http::dashboard`), access control, health.
 //! - [`metrics`]: Prometheus counters and their text rendering for `GET /metrics`.
-//! - [`reference_jobs`]: the seed's demo jobs, run only when asked for (`--demo`).
+//! - [`reference_jobs`]: the demo jobs of the README's tour, run only when asked for (`--demo`).
 //! - [`server`]: `run_with(config, jobs, listener, shutdown)` and `run_worker`, wiring it all.
 //! - [`app`]: [`App`], the command line (`serve`, `worker`, `send`, `bench`) for `flare` and for
 //!   an application's own binary with its jobs.
