@@ -415,7 +415,11 @@ impl Client {
             .collect::<Result<Vec<_>, _>>()?;
         let inserted = self.inner.store.event_insert_many(rows).await?;
         inserted.iter().for_each(crate::metrics::event_inserted);
-        Ok(inserted.into_iter().zip(checks).map(|(i, c)| sent(i, c)).collect())
+        Ok(inserted
+            .into_iter()
+            .zip(checks)
+            .map(|(i, c)| sent(i, c))
+            .collect())
     }
 
     /// Cancels a scheduled event that has not been delivered yet.

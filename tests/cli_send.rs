@@ -212,12 +212,24 @@ async fn errors_are_one_clear_line_and_a_failure_exit() {
     }
     // A delay and a delivery time exclude each other: a usage error before anything is sent.
     let both = flare_send(
-        &["a.b", "--delay", "1h", "--deliver-at", "2030-01-01T00:00:00Z", "--url", &server.url],
+        &[
+            "a.b",
+            "--delay",
+            "1h",
+            "--deliver-at",
+            "2030-01-01T00:00:00Z",
+            "--url",
+            &server.url,
+        ],
         Some(KEY),
     )
     .await;
     assert!(!both.status.success());
-    assert!(stderr(&both).contains("cannot be used with"), "{}", stderr(&both));
+    assert!(
+        stderr(&both).contains("cannot be used with"),
+        "{}",
+        stderr(&both)
+    );
     server.stop().await;
 
     let unreachable = flare_send(&["a.b", "--url", "http://127.0.0.1:1"], None).await;

@@ -303,7 +303,10 @@ async fn every_page_shows_what_happened_to_the_events() {
             || payload.contains("ada@example.com"),
         "{payload}"
     );
-    assert!(payload.contains(&format!("/events/{}", f.user)), "{payload}");
+    assert!(
+        payload.contains(&format!("/events/{}", f.user)),
+        "{payload}"
+    );
     let node = f.client.engine().node_id();
     assert!(
         run.contains(&format!("id=\"node\">{node}<")),
@@ -406,7 +409,10 @@ async fn filters_live_in_the_url_and_bad_ones_are_explained() {
         window.contains("the last 24 hours</a> or <a"),
         "the links are apart: {window}"
     );
-    assert!(window.contains("all time</a> instead, or set From."), "{window}");
+    assert!(
+        window.contains("all time</a> instead, or set From."),
+        "{window}"
+    );
     let all = f.page("/events?q=ada%40example&within=all").await;
     assert_eq!(rows(&all, "data-event-id"), vec![f.user.clone()]);
     let day = f.page("/events?q=ada%40example&within=24h").await;
@@ -433,7 +439,10 @@ async fn filters_live_in_the_url_and_bad_ones_are_explained() {
         );
     }
     let by_source = f.page("/events?source=inngest").await;
-    assert_eq!(rows(&by_source, "data-event-id"), vec![inngest.event.id.clone()]);
+    assert_eq!(
+        rows(&by_source, "data-event-id"),
+        vec![inngest.event.id.clone()]
+    );
     assert!(by_source.contains("app/user.created"));
     let a = f
         .request("GET", "/events/nope", Auth::Bearer, None, None)
@@ -775,7 +784,8 @@ async fn actions_need_this_origin_and_do_what_they_say() {
         "the edit is kept: {textarea}"
     );
     assert!(
-        a.body.contains(&format!("data-live-url=\"/events/{}\"", f.user)),
+        a.body
+            .contains(&format!("data-live-url=\"/events/{}\"", f.user)),
         "the live refresh reads the event page, not the POST-only URL"
     );
     assert_eq!(f.event_count().await, before);

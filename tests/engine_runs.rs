@@ -772,17 +772,33 @@ async fn a_manual_retry_keeps_the_attempt_limit_or_grants_one_more(db: TestDb) {
         .unwrap();
     let run = settled(&client, &ev.id).await.runs[0].clone();
     assert_eq!(limits(&run), (RunStatus::Failed, 1, 3));
-    client.store().run_retry(&run.id, clock.now_ms()).await.unwrap();
+    client
+        .store()
+        .run_retry(&run.id, clock.now_ms())
+        .await
+        .unwrap();
     client.engine().wake();
     let run = settled(&client, &ev.id).await.runs[0].clone();
-    assert_eq!(limits(&run), (RunStatus::Failed, 2, 3), "3 → 2 before the fix");
+    assert_eq!(
+        limits(&run),
+        (RunStatus::Failed, 2, 3),
+        "3 → 2 before the fix"
+    );
 
     // Out of attempts (3 of 3): the retry grants a fourth.
-    client.store().run_retry(&run.id, clock.now_ms()).await.unwrap();
+    client
+        .store()
+        .run_retry(&run.id, clock.now_ms())
+        .await
+        .unwrap();
     client.engine().wake();
     let run = settled(&client, &ev.id).await.runs[0].clone();
     assert_eq!(limits(&run), (RunStatus::Failed, 3, 3));
-    client.store().run_retry(&run.id, clock.now_ms()).await.unwrap();
+    client
+        .store()
+        .run_retry(&run.id, clock.now_ms())
+        .await
+        .unwrap();
     client.engine().wake();
     let run = settled(&client, &ev.id).await.runs[0].clone();
     assert_eq!(limits(&run), (RunStatus::Failed, 4, 4));
@@ -803,12 +819,33 @@ async fn a_manual_retry_keeps_the_attempt_limit_or_grants_one_more(db: TestDb) {
         )
         .await
         .unwrap();
-    let parked = other.send_event("work.elsewhere", &json!({})).await.unwrap();
+    let parked = other
+        .send_event("work.elsewhere", &json!({}))
+        .await
+        .unwrap();
     let parked_run = &parked.run_ids[0];
-    client.store().run_cancel(parked_run, clock.now_ms()).await.unwrap();
-    client.store().run_retry(parked_run, clock.now_ms()).await.unwrap();
-    let run = client.store().run_detail(parked_run).await.unwrap().unwrap().run;
-    assert_eq!(limits(&run), (RunStatus::Queued, 0, 3), "3 → 1 before the fix");
+    client
+        .store()
+        .run_cancel(parked_run, clock.now_ms())
+        .await
+        .unwrap();
+    client
+        .store()
+        .run_retry(parked_run, clock.now_ms())
+        .await
+        .unwrap();
+    let run = client
+        .store()
+        .run_detail(parked_run)
+        .await
+        .unwrap()
+        .unwrap()
+        .run;
+    assert_eq!(
+        limits(&run),
+        (RunStatus::Queued, 0, 3),
+        "3 → 1 before the fix"
+    );
 }
 
 backend_tests!(

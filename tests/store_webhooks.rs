@@ -148,7 +148,10 @@ async fn the_pruner_deletes_deliveries_past_the_retention(db: TestDb) {
         .unwrap();
     let pruner = client.engine().maintenance();
     pruner.prune_once().await.unwrap();
-    assert_eq!(store.webhook_deliveries_list(None, 10).await.unwrap().len(), 3);
+    assert_eq!(
+        store.webhook_deliveries_list(None, 10).await.unwrap().len(),
+        3
+    );
 
     clock.advance(2 * day);
     pruner.prune_once().await.unwrap();
@@ -159,9 +162,17 @@ async fn the_pruner_deletes_deliveries_past_the_retention(db: TestDb) {
         .into_iter()
         .map(|d| d.delivery_id)
         .collect();
-    assert_eq!(left, ["evt_new"], "the deliveries past the retention are pruned");
+    assert_eq!(
+        left,
+        ["evt_new"],
+        "the deliveries past the retention are pruned"
+    );
     assert!(
-        store.event_get("payments:evt_old:0").await.unwrap().is_none(),
+        store
+            .event_get("payments:evt_old:0")
+            .await
+            .unwrap()
+            .is_none(),
         "with the events they produced"
     );
     // Pruning in batches walks past any number of old deliveries.
@@ -185,7 +196,11 @@ async fn the_pruner_deletes_deliveries_past_the_retention(db: TestDb) {
             .unwrap(),
         4
     );
-    assert!(store.webhook_deliveries_list(None, 10).await.unwrap().is_empty());
+    assert!(store
+        .webhook_deliveries_list(None, 10)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 backend_tests!(

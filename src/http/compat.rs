@@ -154,7 +154,12 @@ async fn trigger_dev_send(
     let send = trigger_dev_event(body.event, body.options.as_ref())?;
     let sent = state.client.send_inserted(send, Source::TriggerDev).await?;
     let now = state.client.clock().now_ms();
-    duplicates::log_conflicts(&state.conflicts, "trigger.dev", now, std::slice::from_ref(&sent));
+    duplicates::log_conflicts(
+        &state.conflicts,
+        "trigger.dev",
+        now,
+        std::slice::from_ref(&sent),
+    );
     Ok(Json(duplicates::with_fields(event_log(&sent.event), &sent)))
 }
 

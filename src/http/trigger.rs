@@ -172,7 +172,12 @@ async fn trigger(
     let send = to_send_event(req)?;
     let sent = state.client.send_inserted(send, Source::Http).await?;
     let now = state.client.clock().now_ms();
-    duplicates::log_conflicts(&state.conflicts, "trigger", now, std::slice::from_ref(&sent));
+    duplicates::log_conflicts(
+        &state.conflicts,
+        "trigger",
+        now,
+        std::slice::from_ref(&sent),
+    );
     let message = duplicates::message(&sent)
         .unwrap_or_else(|| format!("Event '{}' sent to the job platform", sent.event.name));
     let answer = json!({

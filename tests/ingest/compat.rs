@@ -331,7 +331,10 @@ async fn inngest_app_prefixed_names_are_accepted_and_each_route_has_its_source()
     assert_eq!(stored.name, "app/user.created");
     assert_eq!(stored.source, "inngest");
     assert_eq!(stored.run_ids.len(), 1);
-    assert_eq!(app.wait_run(&stored.run_ids[0]).await, flare::RunStatus::Succeeded);
+    assert_eq!(
+        app.wait_run(&stored.run_ids[0]).await,
+        flare::RunStatus::Succeeded
+    );
 
     // The same name over the other routes, each with its own source, filterable.
     let td = app
@@ -342,7 +345,10 @@ async fn inngest_app_prefixed_names_are_accepted_and_each_route_has_its_source()
         .await;
     assert_eq!(td.status, StatusCode::OK, "{}", td.text);
     let plain = app
-        .post_json("/trigger", &json!({"event": "app/user.created", "id": "http-app-1"}))
+        .post_json(
+            "/trigger",
+            &json!({"event": "app/user.created", "id": "http-app-1"}),
+        )
         .await;
     assert_eq!(plain.status, StatusCode::OK, "{}", plain.text);
     for (source, id) in [
@@ -374,9 +380,7 @@ async fn inngest_app_prefixed_names_are_accepted_and_each_route_has_its_source()
 #[tokio::test]
 async fn resent_ids_say_duplicate_and_conflict_on_both_dialects() {
     let app = start(|_| {}).await;
-    let td = |payload: serde_json::Value| {
-        json!({"event": {"name": "audit.noted", "payload": payload, "id": "td-dup"}})
-    };
+    let td = |payload: serde_json::Value| json!({"event": {"name": "audit.noted", "payload": payload, "id": "td-dup"}});
     let first = app.post_json("/api/v1/events", &td(json!({"n": 1}))).await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.text);
     assert_eq!(first.json["duplicate"], json!(false));
@@ -391,7 +395,8 @@ async fn resent_ids_say_duplicate_and_conflict_on_both_dialects() {
     assert_eq!(other.json["conflict"], json!(true));
     assert_eq!(other.json["conflictingFields"], json!(["payload"]));
 
-    let inn = |data: serde_json::Value| json!([{"name": "audit.noted", "data": data, "id": "inn-dup"}]);
+    let inn =
+        |data: serde_json::Value| json!([{"name": "audit.noted", "data": data, "id": "inn-dup"}]);
     let first = app.post_json("/e/key", &inn(json!({"n": 1}))).await;
     assert_eq!(first.json, json!({"ids": ["inn-dup"], "status": 200}));
     let same = app.post_json("/e/key", &inn(json!({"n": 1}))).await;

@@ -72,7 +72,11 @@ async fn payload_is_optional_and_a_repeated_id_starts_nothing_new() {
     assert_eq!(same.status, StatusCode::OK, "{}", same.text);
     assert_eq!(same.json["duplicate"], json!(true));
     assert_eq!(same.json["conflict"], json!(false));
-    assert!(same.json.get("conflictingFields").is_none(), "{}", same.text);
+    assert!(
+        same.json.get("conflictingFields").is_none(),
+        "{}",
+        same.text
+    );
     let message = same.json["message"].as_str().expect("message");
     assert!(message.contains("received before"), "{message}");
 
