@@ -157,7 +157,7 @@ impl App {
             command = command.mut_subcommand(subcommand, |c| {
                 c.mut_arg("demo", |a| {
                     a.help(format!(
-                        "Also define the seed's demo jobs (on user.created, file.uploaded, …), \
+                        "Also define the demo jobs (on user.created, file.uploaded, …), \
                          not for a deployment. Default: {default}"
                     ))
                 })
@@ -305,9 +305,19 @@ struct SendArgs {
     /// Payload as JSON.
     #[arg(long)]
     payload: Option<String>,
-    /// Deliver later, e.g. 90s, 15m, 2h, 1d, 1h30m.
+    /// Event id, for idempotency: the same id never starts anything twice (the answer then says
+    /// "duplicate", and "conflict" when the name or payload differ from the stored event's).
     #[arg(long)]
+    id: Option<String>,
+    /// Deliver later, e.g. 90s, 15m, 2h, 1d, 1h30m.
+    #[arg(long, conflicts_with = "deliver_at")]
     delay: Option<String>,
+    /// Deliver at this time, RFC 3339, e.g. 2030-01-01T09:00:00Z.
+    #[arg(long)]
+    deliver_at: Option<String>,
+    /// Context as JSON, stored with the event (shown with it, not passed to jobs).
+    #[arg(long)]
+    context: Option<String>,
     /// The server.
     #[arg(long, env = "FLARE_URL", default_value = "http://127.0.0.1:3000")]
     url: String,
@@ -455,10 +465,18 @@ async fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     let request = crate::remote::SendRequest {
         name: args.name,
         payload: args.payload,
+        id: args.id,
         delay: args.delay,
+        deliver_at: args.deliver_at,
+        context: args.context,
     };
     let answer = crate::remote::send(&args.url, key.as_deref(), &request).await?;
     println!("{}", serde_json::to_string_pretty(&answer)?);
+    if answer["conflict"] == serde_json::Value::Bool(true) {
+        if let Some(message) = answer["message"].as_str() {
+            eprintln!("warning: {message}");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

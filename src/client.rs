@@ -116,6 +116,76 @@ impl SendEvent {
     }
 }
 
+/// What sending one event did: the stored event, whether it is new, and, for an id that was
+/// stored already, how the event sent differs from the stored one.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    /// The stored event: the new one, or for an id sent again the one stored first.
+    pub event: StoredEvent,
+    /// False when the id was stored already: nothing was stored or started.
+    pub created: bool,
+    /// For an id stored already with another name or payload: which differ. The stored event is
+    /// kept as it is; the one sent is dropped.
+    pub conflict: Option<Conflict>,
+}
+
+impl Sent {
+    /// True when the id was stored already (nothing new was started).
+    pub fn duplicate(&self) -> bool {
+        !self.created
+    }
+}
+
+/// How an event sent with an id already stored differs from the stored event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conflict {
+    /// The names differ.
+    pub name: bool,
+    /// The payloads differ (as JSON values: key order and number spelling do not count).
+    pub payload: bool,
+}
+
+impl Conflict {
+    /// How `name` and `payload`, sent with an id already stored, differ from `stored`; `None`
+    /// when they are the same event sent again.
+    pub fn between(name: &str, payload: &Value, stored: &StoredEvent) -> Option<Conflict> {
+        let c = Conflict {
+            name: name != stored.name,
+            payload: *payload != stored.payload,
+        };
+        (c.name || c.payload).then_some(c)
+    }
+
+    /// The fields that differ, by their JSON names: `name`, `payload`.
+    pub fn fields(&self) -> Vec<&'static str> {
+        [("name", self.name), ("payload", self.payload)]
+            .into_iter()
+            .filter_map(|(f, differs)| differs.then_some(f))
+            .collect()
+    }
+}
+
+/// What to compare a send's outcome with when its id turns out to be stored already: the name and
+/// payload sent, kept only for a caller-chosen id (a generated one is never stored already).
+fn resend_check(event: &SendEvent) -> Option<(String, Value)> {
+    match (&event.id, &event.payload) {
+        (Some(_), Ok(payload)) => Some((event.name.clone(), payload.clone())),
+        _ => None,
+    }
+}
+
+fn sent(inserted: Inserted, check: Option<(String, Value)>) -> Sent {
+    let conflict = match (&check, inserted.created) {
+        (Some((name, payload)), false) => Conflict::between(name, payload, &inserted.event),
+        _ => None,
+    };
+    Sent {
+        event: inserted.event,
+        created: inserted.created,
+        conflict,
+    }
+}
+
 /// A new event id: time-ordered.
 pub(crate) fn new_event_id() -> String {
     format!("evt_{}", uuid::Uuid::now_v7().simple())
@@ -321,9 +391,12 @@ impl Client {
         Ok(self.send_inserted(event, Source::Api).await?.event)
     }
 
-    /// Sends on behalf of `source`, telling whether the event was new. For the HTTP routes.
-    pub async fn send_inserted(&self, event: SendEvent, source: Source) -> Result<Inserted, Error> {
-        send_with(&self.inner.store, &self.inner.clock, event, source, None).await
+    /// Sends on behalf of `source`, telling whether the event was new and, for an id sent again,
+    /// whether its name or payload differ from the stored event's. For the HTTP routes.
+    pub async fn send_inserted(&self, event: SendEvent, source: Source) -> Result<Sent, Error> {
+        let check = resend_check(&event);
+        let inserted = send_with(&self.inner.store, &self.inner.clock, event, source, None).await?;
+        Ok(sent(inserted, check))
     }
 
     /// Sends several events on behalf of `source` in ONE transaction: either all are stored (with
@@ -333,15 +406,20 @@ impl Client {
         &self,
         events: Vec<SendEvent>,
         source: Source,
-    ) -> Result<Vec<Inserted>, Error> {
+    ) -> Result<Vec<Sent>, Error> {
         let now = self.inner.clock.now_ms();
+        let checks: Vec<_> = events.iter().map(resend_check).collect();
         let rows = events
             .into_iter()
             .map(|e| prepare(e, &source, None, now))
             .collect::<Result<Vec<_>, _>>()?;
         let inserted = self.inner.store.event_insert_many(rows).await?;
         inserted.iter().for_each(crate::metrics::event_inserted);
-        Ok(inserted)
+        Ok(inserted
+            .into_iter()
+            .zip(checks)
+            .map(|(i, c)| sent(i, c))
+            .collect())
     }
 
     /// Cancels a scheduled event that has not been delivered yet.

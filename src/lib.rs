@@ -37,7 +37,7 @@
 //! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
 //!   Inngest), the JSON API, the dashboard (`http::dashboard`), access control, health.
 //! - [`metrics`]: Prometheus counters and their text rendering for `GET /metrics`.
-//! - [`reference_jobs`]: the seed's demo jobs, run only when asked for (`--demo`).
+//! - [`reference_jobs`]: the demo jobs of the README's tour, run only when asked for (`--demo`).
 //! - [`server`]: `run_with(config, jobs, listener, shutdown)` and `run_worker`, wiring it all.
 //! - [`app`]: [`App`], the command line (`serve`, `worker`, `send`, `bench`) for `flare` and for
 //!   an application's own binary with its jobs.
@@ -63,8 +63,15 @@ pub mod server;
 pub mod store;
 pub mod webhooks;
 
+/// The README's Rust snippets, compiled by `cargo test --doc` so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use app::App;
-pub use client::{send_event, send_event_with, Client, ClientBuilder, Error, SendEvent};
+pub use client::{
+    send_event, send_event_with, Client, ClientBuilder, Conflict, Error, SendEvent, Sent,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::retry::RetryPolicy;
 pub use engine::{Engine, EngineConfig};

@@ -25,7 +25,13 @@ pub struct InvalidEventName {
 }
 
 /// Checks an event name: 1–200 bytes of lowercase ASCII letters, digits, `_` and `-`, in
-/// dot-separated, non-empty segments (`user.created`, `stripe.invoice.payment_failed`).
+/// non-empty segments separated by `.` or `/` (`user.created`, `stripe.invoice.payment_failed`,
+/// `app/user.created`).
+///
+/// `/` is allowed because Inngest applications name their events `<app>/<entity>.<action>`
+/// (`app/user.created`): it separates segments exactly as `.` does, so such a name is valid on
+/// every route and in every trigger, not only on the Inngest route, and a job subscribes to it by
+/// its full name. Uppercase letters are still refused everywhere.
 pub fn validate_event_name(name: &str) -> Result<(), InvalidEventName> {
     let fail = |reason| {
         let mut shown: String = name.chars().take(64).collect();
@@ -43,15 +49,19 @@ pub fn validate_event_name(name: &str) -> Result<(), InvalidEventName> {
     if name.len() > MAX_EVENT_NAME_LEN {
         return fail("it is longer than 200 bytes");
     }
-    for segment in name.split('.') {
+    for segment in name.split(['.', '/']) {
         if segment.is_empty() {
-            return fail("it has an empty segment (names look like `entity.action`)");
+            return fail(
+                "it has an empty segment (names look like `entity.action` or `app/entity.action`)",
+            );
         }
         if !segment
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
         {
-            return fail("only lowercase ASCII letters, digits, `_`, `-` and `.` are allowed");
+            return fail(
+                "only lowercase ASCII letters, digits, `_`, `-`, and `.` or `/` between them are allowed",
+            );
         }
     }
     Ok(())
@@ -140,8 +150,12 @@ impl From<Duration> for Delay {
 pub enum Source {
     /// Sent from Rust with [`crate::Client::send_event`].
     Api,
-    /// Sent over HTTP (`POST /trigger` and the compatible ingest routes).
+    /// Sent over HTTP to `POST /trigger`.
     Http,
+    /// Sent by a Trigger.dev v2 client to the compatible routes (`POST /api/v1/events`, `…/bulk`).
+    TriggerDev,
+    /// Sent by an Inngest client to the compatible route (`POST /e/{key}`).
+    Inngest,
     /// A verified webhook from the named provider (`payments`, `auth`).
     Webhook(String),
     /// Sent by a job run with `io.send_event`.
@@ -155,6 +169,8 @@ impl fmt::Display for Source {
         match self {
             Source::Api => f.write_str("api"),
             Source::Http => f.write_str("http"),
+            Source::TriggerDev => f.write_str("trigger.dev"),
+            Source::Inngest => f.write_str("inngest"),
             Source::Webhook(p) => write!(f, "webhook:{p}"),
             Source::Job(run) => write!(f, "job:{run}"),
             Source::Replay(ev) => write!(f, "replay:{ev}"),
@@ -168,13 +184,14 @@ impl fmt::Display for Source {
 pub struct StoredEvent {
     /// Unique id (caller-supplied or generated).
     pub id: String,
-    /// Event name, `entity.action`.
+    /// Event name, `entity.action` (or `app/entity.action`).
     pub name: String,
     /// The payload; `null` when absent.
     pub payload: Value,
     /// Optional caller context.
     pub context: Option<Value>,
-    /// `api`, `http`, `webhook:payments`, `webhook:auth`, `job:<run id>`, `replay:<event id>`.
+    /// `api`, `http`, `trigger.dev`, `inngest`, `webhook:payments`, `webhook:auth`, `job:<run id>`,
+    /// `replay:<event id>`.
     pub source: String,
     /// When Flare received it.
     pub timestamp: DateTime<Utc>,
@@ -355,13 +372,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn event_names_follow_the_dot_rule() {
+    fn event_names_follow_the_segment_rule() {
         for ok in [
             "user.created",
             "stripe.invoice.payment_failed",
             "a",
             "x-1.y_2",
             "reminder.send",
+            "app/user.created",
+            "shop/order/line.added",
         ] {
             assert!(validate_event_name(ok).is_ok(), "{ok} should be valid");
         }
@@ -373,7 +392,12 @@ mod tests {
             "user.",
             "user created",
             "usér.x",
-            "a/b",
+            "/user.created",
+            "app/",
+            "app//user.created",
+            "app/.created",
+            "App/user.created",
+            "app\\user.created",
         ] {
             assert!(
                 validate_event_name(bad).is_err(),
@@ -416,6 +440,8 @@ mod tests {
             "webhook:payments"
         );
         assert_eq!(Source::Job("r1".into()).to_string(), "job:r1");
+        assert_eq!(Source::TriggerDev.to_string(), "trigger.dev");
+        assert_eq!(Source::Inngest.to_string(), "inngest");
         assert_eq!(Source::Replay("e1".into()).to_string(), "replay:e1");
         assert_eq!(RunStatus::parse("queued"), Some(RunStatus::Queued));
         assert_eq!(RunStatus::parse("nope"), None);

@@ -1,6 +1,7 @@
 //! Talking to a running Flare server over HTTP: what `flare send` does.
 //!
-//! [`send`] posts `{"event", "payload", "delay"?}` to `<url>/trigger` with the API key as a Bearer
+//! [`send`] posts `{"event", "payload", "id"?, "delay"?, "deliverAt"?, "context"?}` to
+//! `<url>/trigger` with the API key as a Bearer
 //! token and returns the server's JSON answer. Every failure is one [`Error`] whose message is a
 //! single clear line (the key never appears in it).
 
@@ -17,6 +18,9 @@ pub enum Error {
     /// `--payload` is not JSON.
     #[error("--payload is not valid JSON: {0}")]
     Payload(serde_json::Error),
+    /// `--context` is not JSON.
+    #[error("--context is not valid JSON: {0}")]
+    Context(serde_json::Error),
     /// The URL is not an http(s) URL.
     #[error("invalid --url {0:?}: expected something like http://127.0.0.1:3000")]
     Url(String),
@@ -48,8 +52,14 @@ pub struct SendRequest {
     pub name: String,
     /// Payload as JSON text (`None` sends `null`).
     pub payload: Option<String>,
+    /// Idempotency id: sending it again answers the stored event and starts nothing.
+    pub id: Option<String>,
     /// Delay such as `2h` (the server validates it).
     pub delay: Option<String>,
+    /// Delivery time, RFC 3339 (the server validates it).
+    pub deliver_at: Option<String>,
+    /// Context as JSON text, stored with the event.
+    pub context: Option<String>,
 }
 
 /// Sends `request` to the server at `base_url` (`http://127.0.0.1:3000`) and returns its answer.
@@ -62,14 +72,27 @@ pub async fn send(
         Some(text) => serde_json::from_str(text).map_err(Error::Payload)?,
         None => Value::Null,
     };
+    let context: Option<Value> = match &request.context {
+        Some(text) => Some(serde_json::from_str(text).map_err(Error::Context)?),
+        None => None,
+    };
     let base = base_url.trim_end_matches('/');
     if !(base.starts_with("http://") || base.starts_with("https://")) {
         return Err(Error::Url(base_url.to_string()));
     }
     let url = format!("{base}/trigger");
     let mut body = json!({ "event": request.name, "payload": payload });
+    if let Some(id) = &request.id {
+        body["id"] = Value::String(id.clone());
+    }
     if let Some(delay) = &request.delay {
         body["delay"] = Value::String(delay.clone());
+    }
+    if let Some(at) = &request.deliver_at {
+        body["deliverAt"] = Value::String(at.clone());
+    }
+    if let Some(context) = context {
+        body["context"] = context;
     }
     let client = reqwest::Client::builder()
         .timeout(TIMEOUT)

@@ -602,12 +602,28 @@ async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
         "/api/stats",
         "/api/openapi.json",
         "/metrics",
+        "/trigger",
+        "/webhooks/payments",
+        "/webhooks/auth",
+        "/api/v1/events",
+        "/api/v1/events/bulk",
+        "/api/v1/events/{id}",
+        "/api/v2/events/{id}",
+        "/api/v1/events/{id}/cancel",
+        "/e/{key}",
+        "/healthz",
+        "/readyz",
+        "/",
+        "/events/{id}/replay",
     ] {
         assert!(paths.contains_key(expected), "{expected} is not documented");
     }
     for (path, item) in paths {
         for method in item.as_object().expect("path item").keys() {
-            let uri = path.replace("{id}", "missing-id");
+            let uri = path
+                .replace("{id}", "missing-id")
+                .replace("{key}", "any-key")
+                .replace("{file}", "missing-file");
             let (status, body) = f.call(&method.to_uppercase(), &uri, None).await;
             assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
             assert_ne!(body["error"], "no such route", "{method} {path}");

@@ -79,7 +79,7 @@ fn stderr(out: &Output) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sends_with_payload_and_delay_and_prints_the_result() {
+async fn sends_with_payload_id_delay_deliver_at_and_context_and_prints_the_result() {
     let server = serve(Some(KEY)).await;
     let out = flare_send(
         &[
@@ -106,6 +106,49 @@ async fn sends_with_payload_and_delay_and_prints_the_result() {
     let printed: Value = serde_json::from_slice(&delayed.stdout).expect("prints JSON");
     let delayed_id = printed["result"]["id"].as_str().expect("id").to_string();
 
+    let at_time = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 86_400, 0)
+        .expect("tomorrow");
+    let at = at_time.to_rfc3339();
+    let at = at.as_str();
+    let keyed = flare_send(
+        &[
+            "order.placed",
+            "--id",
+            "order-cli-1",
+            "--deliver-at",
+            at,
+            "--context",
+            r#"{"requestId":"req-cli"}"#,
+            "--url",
+            &server.url,
+        ],
+        Some(KEY),
+    )
+    .await;
+    assert!(keyed.status.success(), "{}", stderr(&keyed));
+    let printed: Value = serde_json::from_slice(&keyed.stdout).expect("prints JSON");
+    assert_eq!(printed["result"]["id"], json!("order-cli-1"));
+    assert_eq!(printed["duplicate"], json!(false));
+    // The same id again with another payload: the stored event, flagged, and a warning.
+    let again = flare_send(
+        &[
+            "order.placed",
+            "--id",
+            "order-cli-1",
+            "--payload",
+            "{\"n\": 2}",
+            "--url",
+            &server.url,
+        ],
+        Some(KEY),
+    )
+    .await;
+    assert!(again.status.success(), "{}", stderr(&again));
+    let printed: Value = serde_json::from_slice(&again.stdout).expect("prints JSON");
+    assert_eq!(printed["duplicate"], json!(true));
+    assert_eq!(printed["conflictingFields"], json!(["payload"]));
+    assert!(stderr(&again).contains("warning"), "{}", stderr(&again));
+
     let reader = Client::builder(&server.db_url)
         .workers(false)
         .connect()
@@ -123,13 +166,21 @@ async fn sends_with_payload_and_delay_and_prints_the_result() {
     assert_eq!(later.payload, Value::Null);
     let delay = later.deliver_at.expect("scheduled") - later.timestamp;
     assert_eq!(delay.num_seconds(), 7200);
+    let keyed = reader
+        .event("order-cli-1")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(keyed.deliver_at, Some(at_time));
+    assert_eq!(keyed.context, Some(json!({"requestId": "req-cli"})));
+    assert_eq!(keyed.payload, Value::Null);
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_one_clear_line_and_a_failure_exit() {
     let server = serve(Some(KEY)).await;
-    let cases: [(&[&str], Option<&str>, &str); 4] = [
+    let cases: [(&[&str], Option<&str>, &str); 6] = [
         (&["user.created"], None, "401"),
         (&["Bad Name"], Some(KEY), "invalid event name"),
         (&["a.b", "--delay", "2y"], Some(KEY), "unknown unit"),
@@ -138,6 +189,12 @@ async fn errors_are_one_clear_line_and_a_failure_exit() {
             Some(KEY),
             "--payload is not valid JSON",
         ),
+        (
+            &["a.b", "--context", "nope"],
+            Some(KEY),
+            "--context is not valid JSON",
+        ),
+        (&["a.b", "--deliver-at", "tomorrow"], Some(KEY), "RFC 3339"),
     ];
     for (args, key, needle) in cases {
         let mut all: Vec<&str> = args.to_vec();
@@ -153,6 +210,26 @@ async fn errors_are_one_clear_line_and_a_failure_exit() {
         assert!(!err.contains(KEY), "the key is never printed");
         assert!(out.stdout.is_empty());
     }
+    // A delay and a delivery time exclude each other: a usage error before anything is sent.
+    let both = flare_send(
+        &[
+            "a.b",
+            "--delay",
+            "1h",
+            "--deliver-at",
+            "2030-01-01T00:00:00Z",
+            "--url",
+            &server.url,
+        ],
+        Some(KEY),
+    )
+    .await;
+    assert!(!both.status.success());
+    assert!(
+        stderr(&both).contains("cannot be used with"),
+        "{}",
+        stderr(&both)
+    );
     server.stop().await;
 
     let unreachable = flare_send(&["a.b", "--url", "http://127.0.0.1:1"], None).await;

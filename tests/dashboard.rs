@@ -275,10 +275,38 @@ async fn every_page_shows_what_happened_to_the_events() {
     assert!(run.contains("card declined"));
     assert!(run.contains("id=\"retry\""));
     assert!(run.contains("<svg class=\"timeline\""));
-    // A run's logs and output.
+    // A millisecond attempt still shows on the timeline: its bar has a visible width.
+    let timeline = &run[run.find("<svg class=\"timeline\"").expect("timeline")..];
+    let timeline = &timeline[..timeline.find("</svg>").expect("end")];
+    let widths: Vec<f64> = timeline
+        .split("width=\"")
+        .skip(1)
+        .filter_map(|w| w.split('"').next()?.parse().ok())
+        .collect();
+    assert!(!widths.is_empty(), "{timeline}");
+    assert!(
+        widths
+            .iter()
+            .all(|w| *w >= flare::http::dashboard::charts::MIN_SPAN_WIDTH),
+        "{widths:?}"
+    );
+    // The retry says what the run gets: one attempt more than it used (1 of 1 → 2 of 2).
+    assert!(run.contains("queues it again: attempt 2 of 2"), "{run}");
+    // A run's logs, output and the payload it ran with.
     let greet = f.run_of(&f.user).await;
     let run = f.page(&format!("/runs/{}", greet.id)).await;
     assert!(run.contains("welcome ada@example.com"));
+    let payload = &run[run.find("id=\"run-payload\"").expect("a payload section")..];
+    let payload = &payload[..payload.find("</section>").expect("end")];
+    assert!(
+        payload.contains("&quot;email&quot;: &quot;ada@example.com&quot;")
+            || payload.contains("ada@example.com"),
+        "{payload}"
+    );
+    assert!(
+        payload.contains(&format!("/events/{}", f.user)),
+        "{payload}"
+    );
     let node = f.client.engine().node_id();
     assert!(
         run.contains(&format!("id=\"node\">{node}<")),
@@ -374,6 +402,17 @@ async fn filters_live_in_the_url_and_bad_ones_are_explained() {
         "older than an hour"
     );
     assert!(recent.contains("id=\"search-window\"") && recent.contains("within=all"));
+    // The two wider spans are two links with words between them, not one run of text.
+    let window = &recent[recent.find("id=\"search-window\"").expect("note")..];
+    let window = &window[..window.find("</p>").expect("end")];
+    assert!(
+        window.contains("the last 24 hours</a> or <a"),
+        "the links are apart: {window}"
+    );
+    assert!(
+        window.contains("all time</a> instead, or set From."),
+        "{window}"
+    );
     let all = f.page("/events?q=ada%40example&within=all").await;
     assert_eq!(rows(&all, "data-event-id"), vec![f.user.clone()]);
     let day = f.page("/events?q=ada%40example&within=24h").await;
@@ -383,6 +422,28 @@ async fn filters_live_in_the_url_and_bad_ones_are_explained() {
         .await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
 
+    // Each ingest route has its source, offered by the filter and matched by it.
+    let inngest = f
+        .client
+        .send_inserted(
+            SendEvent::new("app/user.created", &json!({"via": "inngest"})),
+            Source::Inngest,
+        )
+        .await
+        .expect("send");
+    let listed = f.page("/events").await;
+    for source in ["trigger.dev", "inngest", "webhook:payments", "webhook:auth"] {
+        assert!(
+            listed.contains(&format!("option value=\"{source}\"")),
+            "{source} offered"
+        );
+    }
+    let by_source = f.page("/events?source=inngest").await;
+    assert_eq!(
+        rows(&by_source, "data-event-id"),
+        vec![inngest.event.id.clone()]
+    );
+    assert!(by_source.contains("app/user.created"));
     let a = f
         .request("GET", "/events/nope", Auth::Bearer, None, None)
         .await;
@@ -702,18 +763,31 @@ async fn actions_need_this_origin_and_do_what_they_say() {
     assert_eq!(a.status, StatusCode::FORBIDDEN, "logout too");
     assert_eq!(f.event_count().await, before, "nothing was sent");
 
-    // Invalid JSON: a 400 that says so, nothing sent.
+    // Invalid JSON: a 400 that says so, nothing sent, and the event page again with the user's
+    // edit kept in the form (it was replaced by an error page, losing the edit).
     let a = f
         .request(
             "POST",
             &replay,
             Auth::Cookie(&cookie),
             Some(ORIGIN),
-            Some("payload=%7Bnope"),
+            Some(&form(&[("payload", "{\"email\": \"bob@example.com\",}")])),
         )
         .await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("id=\"replay-error\""), "{}", a.body);
     assert!(a.body.contains("not valid JSON"));
+    let textarea = &a.body[a.body.find("id=\"replay-payload\"").expect("the form")..];
+    let textarea = &textarea[..textarea.find("</textarea>").expect("its end")];
+    assert!(
+        textarea.contains("{&quot;email&quot;: &quot;bob@example.com&quot;,}"),
+        "the edit is kept: {textarea}"
+    );
+    assert!(
+        a.body
+            .contains(&format!("data-live-url=\"/events/{}\"", f.user)),
+        "the live refresh reads the event page, not the POST-only URL"
+    );
     assert_eq!(f.event_count().await, before);
 
     // Replay with an edited payload.

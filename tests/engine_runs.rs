@@ -752,7 +752,104 @@ async fn outcome_counts_follow_each_runs_current_outcome(db: TestDb) {
     assert_eq!((stats.runs.succeeded, stats.runs.failed), (0, 0));
 }
 
+/// A manual retry never takes attempts away: a run that ended early keeps its limit, one out of
+/// attempts gets one more (maxAttempts = max(maxAttempts, attempt + 1)).
+async fn a_manual_retry_keeps_the_attempt_limit_or_grants_one_more(db: TestDb) {
+    let (client, clock) = db.client().await;
+    client
+        .define_job(
+            Job::new("strict", "Strict", "1.0.0")
+                .trigger(event_trigger("user.created"))
+                .retry(RetryPolicy::default().max_attempts(3))
+                .run(|_p: Strict, _io: Io| async move { Ok(json!(1)) }),
+        )
+        .unwrap();
+    let limits = |run: &flare::Run| (run.status, run.attempt, run.max_attempts);
+    // An invalid payload fails at its first attempt, with two left.
+    let ev = client
+        .send_event("user.created", &json!({"email": "x"}))
+        .await
+        .unwrap();
+    let run = settled(&client, &ev.id).await.runs[0].clone();
+    assert_eq!(limits(&run), (RunStatus::Failed, 1, 3));
+    client
+        .store()
+        .run_retry(&run.id, clock.now_ms())
+        .await
+        .unwrap();
+    client.engine().wake();
+    let run = settled(&client, &ev.id).await.runs[0].clone();
+    assert_eq!(
+        limits(&run),
+        (RunStatus::Failed, 2, 3),
+        "3 → 2 before the fix"
+    );
+
+    // Out of attempts (3 of 3): the retry grants a fourth.
+    client
+        .store()
+        .run_retry(&run.id, clock.now_ms())
+        .await
+        .unwrap();
+    client.engine().wake();
+    let run = settled(&client, &ev.id).await.runs[0].clone();
+    assert_eq!(limits(&run), (RunStatus::Failed, 3, 3));
+    client
+        .store()
+        .run_retry(&run.id, clock.now_ms())
+        .await
+        .unwrap();
+    client.engine().wake();
+    let run = settled(&client, &ev.id).await.runs[0].clone();
+    assert_eq!(limits(&run), (RunStatus::Failed, 4, 4));
+
+    // A run cancelled before its first attempt keeps all three.
+    let other = flare::Client::builder(&db.url)
+        .workers(false)
+        .clock(Arc::new(clock.clone()))
+        .connect()
+        .await
+        .unwrap();
+    other
+        .register_job(
+            Job::new("elsewhere", "Elsewhere", "1.0.0")
+                .trigger(event_trigger("work.elsewhere"))
+                .retry(RetryPolicy::default().max_attempts(3))
+                .run(|_p: Value, _io: Io| async move { Ok(json!(null)) }),
+        )
+        .await
+        .unwrap();
+    let parked = other
+        .send_event("work.elsewhere", &json!({}))
+        .await
+        .unwrap();
+    let parked_run = &parked.run_ids[0];
+    client
+        .store()
+        .run_cancel(parked_run, clock.now_ms())
+        .await
+        .unwrap();
+    client
+        .store()
+        .run_retry(parked_run, clock.now_ms())
+        .await
+        .unwrap();
+    let run = client
+        .store()
+        .run_detail(parked_run)
+        .await
+        .unwrap()
+        .unwrap()
+        .run;
+    assert_eq!(
+        limits(&run),
+        (RunStatus::Queued, 0, 3),
+        "3 → 1 before the fix"
+    );
+}
+
 backend_tests!(
+    a_manual_retry_keeps_the_attempt_limit_or_grants_one_more,
     a_run_records_its_output_and_logs,
     a_failing_run_is_retried_with_backoff,
     a_run_out_of_attempts_fails,

@@ -157,7 +157,7 @@ async fn trigger_dev_v2_sdk_sends_cancels_and_reads_events() {
     assert_eq!(out["sent"]["context"], json!({"via": "trigger.dev sdk"}));
     assert!(out["sent"]["deliveredAt"].is_string(), "{out}");
     let sent = reader.event(sent_id).await.expect("read").expect("stored");
-    assert_eq!(sent.source, "http");
+    assert_eq!(sent.source, "trigger.dev");
     assert_eq!(sent.payload["email"], json!("trigger@example.com"));
     assert_eq!(sent.run_ids.len(), 2, "welcome email and signup tracking");
 
@@ -203,8 +203,17 @@ async fn inngest_v3_sdk_sends_one_and_many_events() {
         .expect("read")
         .expect("stored");
     assert_eq!(user.name, "user.created");
+    assert_eq!(user.source, "inngest");
     assert_eq!(user.payload["email"], json!("inngest@example.com"));
     assert_eq!(user.run_ids.len(), 2);
+
+    // An Inngest app's event name (a 400 before `/` was allowed).
+    let app = reader
+        .event(out["app"][0].as_str().expect("the app event's id"))
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(app.name, "app/user.created");
 
     let many = out["many"].as_array().expect("ids");
     assert_eq!(many.len(), 2);

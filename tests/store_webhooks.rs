@@ -1,11 +1,13 @@
 //! Behaviour suite: verified webhook deliveries in the store, on every backend — dedupe per
-//! provider, all-or-nothing writes, and the same delivery arriving at several nodes at once.
+//! provider, all-or-nothing writes, the same delivery arriving at several nodes at once, and
+//! retention.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
 use flare::store::{NewEvent, NewWebhookDelivery, Store};
+use flare::Clock;
 use futures::future::join_all;
 use serde_json::json;
 use support::TestDb;
@@ -120,7 +122,89 @@ async fn one_delivery_reaching_several_nodes_at_once_is_recorded_once(db: TestDb
     );
 }
 
+/// The pruner deletes deliveries (raw bodies included) received before the retention, as it does
+/// finished events, and keeps younger ones.
+async fn the_pruner_deletes_deliveries_past_the_retention(db: TestDb) {
+    let day = std::time::Duration::from_secs(86_400);
+    let config = flare::EngineConfig {
+        retention: Some(7 * day),
+        ..support::test_config()
+    };
+    let (client, clock) = db.client_with(config).await;
+    let store = client.store();
+    let now = clock.now_ms();
+    store
+        .webhook_record(delivery("payments", "evt_old", 1, now))
+        .await
+        .unwrap();
+    store
+        .webhook_record(delivery("auth", "msg_old", 1, now))
+        .await
+        .unwrap();
+    clock.advance(6 * day);
+    store
+        .webhook_record(delivery("payments", "evt_new", 1, clock.now_ms()))
+        .await
+        .unwrap();
+    let pruner = client.engine().maintenance();
+    pruner.prune_once().await.unwrap();
+    assert_eq!(
+        store.webhook_deliveries_list(None, 10).await.unwrap().len(),
+        3
+    );
+
+    clock.advance(2 * day);
+    pruner.prune_once().await.unwrap();
+    let left: Vec<String> = store
+        .webhook_deliveries_list(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.delivery_id)
+        .collect();
+    assert_eq!(
+        left,
+        ["evt_new"],
+        "the deliveries past the retention are pruned"
+    );
+    assert!(
+        store
+            .event_get("payments:evt_old:0")
+            .await
+            .unwrap()
+            .is_none(),
+        "with the events they produced"
+    );
+    // Pruning in batches walks past any number of old deliveries.
+    for i in 0..5 {
+        store
+            .webhook_record(delivery("auth", &format!("msg_{i}"), 0, clock.now_ms()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store
+            .webhook_deliveries_prune(clock.now_ms() + 1, 2)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store
+            .webhook_deliveries_prune(clock.now_ms() + 1, 100)
+            .await
+            .unwrap(),
+        4
+    );
+    assert!(store
+        .webhook_deliveries_list(None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 backend_tests!(
+    the_pruner_deletes_deliveries_past_the_retention,
     deliveries_dedupe_per_provider_and_list_newest_first,
     a_failed_write_records_neither_the_delivery_nor_its_events,
     one_delivery_reaching_several_nodes_at_once_is_recorded_once,

@@ -2,8 +2,8 @@
 //! - **scheduler**: delivers scheduled events that are due (creates their runs), within one poll
 //!   interval of their time, also after a restart (the schedule is in the database);
 //! - **rescuer**: requeues runs whose lease expired because their worker died;
-//! - **pruner**: deletes finished events, their runs and logs older than the retention, in
-//!   bounded batches.
+//! - **pruner**: deletes finished events, their runs and logs older than the retention, and the
+//!   webhook deliveries (raw bodies included) received before it, in bounded batches.
 //!
 //! With several nodes on one database only one of them does this work: the **leader**. Every
 //! tick, each node takes or renews the leader lease [`LEADER`] in the store (held for
@@ -128,24 +128,41 @@ impl Maintenance {
         }
     }
 
-    /// Prunes finished data older than the retention, whether or not this node leads. Returns
-    /// how many events were deleted.
+    /// Prunes finished data older than the retention, whether or not this node leads: events
+    /// with their runs and logs, then webhook deliveries with their raw bodies. Returns how many
+    /// events were deleted.
     pub async fn prune_once(&self) -> crate::store::Result<usize> {
         let Some(retention) = self.shared.config.retention else {
             return Ok(0);
         };
         let cutoff = self.shared.clock.now_ms()
             - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX / 2);
-        let mut total = 0;
-        loop {
-            let n = self.shared.store.prune(cutoff, BATCH).await?;
-            total += n;
-            if n < BATCH {
-                if total > 0 {
-                    tracing::info!(events = total, "pruned finished events past retention");
-                }
-                return Ok(total);
-            }
+        let store = &self.shared.store;
+        let events = batched(|| store.prune(cutoff, BATCH)).await?;
+        let deliveries = batched(|| store.webhook_deliveries_prune(cutoff, BATCH)).await?;
+        if events > 0 || deliveries > 0 {
+            tracing::info!(
+                events,
+                webhook_deliveries = deliveries,
+                "pruned finished events and webhook deliveries past retention"
+            );
+        }
+        Ok(events)
+    }
+}
+
+/// Calls `batch` until it deletes fewer than [`BATCH`] rows; returns how many it deleted in all.
+async fn batched<F, Fut>(mut batch: F) -> crate::store::Result<usize>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::store::Result<usize>>,
+{
+    let mut total = 0;
+    loop {
+        let n = batch().await?;
+        total += n;
+        if n < BATCH {
+            return Ok(total);
         }
     }
 }

@@ -6,7 +6,8 @@
 //!   {deliverAt?, deliverAfter? (seconds)}}` → the event as Trigger.dev's `ApiEventLog`:
 //!   `{id, name, payload, context, timestamp, deliverAt, deliveredAt, cancelledAt}`;
 //! - `POST /api/v1/events/bulk` — `{events: [...], options?}` → an array of those, stored in one
-//!   transaction (the SDK's `sendEvents`);
+//!   transaction (the SDK's `sendEvents`). Each event log also says `duplicate` and `conflict`
+//!   (with `conflictingFields`) for an id sent again (see [`super::duplicates`]);
 //! - `POST /api/v1/events/{id}/cancel` — cancels a scheduled event (cancelling a cancelled event
 //!   again answers it unchanged; a delivered one is 409);
 //! - `GET /api/v1/events/{id}` and `GET /api/v2/events/{id}` (the SDK's `getEvent`) — the event
@@ -24,10 +25,14 @@
 //! slightly fast sender clock does not delay). `user` and `v` are kept in the context. Without an
 //! `id`, the ids derive from the SDK's `x-inngest-event-id-seed` header, so the SDK's own retries
 //! of one send cannot store it twice. The whole array is stored in one transaction. Answer:
-//! `{"ids": [...], "status": 200}`. The key in the path is the credential (any key when Flare has
+//! `{"ids": [...], "status": 200}`, plus `duplicates` (the ids that were stored already) and
+//! `conflicts` (`[{id, conflictingFields}]`, those sent with another name or `data`) when there are
+//! any. The key in the path is the credential (any key when Flare has
 //! none). Inngest clients are lenient about content types, so this route is too.
 //!
-//! Event names follow Flare's rule in both dialects (`user.created`, not `app/user.created`).
+//! Event names follow Flare's rule in both dialects, which takes Inngest's `app/user.created`: `/`
+//! separates segments as `.` does (see [`crate::model::validate_event_name`]); a job triggers on
+//! the full name.
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -39,6 +44,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::body::{JsonObject, LenientJsonBody};
+use super::duplicates;
 use super::trigger::parse_time;
 use super::{ApiError, AppState};
 use crate::client::{self, SendEvent};
@@ -146,8 +152,15 @@ async fn trigger_dev_send(
     JsonObject(body): JsonObject<TriggerDevSend>,
 ) -> Result<Json<Value>, ApiError> {
     let send = trigger_dev_event(body.event, body.options.as_ref())?;
-    let inserted = state.client.send_inserted(send, Source::Http).await?;
-    Ok(Json(event_log(&inserted.event)))
+    let sent = state.client.send_inserted(send, Source::TriggerDev).await?;
+    let now = state.client.clock().now_ms();
+    duplicates::log_conflicts(
+        &state.conflicts,
+        "trigger.dev",
+        now,
+        std::slice::from_ref(&sent),
+    );
+    Ok(Json(duplicates::with_fields(event_log(&sent.event), &sent)))
 }
 
 async fn trigger_dev_send_bulk(
@@ -159,9 +172,13 @@ async fn trigger_dev_send_bulk(
         .into_iter()
         .map(|e| trigger_dev_event(e, body.options.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
-    let inserted = state.client.send_batch(sends, Source::Http).await?;
+    let sent = state.client.send_batch(sends, Source::TriggerDev).await?;
+    let now = state.client.clock().now_ms();
+    duplicates::log_conflicts(&state.conflicts, "trigger.dev", now, &sent);
     Ok(Json(Value::Array(
-        inserted.iter().map(|i| event_log(&i.event)).collect(),
+        sent.iter()
+            .map(|s| duplicates::with_fields(event_log(&s.event), s))
+            .collect(),
     )))
 }
 
@@ -332,9 +349,30 @@ async fn inngest_send(
         .enumerate()
         .map(|(i, raw)| inngest_event(raw, i, seed, now_ms))
         .collect::<Result<Vec<_>, _>>()?;
-    let inserted = state.client.send_batch(sends, Source::Http).await?;
-    let ids: Vec<&str> = inserted.iter().map(|i| i.event.id.as_str()).collect();
-    Ok(Json(json!({ "ids": ids, "status": 200 })))
+    let sent = state.client.send_batch(sends, Source::Inngest).await?;
+    duplicates::log_conflicts(&state.conflicts, "inngest", now_ms, &sent);
+    let ids: Vec<&str> = sent.iter().map(|s| s.event.id.as_str()).collect();
+    let mut answer = json!({ "ids": ids, "status": 200 });
+    // Inngest's own answer is `{ids, status}`; the resend lists are added only when not empty.
+    let duplicate: Vec<&str> = sent
+        .iter()
+        .filter(|s| s.duplicate())
+        .map(|s| s.event.id.as_str())
+        .collect();
+    if !duplicate.is_empty() {
+        answer["duplicates"] = json!(duplicate);
+        let conflicts: Vec<Value> = sent
+            .iter()
+            .filter_map(|s| {
+                let c = s.conflict.as_ref()?;
+                Some(json!({ "id": s.event.id, "conflictingFields": c.fields() }))
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            answer["conflicts"] = Value::Array(conflicts);
+        }
+    }
+    Ok(Json(answer))
 }
 
 #[cfg(test)]

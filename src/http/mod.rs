@@ -23,6 +23,7 @@ pub mod body;
 pub mod compat;
 pub mod connections;
 pub mod dashboard;
+pub mod duplicates;
 pub mod endpoints;
 pub mod error;
 pub mod guard;
@@ -58,6 +59,8 @@ pub struct AppState {
     pub endpoints: Arc<crate::endpoints::Registry>,
     /// Failed dashboard sign-ins per client.
     pub logins: Arc<login_attempts::LoginAttempts>,
+    /// The log lines about event ids resent with another name or payload ([`duplicates`]).
+    pub conflicts: Arc<log_throttle::LogThrottle>,
 }
 
 impl AppState {
@@ -80,6 +83,7 @@ impl AppState {
             config: Arc::new(config),
             endpoints,
             logins: Arc::default(),
+            conflicts: Arc::default(),
         }
     }
 }

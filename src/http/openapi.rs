@@ -1,11 +1,13 @@
-//! The OpenAPI 3.1 document of the JSON API, served at `GET /api/openapi.json`.
+//! The OpenAPI 3.1 document of every route, served at `GET /api/openapi.json`: the JSON API,
+//! `POST /trigger`, the endpoint routes, the compatible ingest routes (Trigger.dev, Inngest), the
+//! webhook routes, health, `/metrics`, and the dashboard's pages and form actions (tag
+//! `dashboard`: HTML, not an API, listed so the document is the whole surface).
 //!
 //! Written by hand rather than derived (utoipa): the types it describes live in `model` and
 //! `store`, which stay free of HTTP-documentation derives, and a static document costs no
-//! proc-macro build time. `tests/api.rs` checks that every path documented here is routed, so the
-//! document cannot name a route that does not exist. It describes the `/api/…` read and action
-//! routes, `POST /trigger` and `/metrics`; the webhooks and the compatible ingest routes are not
-//! described yet.
+//! proc-macro build time. Two tests keep it whole: `tests/api.rs` checks that every path
+//! documented here is routed, and [`tests::every_route_is_documented`] reads every `.route(…)` of
+//! the modules that build the router and checks that each method and path is documented.
 
 use serde_json::{json, Value};
 
@@ -62,7 +64,7 @@ fn paths() -> Value {
             "summary": "List events, newest first",
             "parameters": [
                 query("name", "Exact event name.", string()),
-                query("source", "Exact source, or its kind before the colon (`job`, `replay`, `webhook`).", string()),
+                query("source", "Exact source (`api`, `http`, `trigger.dev`, `inngest`, `webhook:payments`, …), or its kind before the colon (`job`, `replay`, `webhook`).", string()),
                 query("status", "Outcome of the event.", schema_ref("EventStatus")),
                 query("from", "Received at or after (RFC 3339).", time()),
                 query("to", "Received before (RFC 3339).", time()),
@@ -165,8 +167,8 @@ fn trigger_paths() -> Value {
                 "description": "An optional field sent as null counts as absent.",
                 "properties": {
                     "event": { "type": "string", "minLength": 1, "maxLength": 200,
-                        "pattern": "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$",
-                        "description": "The event name: lowercase ASCII letters, digits, `_` and `-`, in segments joined by `.`." },
+                        "pattern": "^[a-z0-9_-]+([./][a-z0-9_-]+)*$",
+                        "description": "The event name: lowercase ASCII letters, digits, `_` and `-`, in segments joined by `.` or `/` (`user.created`, `app/user.created`)." },
                     "payload": { "description": "Any JSON value; null when absent." },
                     "id": { "type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000]*$",
                         "description": "Idempotency: an id already stored answers with that event and starts nothing. At most 200 bytes." },
@@ -182,9 +184,13 @@ fn trigger_paths() -> Value {
                     "context": { "description": "Caller context, stored with the event." },
                 } } } } },
             "responses": {
-                "200": ok("The stored event.", json!({ "type": "object", "required": ["success", "message", "result"],
+                "200": ok("The stored event: the new one, or for an id sent again the one stored first.", json!({ "type": "object", "required": ["success", "message", "result", "duplicate", "conflict"],
                     "properties": { "success": { "const": true }, "message": string(),
-                        "result": schema_ref("Event") } })),
+                        "result": schema_ref("Event"),
+                        "duplicate": { "type": "boolean", "description": "The id was stored already: nothing new was stored or started." },
+                        "conflict": { "type": "boolean", "description": "A duplicate whose name or payload differ from the stored event's: the event sent was dropped." },
+                        "conflictingFields": { "type": "array", "items": { "enum": ["name", "payload"] },
+                            "description": "With a conflict: which differ." } } })),
                 "400": error("The body is not JSON, misses `event`, or has an unknown field or a bad value; the message says which."),
                 "415": error("The body is not sent as `Content-Type: application/json`."),
             }
@@ -252,6 +258,167 @@ fn endpoint_paths() -> Value {
     })
 }
 
+/// Health, the webhook routes and the compatible ingest routes (`src/http/{mod,webhooks,compat}.rs`).
+fn ingest_paths() -> Value {
+    let open = json!([]);
+    let status = |value: &str| json!({ "type": "object", "required": ["status"], "properties": { "status": { "const": value } } });
+    let raw_json = json!({ "required": true, "content": { "application/json": { "schema": {
+        "description": "The provider's JSON body, verified byte for byte." } } } });
+    let received = ok(
+        "Verified and recorded, or a delivery recorded before (`duplicate`: nothing new started).",
+        json!({ "type": "object", "required": ["received", "eventIds", "duplicate"], "properties": {
+            "received": { "const": true }, "eventIds": { "type": "array", "items": string() },
+            "duplicate": { "type": "boolean" } } }),
+    );
+    let header = |name: &str, description: &str| json!({ "name": name, "in": "header", "required": false, "description": description, "schema": string() });
+    let td_event = json!({ "type": "object", "required": ["name"], "properties": {
+        "name": string(), "payload": { "description": "Any JSON value." },
+        "context": { "description": "Any JSON value." }, "id": string(),
+        "timestamp": { "description": "Ignored: Flare stamps the time it received the event." } } });
+    let td_options = json!({ "type": "object", "properties": {
+        "deliverAt": time(), "deliverAfter": { "type": "integer", "minimum": 0, "description": "Seconds." } } });
+    json!({
+        "/healthz": { "get": {
+            "summary": "The process is up", "security": open,
+            "responses": { "200": ok("Up.", status("ok")) }
+        }},
+        "/readyz": { "get": {
+            "summary": "Storage answers a read and takes a write", "security": open,
+            "responses": { "200": ok("Ready.", status("ready")),
+                "503": error("Not ready: says whether reads or writes failed.") }
+        }},
+        "/webhooks/payments": { "post": {
+            "summary": "A Stripe webhook (signed with STRIPE_WEBHOOK_SECRET); becomes events of source webhook:payments",
+            "security": open,
+            "parameters": [header("Stripe-Signature", "`t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`.")],
+            "requestBody": raw_json.clone(),
+            "responses": { "200": received.clone(),
+                "400": error("Missing or wrong signature, a timestamp older than 5 minutes, or a body that is not a Stripe event; nothing stored."),
+                "503": error("No secret configured, or storage unavailable; the provider retries.") }
+        }},
+        "/webhooks/auth": { "post": {
+            "summary": "A Clerk webhook (Svix / Standard Webhooks, CLERK_WEBHOOK_SECRET); becomes events of source webhook:auth",
+            "security": open,
+            "parameters": [
+                header("svix-id", "The delivery id (or `webhook-id`)."),
+                header("svix-timestamp", "Unix seconds (or `webhook-timestamp`)."),
+                header("svix-signature", "`v1,<base64 HMAC-SHA256>` (or `webhook-signature`)."),
+            ],
+            "requestBody": raw_json,
+            "responses": { "200": received,
+                "400": error("Missing or wrong signature, a stale timestamp, or a body that is not a Clerk event; nothing stored."),
+                "503": error("No secret configured, or storage unavailable; the provider retries.") }
+        }},
+        "/api/v1/events": { "post": {
+            "summary": "Trigger.dev v2 sendEvent: store one event (source trigger.dev)",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["event"], "properties": {
+                    "event": td_event.clone(), "options": td_options.clone() } } } } },
+            "responses": { "200": ok("The event, as Trigger.dev's ApiEventLog.", schema_ref("TriggerDevEvent")),
+                "400": error("Bad body, name, id or time."), "415": error("Not sent as application/json.") }
+        }},
+        "/api/v1/events/bulk": { "post": {
+            "summary": "Trigger.dev v2 sendEvents: store several events in one transaction (all or none)",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["events"], "properties": {
+                    "events": { "type": "array", "items": td_event }, "options": td_options } } } } },
+            "responses": { "200": ok("The events, in the order sent.", json!({ "type": "array", "items": schema_ref("TriggerDevEvent") })),
+                "400": error("A bad event: nothing was stored."), "415": error("Not sent as application/json.") }
+        }},
+        "/api/v1/events/{id}": { "get": {
+            "summary": "Trigger.dev getEvent: the event with its runs",
+            "parameters": [id_param("event")],
+            "responses": { "200": ok("The event.", schema_ref("TriggerDevEventRuns")), "404": error("No such event.") }
+        }},
+        "/api/v2/events/{id}": { "get": {
+            "summary": "Trigger.dev getEvent (v2 path): the event with its runs",
+            "parameters": [id_param("event")],
+            "responses": { "200": ok("The event.", schema_ref("TriggerDevEventRuns")), "404": error("No such event.") }
+        }},
+        "/api/v1/events/{id}/cancel": { "post": {
+            "summary": "Trigger.dev cancelEvent: cancel a scheduled event (again: unchanged)",
+            "parameters": [id_param("event")],
+            "responses": { "200": ok("The cancelled event.", schema_ref("TriggerDevEvent")),
+                "404": error("No such event."), "409": error("Already delivered.") }
+        }},
+        "/e/{key}": { "post": {
+            "summary": "Inngest send: one event or an array, stored in one transaction (source inngest)",
+            "security": open,
+            "parameters": [{ "name": "key", "in": "path", "required": true, "schema": string(),
+                "description": "The event key: FLARE_API_KEY when one is set, anything otherwise." },
+                header("x-inngest-event-id-seed", "The SDK's seed: events without an id get ids derived from it, so its retries store once.")],
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "oneOf": [schema_ref("InngestEvent"), { "type": "array", "items": schema_ref("InngestEvent") }] } } } },
+            "responses": {
+                "200": ok("The ids, in the order sent.", json!({ "type": "object", "required": ["ids", "status"], "properties": {
+                    "ids": { "type": "array", "items": string() }, "status": { "const": 200 },
+                    "duplicates": { "type": "array", "items": string(), "description": "Ids stored already (only when there are any)." },
+                    "conflicts": { "type": "array", "description": "Ids stored already with another name or data (only when there are any).",
+                        "items": { "type": "object", "properties": { "id": string(),
+                            "conflictingFields": { "type": "array", "items": { "enum": ["name", "payload"] } } } } } } })),
+                "400": error("A bad event: nothing was stored."),
+                "401": error("FLARE_API_KEY is set and the key in the path is not it."),
+            }
+        }},
+    })
+}
+
+/// The dashboard (`src/http/dashboard/`): HTML pages and their form actions, under the same key
+/// (or a session cookie from `/login`).
+fn dashboard_paths() -> Value {
+    let page = |summary: &str, params: Value| {
+        json!({ "get": { "summary": summary, "tags": ["dashboard"], "parameters": params,
+            "responses": { "200": { "description": "An HTML page.", "content": { "text/html": { "schema": string() } } },
+                "303": { "description": "No credential: to /login." } } } })
+    };
+    let action = |summary: &str, params: Value| {
+        json!({ "summary": summary, "tags": ["dashboard"], "parameters": params,
+            "requestBody": { "required": false, "content": { "application/x-www-form-urlencoded": { "schema": { "type": "object" } } } },
+            "responses": { "303": { "description": "Done: to the page that shows the outcome." },
+                "200": { "description": "The outcome page.", "content": { "text/html": { "schema": string() } } },
+                "400": { "description": "A bad form, shown again with what is wrong.", "content": { "text/html": { "schema": string() } } },
+                "404": { "description": "No such record.", "content": { "text/html": { "schema": string() } } } } })
+    };
+    let post = |summary: &str, params: Value| json!({ "post": action(summary, params) });
+    let id = |what: &str| json!([id_param(what)]);
+    let none = json!([]);
+    let mut endpoints = page(
+        "The HTTP job endpoints, their jobs and health",
+        none.clone(),
+    );
+    endpoints["post"] = action("Add an endpoint (form: url, secret)", none.clone());
+    let mut remove = page("Confirm removing an endpoint", id("endpoint"));
+    remove["post"] = action("Remove an endpoint", id("endpoint"));
+    let mut login = page("The sign-in form", none.clone());
+    login["get"]["security"] = json!([]);
+    login["post"] = action(
+        "Sign in (form: key, next): sets the session cookie",
+        none.clone(),
+    );
+    login["post"]["security"] = json!([]);
+    json!({
+        "/": page("Overview: events and runs per minute or hour, failure rates, the queue", none.clone()),
+        "/events": page("Event history with filters", none.clone()),
+        "/events/{id}": page("One event: payload, runs, chain, actions", id("event")),
+        "/events/{id}/replay": post("Replay the event (form: payload, optional)", id("event")),
+        "/events/{id}/cancel": post("Cancel a scheduled event", id("event")),
+        "/runs": page("Runs with filters", none.clone()),
+        "/runs/{id}": page("One run: payload, attempts on a timeline, logs, output", id("run")),
+        "/runs/{id}/retry": post("Retry a failed or cancelled run", id("run")),
+        "/jobs": page("Jobs: settings, load, success rates, where each runs", none.clone()),
+        "/endpoints": endpoints,
+        "/endpoints/{id}/index": post("Re-index an endpoint", id("endpoint")),
+        "/endpoints/{id}/remove": remove,
+        "/webhooks": page("Recent webhook deliveries and rejections", none.clone()),
+        "/login": login,
+        "/logout": post("Sign out: ends the session", none),
+        "/assets/{file}": { "get": { "summary": "The dashboard's CSS and JavaScript", "tags": ["dashboard"], "security": [],
+            "parameters": [{ "name": "file", "in": "path", "required": true, "schema": { "enum": ["dashboard.css", "dashboard.js"] } }],
+            "responses": { "200": { "description": "The file.", "content": { "text/css": { "schema": string() }, "text/javascript": { "schema": string() } } },
+                "404": { "description": "No such asset.", "content": { "text/html": { "schema": string() } } } } } },
+    })
+}
+
 /// Schemas of the endpoint routes and of where a job runs.
 fn endpoint_schemas() -> Value {
     let strings = json!({ "type": "array", "items": { "type": "string" } });
@@ -301,11 +468,27 @@ fn schemas() -> Value {
         "RunStatus": { "type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"] },
         "Event": { "type": "object", "properties": {
             "id": string(), "name": string(), "payload": json_any, "context": json_any,
-            "source": { "type": "string", "description": "api, http, webhook:payments, webhook:auth, job:<run id>, replay:<event id>" },
+            "source": { "type": "string", "description": "api (Rust), http (POST /trigger), trigger.dev (the Trigger.dev routes), inngest (POST /e/{key}), webhook:payments, webhook:auth, job:<run id>, replay:<event id>" },
             "timestamp": time(), "deliverAt": nullable(time()), "deliveredAt": nullable(time()),
             "cancelledAt": nullable(time()), "parentRunId": nullable(string()),
             "runIds": { "type": "array", "items": string() } } },
         "RunCounts": counts,
+        "TriggerDevEvent": { "type": "object", "properties": {
+            "id": string(), "name": string(), "payload": json_any, "context": json_any,
+            "timestamp": time(), "deliverAt": nullable(time()), "deliveredAt": nullable(time()),
+            "cancelledAt": nullable(time()),
+            "duplicate": { "type": "boolean" }, "conflict": { "type": "boolean" },
+            "conflictingFields": { "type": "array", "items": { "enum": ["name", "payload"] } } } },
+        "TriggerDevEventRuns": { "allOf": [schema_ref("TriggerDevEvent"), { "type": "object", "properties": {
+            "createdAt": time(), "updatedAt": time(),
+            "runs": { "type": "array", "items": { "type": "object", "properties": {
+                "id": string(), "jobId": string(),
+                "status": { "enum": ["QUEUED", "EXECUTING", "SUCCESS", "FAILURE", "CANCELED"] },
+                "startedAt": nullable(time()), "completedAt": nullable(time()) } } } } }] },
+        "InngestEvent": { "type": "object", "required": ["name"], "properties": {
+            "name": string(), "data": json_any, "id": string(),
+            "ts": { "type": "number", "description": "Milliseconds; later than now delays delivery until then." },
+            "user": json_any, "v": string() } },
         "EventSummary": { "allOf": [schema_ref("Event"), { "type": "object", "properties": {
             "status": schema_ref("EventStatus"), "runCounts": schema_ref("RunCounts") } }] },
         "EventDetail": { "allOf": [schema_ref("Event"), { "type": "object", "properties": {
@@ -356,8 +539,12 @@ fn schemas() -> Value {
 /// control, the browser guards, the body limit, storage), unless the operation documents its own.
 fn with_common_responses(mut paths: Value) -> Value {
     for (path, item) in paths.as_object_mut().into_iter().flatten() {
+        let health = matches!(path.as_str(), "/healthz" | "/readyz");
+        let signed = path.starts_with("/webhooks/");
         for (method, operation) in item.as_object_mut().into_iter().flatten() {
             let has_body = operation.get("requestBody").is_some();
+            // An operation open without the key says so with an empty `security`.
+            let open = operation.get("security") == Some(&json!([]));
             let Some(responses) = operation
                 .get_mut("responses")
                 .and_then(Value::as_object_mut)
@@ -367,18 +554,25 @@ fn with_common_responses(mut paths: Value) -> Value {
             let mut add = |code: &str, description: &str| {
                 responses.entry(code).or_insert_with(|| error(description));
             };
-            add("401", "FLARE_API_KEY is set and the request does not send it as `Authorization: Bearer <key>`.");
-            add(
-                "421",
-                "No API key is set and the request's Host is not a loopback name.",
-            );
-            if method != "get" {
+            if !open {
+                add("401", "FLARE_API_KEY is set and the request does not send it as `Authorization: Bearer <key>`.");
+            }
+            if !health {
+                add(
+                    "421",
+                    "No API key is set and the request's Host is not a loopback name.",
+                );
+            }
+            if method != "get" && !signed {
                 add("403", "The browser says the request comes from another site (Sec-Fetch-Site, Origin or Referer).");
             }
             if has_body {
                 add("413", "The body is larger than --max-body-bytes.");
             }
-            if path != "/api/openapi.json" {
+            if !matches!(
+                path.as_str(),
+                "/api/openapi.json" | "/healthz" | "/assets/{file}"
+            ) {
                 add("503", "Storage is unavailable; try again.");
             }
         }
@@ -393,14 +587,19 @@ pub fn document() -> Value {
         "info": {
             "title": "Flare API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The JSON API for the dashboard and scripts. JSON fields are camelCase; errors are {\"error\": \"…\"}. An empty query parameter counts as absent. With FLARE_API_KEY set, send Authorization: Bearer <key>. Not described here yet: the webhook routes and the compatible ingest routes.",
+            "description": "Every route of Flare: the JSON API, POST /trigger, the compatible ingest routes (Trigger.dev v2, Inngest), the webhook routes, health, metrics, and the dashboard's HTML pages (tag dashboard). JSON fields are camelCase; errors are {\"error\": \"…\"} (HTML pages for the dashboard). An empty query parameter counts as absent. With FLARE_API_KEY set, send Authorization: Bearer <key> (the webhook routes are signed instead, the Inngest route takes the key in its path, the health routes are open).",
         },
         "components": {
             "schemas": merged(schemas(), endpoint_schemas()),
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
         },
         "security": [{ "bearer": [] }],
-        "paths": with_common_responses(merged(merged(paths(), trigger_paths()), endpoint_paths())),
+        "tags": [{ "name": "dashboard", "description": "HTML pages and form actions for people, not an API." }],
+        "paths": with_common_responses(
+            [trigger_paths(), endpoint_paths(), ingest_paths(), dashboard_paths()]
+                .into_iter()
+                .fold(paths(), merged),
+        ),
     })
 }
 
@@ -435,5 +634,105 @@ mod tests {
             let name = r.trim_start_matches("#/components/schemas/");
             assert!(schemas.contains_key(name), "{r} is not defined");
         }
+    }
+
+    /// The modules whose `routes()` make up the router ([`crate::http::public_routes`] and
+    /// [`crate::http::protected_routes`]), with their source.
+    const ROUTE_MODULES: &[(&str, &str)] = &[
+        ("mod", include_str!("mod.rs")),
+        ("api", include_str!("api.rs")),
+        ("endpoints", include_str!("endpoints.rs")),
+        ("trigger", include_str!("trigger.rs")),
+        ("compat", include_str!("compat.rs")),
+        ("webhooks", include_str!("webhooks.rs")),
+        ("dashboard", include_str!("dashboard/mod.rs")),
+    ];
+
+    /// The `(method, path)` of every `.route(path, get(..).post(..))` in `source`; a path given
+    /// by a constant is read through `constants`.
+    fn routes_in(source: &str, constants: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for call in source.split(".route(").skip(1) {
+            // The call's text up to its closing parenthesis.
+            let mut depth = 1;
+            let end = call
+                .char_indices()
+                .find(|&(_, c)| {
+                    match c {
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                    depth == 0
+                })
+                .map_or(call.len(), |(i, _)| i);
+            let call = &call[..end];
+            let Some((path, handlers)) = call.split_once(',') else {
+                continue;
+            };
+            let path = path.trim();
+            let path = match path.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+                Some(literal) => literal.to_string(),
+                None => constants
+                    .iter()
+                    .find(|(name, _)| *name == path)
+                    .map(|(_, value)| value.to_string())
+                    .unwrap_or_else(|| panic!("unknown route constant {path}")),
+            };
+            for method in ["get", "post", "put", "patch", "delete"] {
+                let called = handlers.match_indices(&format!("{method}(")).any(|(i, _)| {
+                    i == 0 || matches!(handlers.as_bytes()[i - 1], b'.' | b' ' | b'\n')
+                });
+                if called {
+                    out.push((method.to_string(), path.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Every route the router serves is in the document, with its method: a route added without
+    /// documenting it fails here. The router is built only from the modules read here: a new
+    /// module merged into it fails too until it is added to [`ROUTE_MODULES`].
+    #[test]
+    fn every_route_is_documented() {
+        let merged: Vec<&str> = ROUTE_MODULES[0]
+            .1
+            .split(".merge(")
+            .skip(1)
+            .filter_map(|m| {
+                let (name, _) = m.split_once("::routes()")?;
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    .then_some(name)
+            })
+            .collect();
+        for module in &merged {
+            assert!(
+                ROUTE_MODULES.iter().any(|(name, _)| name == module),
+                "the router merges {module}::routes(): add it to ROUTE_MODULES"
+            );
+        }
+        let constants = [("INNGEST_ROUTE", crate::http::compat::INNGEST_ROUTE)];
+        let doc = document();
+        let paths = doc["paths"].as_object().expect("paths");
+        let mut seen = 0;
+        for (module, source) in ROUTE_MODULES {
+            // Only the code, not the tests at the end of the file.
+            let code = source.split("#[cfg(test)]").next().unwrap_or(source);
+            for (method, path) in routes_in(code, &constants) {
+                seen += 1;
+                assert!(
+                    paths
+                        .get(&path)
+                        .and_then(|item| item.get(&method))
+                        .is_some(),
+                    "{} {path} ({module}) is not in the OpenAPI document",
+                    method.to_uppercase()
+                );
+            }
+        }
+        // The walk found the routes (a parser that found none would pass vacuously).
+        assert!(seen >= 45, "only {seen} routes found");
     }
 }

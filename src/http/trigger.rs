@@ -7,8 +7,11 @@
 //! misspelt option (`deliver_at`) cannot silently send at once.
 //!
 //! Success is `200 {"success": true, "message": "Event '<name>' sent to the job platform",
-//! "result": <the stored event, with runIds>}`, answered only after the event and its runs are
-//! committed. Errors are JSON: 400 (missing fields, bad JSON, bad name or delay), 415, 413, 503.
+//! "result": <the stored event, with runIds>, "duplicate": false, "conflict": false}`, answered
+//! only after the event and its runs are committed. An `id` sent again answers the stored event
+//! with `"duplicate": true` and a message saying so; when the name or payload sent differ from the
+//! stored ones, also `"conflict": true` and `"conflictingFields"` (see [`super::duplicates`]).
+//! Errors are JSON: 400 (missing fields, bad JSON, bad name or delay), 415, 413, 503.
 
 use std::time::Duration;
 
@@ -20,6 +23,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::body::JsonObject;
+use super::duplicates;
 use super::{ApiError, AppState};
 use crate::client::SendEvent;
 use crate::model::{Delay, Source};
@@ -166,13 +170,22 @@ async fn trigger(
     JsonObject(req): JsonObject<TriggerRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let send = to_send_event(req)?;
-    let inserted = state.client.send_inserted(send, Source::Http).await?;
-    let event = inserted.event;
-    Ok(Json(json!({
+    let sent = state.client.send_inserted(send, Source::Http).await?;
+    let now = state.client.clock().now_ms();
+    duplicates::log_conflicts(
+        &state.conflicts,
+        "trigger",
+        now,
+        std::slice::from_ref(&sent),
+    );
+    let message = duplicates::message(&sent)
+        .unwrap_or_else(|| format!("Event '{}' sent to the job platform", sent.event.name));
+    let answer = json!({
         "success": true,
-        "message": format!("Event '{}' sent to the job platform", event.name),
-        "result": event,
-    })))
+        "message": message,
+        "result": sent.event,
+    });
+    Ok(Json(duplicates::with_fields(answer, &sent)))
 }
 
 #[cfg(test)]

@@ -529,7 +529,10 @@ impl Store {
         dispatch!(self, s => s.run_cancel(id.to_string(), now).await)
     }
 
-    /// Queues a failed or cancelled run for one more attempt.
+    /// Queues a failed or cancelled run for one more attempt. Its attempt count is kept and its
+    /// limit becomes `max(maxAttempts, attempt + 1)`: a run out of attempts gets exactly one more
+    /// (3 of 3 becomes 3 of 4), and one that ended before using its attempts (cancelled, an
+    /// invalid payload, a fatal error) keeps the ones it had left (1 of 3 stays 1 of 3).
     pub async fn run_retry(&self, id: &str, now: i64) -> Result<()> {
         unstorable_id("run", id)?;
         dispatch!(self, s => s.run_retry(id.to_string(), now).await)
@@ -636,6 +639,14 @@ impl Store {
     /// original event ids with `duplicate: true`.
     pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
         dispatch!(self, s => s.webhook_record(delivery).await)
+    }
+
+    /// Deletes up to `limit` webhook deliveries (with their raw bodies) received before `before`
+    /// (ms), oldest first; returns how many. The events they produced are pruned with the events
+    /// ([`Store::prune`]). A provider retrying a delivery after it was pruned is recorded again
+    /// as new, so the retention must outlast the providers' retries (Stripe: 3 days).
+    pub async fn webhook_deliveries_prune(&self, before: i64, limit: usize) -> Result<usize> {
+        dispatch!(self, s => s.webhook_deliveries_prune(before, limit).await)
     }
 
     /// The latest recorded deliveries, newest first: of one provider, or of all when `None`.

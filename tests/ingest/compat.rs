@@ -26,6 +26,7 @@ async fn trigger_dev_send_answers_an_event_log() {
             "id": "td-1", "name": "user.created", "payload": {"userId": "u1", "email": "a@b.c"},
             "context": {"from": "sdk"}, "timestamp": ms_to_time(START_MS),
             "deliverAt": null, "deliveredAt": ms_to_time(START_MS), "cancelledAt": null,
+            "duplicate": false, "conflict": false,
         })
     );
     let stored = app
@@ -34,7 +35,7 @@ async fn trigger_dev_send_answers_an_event_log() {
         .await
         .expect("read")
         .expect("stored");
-    assert_eq!(stored.source, "http");
+    assert_eq!(stored.source, "trigger.dev");
     assert_eq!(stored.run_ids.len(), 2);
 }
 
@@ -179,7 +180,7 @@ async fn trigger_dev_bad_bodies_are_400() {
     for body in [
         json!({}),
         json!({"event": {"payload": {}}}),
-        json!({"event": {"name": "app/user.created"}}),
+        json!({"event": {"name": "App/User.Created"}}),
         json!({"event": {"name": "a.b"}, "options": {"deliverAfter": -5}}),
         json!({"event": {"name": "a.b"}, "options": {"deliverAt": "soon"}}),
         // An array is not read as the fields in order.
@@ -209,6 +210,7 @@ async fn inngest_one_or_many_with_ids_and_ts() {
     let id = one.json["ids"][0].as_str().expect("id");
     let stored = app.client.event(id).await.expect("read").expect("stored");
     assert_eq!(stored.payload["email"], json!("a@b.c"));
+    assert_eq!(stored.source, "inngest");
     assert_eq!(stored.run_ids.len(), 2);
 
     let many = app
@@ -295,7 +297,8 @@ async fn inngest_bad_events_refuse_the_whole_batch() {
     let app = start(|_| {}).await;
     for body in [
         json!([{"name": "ok.one", "id": "x1"}, {"data": {}}]),
-        json!([{"name": "ok.one", "id": "x1"}, {"name": "app/user.created"}]),
+        json!([{"name": "ok.one", "id": "x1"}, {"name": "App/User.Created"}]),
+        json!([{"name": "ok.one", "id": "x1"}, {"name": "app//user.created"}]),
         json!([{"name": "ok.one", "id": "x1"}, {"name": "a.b", "ts": START_MS + 400 * 86_400_000_i64}]),
         json!("just a string"),
     ] {
@@ -304,4 +307,112 @@ async fn inngest_bad_events_refuse_the_whole_batch() {
         res.error();
     }
     assert!(app.client.event("x1").await.expect("read").is_none());
+}
+
+/// Inngest applications name events `<app>/<entity>.<action>`: such a name is stored as sent and
+/// starts the jobs that trigger on it by that full name; each route's events carry its source.
+#[tokio::test]
+async fn inngest_app_prefixed_names_are_accepted_and_each_route_has_its_source() {
+    let app = start(|_| {}).await;
+    app.client
+        .define_job(
+            flare::Job::new("on-app-signup", "On app signup", "1.0.0")
+                .trigger(flare::event_trigger("app/user.created"))
+                .run(|_: serde_json::Value, _io: flare::Io| async move { Ok(json!("done")) }),
+        )
+        .expect("a job on an Inngest name");
+    let res = app
+        .post_json(
+            "/e/key",
+            &json!({"name": "app/user.created", "data": {"userId": "u1"}, "id": "inn-app-1"}),
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.text);
+    let stored = app
+        .client
+        .event("inn-app-1")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(stored.name, "app/user.created");
+    assert_eq!(stored.source, "inngest");
+    assert_eq!(stored.run_ids.len(), 1);
+    assert_eq!(
+        app.wait_run(&stored.run_ids[0]).await,
+        flare::RunStatus::Succeeded
+    );
+
+    // The same name over the other routes, each with its own source, filterable.
+    let td = app
+        .post_json(
+            "/api/v1/events",
+            &json!({"event": {"name": "app/user.created", "payload": {}, "id": "td-app-1"}}),
+        )
+        .await;
+    assert_eq!(td.status, StatusCode::OK, "{}", td.text);
+    let plain = app
+        .post_json(
+            "/trigger",
+            &json!({"event": "app/user.created", "id": "http-app-1"}),
+        )
+        .await;
+    assert_eq!(plain.status, StatusCode::OK, "{}", plain.text);
+    for (source, id) in [
+        ("inngest", "inn-app-1"),
+        ("trigger.dev", "td-app-1"),
+        ("http", "http-app-1"),
+    ] {
+        let listed = app
+            .call(
+                Request::get(format!("/api/events?source={source}&name=app/user.created"))
+                    .body(Body::empty())
+                    .expect("request"),
+            )
+            .await;
+        assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
+        let ids: Vec<&str> = listed.json["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["id"].as_str().expect("id"))
+            .collect();
+        assert_eq!(ids, [id], "source={source}");
+        assert_eq!(listed.json["events"][0]["source"], json!(source));
+    }
+}
+
+/// An id sent again over the compatible routes answers the stored event and says so; a different
+/// payload is flagged as a conflict.
+#[tokio::test]
+async fn resent_ids_say_duplicate_and_conflict_on_both_dialects() {
+    let app = start(|_| {}).await;
+    let td = |payload: serde_json::Value| json!({"event": {"name": "audit.noted", "payload": payload, "id": "td-dup"}});
+    let first = app.post_json("/api/v1/events", &td(json!({"n": 1}))).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    assert_eq!(first.json["duplicate"], json!(false));
+    let same = app.post_json("/api/v1/events", &td(json!({"n": 1}))).await;
+    assert_eq!(
+        (&same.json["duplicate"], &same.json["conflict"]),
+        (&json!(true), &json!(false))
+    );
+    let other = app.post_json("/api/v1/events", &td(json!({"n": 2}))).await;
+    assert_eq!(other.status, StatusCode::OK, "{}", other.text);
+    assert_eq!(other.json["payload"], json!({"n": 1}), "the stored event");
+    assert_eq!(other.json["conflict"], json!(true));
+    assert_eq!(other.json["conflictingFields"], json!(["payload"]));
+
+    let inn =
+        |data: serde_json::Value| json!([{"name": "audit.noted", "data": data, "id": "inn-dup"}]);
+    let first = app.post_json("/e/key", &inn(json!({"n": 1}))).await;
+    assert_eq!(first.json, json!({"ids": ["inn-dup"], "status": 200}));
+    let same = app.post_json("/e/key", &inn(json!({"n": 1}))).await;
+    assert_eq!(
+        same.json,
+        json!({"ids": ["inn-dup"], "status": 200, "duplicates": ["inn-dup"]})
+    );
+    let other = app.post_json("/e/key", &inn(json!({"n": 2}))).await;
+    assert_eq!(
+        other.json["conflicts"],
+        json!([{"id": "inn-dup", "conflictingFields": ["payload"]}])
+    );
 }

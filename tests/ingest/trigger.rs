@@ -59,6 +59,28 @@ async fn payload_is_optional_and_a_repeated_id_starts_nothing_new() {
     assert_eq!(first.status, StatusCode::OK, "{}", first.text);
     assert_eq!(first.json["result"]["payload"], json!(null));
     assert_eq!(first.json["result"]["id"], json!("fixed-1"));
+    assert_eq!(first.json["duplicate"], json!(false));
+    assert_eq!(first.json["conflict"], json!(false));
+
+    // The same event again: a duplicate, without conflict.
+    let same = app
+        .post_json(
+            "/trigger",
+            &json!({"event": "audit.noted", "id": "fixed-1", "payload": null}),
+        )
+        .await;
+    assert_eq!(same.status, StatusCode::OK, "{}", same.text);
+    assert_eq!(same.json["duplicate"], json!(true));
+    assert_eq!(same.json["conflict"], json!(false));
+    assert!(
+        same.json.get("conflictingFields").is_none(),
+        "{}",
+        same.text
+    );
+    let message = same.json["message"].as_str().expect("message");
+    assert!(message.contains("received before"), "{message}");
+
+    // Another name and payload under the same id: the stored event, flagged as a conflict.
     let again = app
         .post_json(
             "/trigger",
@@ -72,6 +94,21 @@ async fn payload_is_optional_and_a_repeated_id_starts_nothing_new() {
         "the stored event is returned unchanged"
     );
     assert_eq!(again.json["result"]["runIds"], json!([]));
+    assert_eq!(again.json["duplicate"], json!(true));
+    assert_eq!(again.json["conflict"], json!(true));
+    assert_eq!(again.json["conflictingFields"], json!(["name", "payload"]));
+    let message = again.json["message"].as_str().expect("message");
+    assert!(
+        message.contains("different name and payload") && message.contains("fixed-1"),
+        "{message}"
+    );
+    let only_payload = app
+        .post_json(
+            "/trigger",
+            &json!({"event": "audit.noted", "id": "fixed-1", "payload": {"who": "ada"}}),
+        )
+        .await;
+    assert_eq!(only_payload.json["conflictingFields"], json!(["payload"]));
 }
 
 #[tokio::test]

@@ -18,4 +18,7 @@ const many = await inngest.send([
   { name: "reminder.send", data: { userId: "u-inngest", message: "later" }, ts: Date.now() + 3_600_000 },
 ]);
 
-console.log(JSON.stringify({ one: one.ids, many: many.ids }));
+// The way Inngest apps name their events: <app>/<entity>.<action>.
+const app = await inngest.send({ name: "app/user.created", data: { userId: "u-app" } });
+
+console.log(JSON.stringify({ one: one.ids, many: many.ids, app: app.ids }));

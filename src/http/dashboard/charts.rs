@@ -124,7 +124,12 @@ pub struct Span {
     pub label: String,
 }
 
-/// Attempts on one time axis from `from` to `to` (ms), one row each.
+/// The narrowest bar of the timeline, in its units (1,200 across): an attempt of a few
+/// milliseconds on an axis of minutes still shows as a mark one can see and hover.
+pub const MIN_SPAN_WIDTH: f64 = 8.0;
+
+/// Attempts on one time axis from `from` to `to` (ms), one row each. A bar is at least
+/// [`MIN_SPAN_WIDTH`] wide, and one near the end is drawn leftwards so it stays on the axis.
 pub fn timeline(spans: &[Span], from: i64, to: i64) -> Markup {
     // Wide enough that a full-width page shows it near 1:1, so the labels keep their size.
     const WIDTH: f64 = 1200.0;
@@ -135,8 +140,8 @@ pub fn timeline(spans: &[Span], from: i64, to: i64) -> Markup {
         r#"<svg class="timeline" viewBox="0 0 {WIDTH} {h}" preserveAspectRatio="xMinYMin meet" role="img" aria-label="attempts">"#
     );
     for (i, s) in spans.iter().enumerate() {
-        let x = LEFT + (s.start - from) as f64 / span_ms * (WIDTH - LEFT);
-        let w = ((s.end - s.start) as f64 / span_ms * (WIDTH - LEFT)).max(2.0);
+        let w = ((s.end - s.start) as f64 / span_ms * (WIDTH - LEFT)).max(MIN_SPAN_WIDTH);
+        let x = (LEFT + (s.start - from) as f64 / span_ms * (WIDTH - LEFT)).min(WIDTH - w);
         let y = 2.0 + i as f64 * row;
         let _ = write!(
             svg,
@@ -180,6 +185,33 @@ mod tests {
             1,
             "zero parts are not drawn"
         );
+    }
+
+    /// Found in use: a 3 ms attempt on a two-minute axis was a 2-unit sliver, invisible.
+    #[test]
+    fn millisecond_attempts_keep_a_visible_width_on_the_axis() {
+        let span = |start, end| Span {
+            start,
+            end,
+            class: "c-ok",
+            label: "attempt".into(),
+        };
+        let svg = timeline(&[span(0, 3), span(119_997, 120_000)], 0, 120_000).into_string();
+        let widths: Vec<f64> = svg
+            .split("width=\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next()?.parse().ok())
+            .collect();
+        assert_eq!(widths.len(), 2, "{svg}");
+        assert!(widths.iter().all(|w| *w >= MIN_SPAN_WIDTH), "{widths:?}");
+        let xs: Vec<f64> = svg
+            .split(" x=\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next()?.parse().ok())
+            .collect();
+        // Tick labels and bars alternate; the last bar ends on the axis, not past it.
+        let last_bar_x = xs[xs.len() - 1];
+        assert!(last_bar_x + MIN_SPAN_WIDTH <= 1200.0 + 1e-9, "{xs:?}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use maud::{html, Markup};
@@ -68,7 +69,17 @@ impl Within {
 }
 
 /// Sources offered in the filter (any other can be typed in the URL).
-const SOURCES: &[&str] = &["api", "http", "webhook", "job", "replay"];
+const SOURCES: &[&str] = &[
+    "api",
+    "http",
+    "trigger.dev",
+    "inngest",
+    "webhook",
+    "webhook:payments",
+    "webhook:auth",
+    "job",
+    "replay",
+];
 /// Recent deliveries of the provider searched for the one an event came from.
 const DELIVERY_LOOKBACK: usize = 100;
 /// Runs whose log lines the event page shows inline (the rest: on each run's page).
@@ -147,12 +158,17 @@ pub async fn list(
             a.clear href="/events" { "Clear" }
         }
         @if let Some(w) = within {
+            @let others: Vec<Within> = [Within::Hour, Within::Day, Within::All]
+                .into_iter()
+                .filter(|o| *o != w)
+                .collect();
             p.search-window #search-window {
                 "Payload search covers " b { (w.describe()) } ". Search "
-                @for other in [Within::Hour, Within::Day, Within::All] {
-                    @if other != w { a href=(widen(other)) { (other.describe()) } " " }
+                @for (i, other) in others.iter().enumerate() {
+                    @if i > 0 { " or " }
+                    a href=(widen(*other)) { (other.describe()) }
                 }
-                "(or set From)."
+                " instead, or set From."
             }
         }
         @let table = html! {
@@ -210,9 +226,22 @@ fn delivery_id_of<'a>(event_id: &'a str, provider: &str) -> Option<&'a str> {
 
 /// `GET /events/{id}`.
 pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> PageResult {
+    detail_page(&state, &id, None).await
+}
+
+/// A replay payload that was not sent, shown again in the form with why.
+struct ReplayEdit {
+    /// The text as the user left it.
+    text: String,
+    /// What is wrong with it.
+    error: String,
+}
+
+/// The event page; with `edit`, the replay form shows that text and its error, answered 400.
+async fn detail_page(state: &AppState, id: &str, edit: Option<ReplayEdit>) -> PageResult {
     let store = state.client.store();
     let detail = store
-        .event_detail(&id)
+        .event_detail(id)
         .await?
         .ok_or_else(|| PageError::not_found(format!("event {id:?} not found")))?;
     let counts = RunCounts::of_runs(&detail.runs);
@@ -246,8 +275,11 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
     }
     logs.sort_by_key(|(_, _, l)| l.at);
     let scheduled = status == EventStatus::Scheduled;
-    let payload_text =
-        serde_json::to_string_pretty(&event.payload).unwrap_or_else(|_| event.payload.to_string());
+    let payload_text = match &edit {
+        Some(edit) => edit.text.clone(),
+        None => serde_json::to_string_pretty(&event.payload)
+            .unwrap_or_else(|_| event.payload.to_string()),
+    };
     let body = html! {
         div.title-row {
             h1 { (event.name) }
@@ -362,7 +394,9 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 @match &event.context { Some(c) => { (page::json_block(c)) } None => { p.muted { "None." } } }
             }
         }
-        section.actions {
+        // Answering a failed replay (a POST), the live refresh reads the event's own URL.
+        @let live_url = edit.as_ref().map(|_| page::event_href(&event.id));
+        section.actions data-live-url=[live_url] {
             h2 { "Actions" }
             @if scheduled {
                 form method="post" action={ (page::event_href(&event.id)) "/cancel" } {
@@ -371,16 +405,31 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             }
             form.replay method="post" action={ (page::event_href(&event.id)) "/replay" } {
                 label for="replay-payload" { "Replay with this payload (edit it to change what the jobs get):" }
+                @if let Some(edit) = &edit {
+                    p.error-text #replay-error role="alert" { (edit.error) }
+                }
                 textarea #replay-payload name="payload" rows="8" spellcheck="false" { (payload_text) }
                 button #replay type="submit" { "Replay" }
             }
         }
     };
-    Ok(layout(&state, &event.name, "/events", body))
+    let status = if edit.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    Ok(page::layout_with_status(
+        state,
+        status,
+        &event.name,
+        "/events",
+        body,
+    ))
 }
 
 /// `POST /events/{id}/replay` (form field `payload`: the edited JSON; absent or empty keeps the
-/// original). Answers with a redirect to the new event.
+/// original). Answers with a redirect to the new event; a payload that is not JSON answers the
+/// event page again (400) with the edited text kept in the form and what is wrong with it.
 pub async fn replay(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -388,11 +437,16 @@ pub async fn replay(
 ) -> Result<Response, PageError> {
     let payload = match form.get("payload").map(|p| p.trim()) {
         None | Some("") => None,
-        Some(text) => Some(serde_json::from_str::<Value>(text).map_err(|e| {
-            PageError::bad_request(format!(
-                "the edited payload is not valid JSON: {e}; nothing was sent"
-            ))
-        })?),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let edit = ReplayEdit {
+                    text: form.get("payload").cloned().unwrap_or_default(),
+                    error: format!("The edited payload is not valid JSON: {e}; nothing was sent."),
+                };
+                return detail_page(&state, &id, Some(edit)).await;
+            }
+        },
     };
     let event = api::replay(&state, &id, payload).await?;
     Ok(Redirect::to(&page::event_href(&event.id)).into_response())

@@ -1,6 +1,6 @@
 //! Runs: the list (`/runs`, filtered by job and state, newest first) and one run (`/runs/{id}`:
-//! its attempts on a timeline, its log lines, output and error, the events it sent) with the
-//! retry action for a failed or cancelled run.
+//! the payload it ran with, its attempts on a timeline, its log lines, output and error, the
+//! events it sent) with the retry action for a failed or cancelled run.
 
 use std::collections::HashMap;
 
@@ -185,7 +185,7 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             @if retryable(run.status) {
                 form.actions method="post" action={ (page::run_href(&run.id)) "/retry" } {
                     button #retry type="submit" { "Retry" }
-                    span.muted { " queues it again with one more attempt" }
+                    span.muted { " queues it again: attempt " (run.attempt + 1) " of " (run.max_attempts.max(run.attempt + 1)) }
                 }
             }
             @if let Some(e) = &run.error {
@@ -193,6 +193,16 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             }
             @if let Some(o) = &run.output {
                 section { h2 { "Output" } (page::json_block(o)) }
+            }
+            section #run-payload {
+                h2 { "Payload" }
+                @match &event {
+                    Some(e) => {
+                        p.muted { "The payload of event " (page::event_link(&e.event.id)) ", which every attempt ran with." }
+                        (page::json_block(&e.event.payload))
+                    }
+                    None => { p.muted { "The event is no longer stored (pruned), and its payload with it." } }
+                }
             }
             section {
                 h2 { "Attempts" }

@@ -396,7 +396,7 @@ impl PgStore {
             &tx,
             "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
                  WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
-               r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = attempt + 1 \
+               r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
                  FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
                q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
                o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \

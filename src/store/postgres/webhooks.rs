@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::ops::{insert_events, triggers_refresh, EventRow};
 use super::read::json_text;
-use super::{rows, PgStore};
+use super::{exec, rows, PgStore};
 use crate::model::ms_to_time;
 use crate::store::{Error, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
 
@@ -88,6 +88,26 @@ impl PgStore {
             duplicate: false,
             events: inserted.into_iter().map(|i| i.event).collect(),
         })
+    }
+
+    /// See [`crate::store::Store::webhook_deliveries_prune`]: the oldest `limit` rows by `seq`
+    /// (the primary key, so no scan), those of them received before `before` deleted; rows
+    /// another node is pruning at the same moment are skipped.
+    pub async fn webhook_deliveries_prune(&self, before: i64, limit: usize) -> Result<usize> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let n = exec(
+            &tx,
+            "DELETE FROM webhook_deliveries WHERE seq IN ( \
+               SELECT seq FROM webhook_deliveries WHERE received_at < $1 AND seq IN ( \
+                 SELECT seq FROM webhook_deliveries ORDER BY seq LIMIT $2) \
+               FOR UPDATE SKIP LOCKED)",
+            &[&before, &limit],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
     /// See [`crate::store::Store::webhook_deliveries_list`].

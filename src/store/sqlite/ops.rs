@@ -530,7 +530,7 @@ impl SqliteStore {
             let n = ctx
                 .conn
                 .prepare_cached(
-                    "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = attempt + 1 \
+                    "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
                      WHERE id = ?1 AND status IN ('failed', 'cancelled')",
                 )?
                 .execute(params![id, now])?;

@@ -72,6 +72,23 @@ impl SqliteStore {
         .await
     }
 
+    /// See [`crate::store::Store::webhook_deliveries_prune`]: the oldest `limit` rows by `seq`
+    /// (the primary key, so no scan), those of them received before `before` deleted.
+    pub async fn webhook_deliveries_prune(&self, before: i64, limit: usize) -> Result<usize> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.write(move |ctx| {
+            Ok(ctx
+                .conn
+                .prepare_cached(
+                    "DELETE FROM webhook_deliveries WHERE seq IN (SELECT seq FROM \
+                       (SELECT seq, received_at FROM webhook_deliveries ORDER BY seq LIMIT ?2) \
+                     WHERE received_at < ?1)",
+                )?
+                .execute(params![before, limit])?)
+        })
+        .await
+    }
+
     /// See [`crate::store::Store::webhook_deliveries_list`].
     pub async fn webhook_deliveries_list(
         &self,

@@ -1,6 +1,8 @@
 // Flare dashboard: live refresh. Every 2 s, while the tab is visible and "live" is ticked, the
 // page is fetched again and each region marked data-live is replaced by its fresh version, so new
 // events and state changes appear without a reload. Nothing runs while a form field has focus.
+// A page answering a form (a replay whose payload was refused) names the URL to refetch in
+// data-live-url, since its own URL only takes the POST.
 (function () {
   "use strict";
   var PERIOD_MS = 2000;
@@ -20,7 +22,9 @@
     if (!regions.length || busy || document.hidden || editing()) return;
     if (toggle && !toggle.checked) return;
     busy = true;
-    fetch(window.location.href, { credentials: "same-origin", headers: { "X-Flare-Live": "1" } })
+    var marked = document.querySelector("[data-live-url]");
+    var url = marked ? marked.getAttribute("data-live-url") : window.location.href;
+    fetch(url, { credentials: "same-origin", headers: { "X-Flare-Live": "1" } })
       .then(function (res) {
         if (res.redirected || !res.ok) throw new Error("HTTP " + res.status);
         return res.text();
