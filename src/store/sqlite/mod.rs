@@ -11,6 +11,7 @@ mod endpoints;
 mod ops;
 mod query;
 mod read;
+mod steps;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -43,6 +44,8 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("0005_run_node.sql")),
     (6, include_str!("0006_endpoints_nodes.sql")),
     (7, include_str!("0007_health.sql")),
+    // 8 is reserved for another change on SQLite.
+    (9, include_str!("0009_steps.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

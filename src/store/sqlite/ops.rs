@@ -11,7 +11,7 @@ use super::{Guard, SqliteStore, WriteCtx};
 use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
 use crate::job::JobSpec;
-use crate::model::StoredEvent;
+use crate::model::{StepKind, StepStatus, StoredEvent};
 use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, Inserted, Lease, NewEvent, Result,
 };
@@ -390,6 +390,21 @@ impl SqliteStore {
                         "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
                          WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
                     )?.execute(params![c.run_id, c.token, c.finished_at, error])?, Some(error.as_str())),
+                    Finish::Wait { key, until, since } => {
+                        // Back to the queue, due when the wait is; the attempt does not count.
+                        let n = ctx.conn.prepare_cached(
+                            "UPDATE runs SET status = 'queued', attempt = attempt - 1, run_at = ?3, lease_until = NULL, lease_token = NULL \
+                             WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                        )?.execute(params![c.run_id, c.token, until])?;
+                        if n == 1 {
+                            ctx.wake = true;
+                            ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
+                                c.run_id, key, StepKind::Wait.as_str(), StepStatus::Waiting.as_str(),
+                                c.attempt, since, None::<i64>, until, None::<String>, None::<String>
+                            ])?;
+                        }
+                        ("waiting", n, None)
+                    }
                 };
                 let ok = n == 1;
                 if ok {
@@ -577,6 +592,10 @@ impl SqliteStore {
             )?;
             ctx.conn.execute(
                 "DELETE FROM run_attempts WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
+                [&list],
+            )?;
+            ctx.conn.execute(
+                "DELETE FROM run_steps WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
                 [&list],
             )?;
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
