@@ -289,9 +289,14 @@ async fn every_page_shows_what_happened_to_the_events() {
         !run.contains("id=\"retry\""),
         "a succeeded run cannot be retried"
     );
-    // The upload's run lists the event it sent.
+    // The upload's run lists the event it sent, and its send as a step, on the timeline too.
     let run = f.page(&format!("/runs/{}", parent_run.id)).await;
     assert!(run.contains(&format!("/events/{}", f.child)));
+    assert!(
+        run.contains("data-step-key=\"event:0\""),
+        "the send is a step"
+    );
+    assert!(run.contains("step event:0 (event): succeeded"));
 
     let runs = f.page("/runs?jobId=explode&status=failed").await;
     assert_eq!(rows(&runs, "data-run-id"), vec![failed.id.clone()]);
