@@ -345,3 +345,40 @@ pub async fn retry(
     api::retry(&state, &id).await?;
     Ok(Redirect::to(&page::run_href(&id)).into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ms_to_time, StepKind};
+
+    fn step(status: StepStatus, finished: Option<i64>, due: Option<i64>) -> Step {
+        Step {
+            key: "nap".into(),
+            kind: StepKind::Wait,
+            status,
+            attempt: 1,
+            started_at: ms_to_time(1_000),
+            finished_at: finished.map(ms_to_time),
+            duration_ms: finished.map(|f| f - 1_000),
+            wait_until: due.map(ms_to_time),
+            output: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_pending_wait_spans_to_its_due_time_and_a_finished_step_to_its_end() {
+        let pending = step_span(&step(StepStatus::Waiting, None, Some(9_000)), 5_000);
+        assert_eq!(
+            (pending.start, pending.end, pending.class),
+            (1_000, 9_000, "c-warn")
+        );
+        assert_eq!(pending.row, "nap");
+        assert!(pending.label.starts_with("step nap (wait): waiting until "));
+        let done = step_span(
+            &step(StepStatus::Succeeded, Some(9_500), Some(9_000)),
+            20_000,
+        );
+        assert_eq!((done.end, done.class), (9_500, "c-ok"));
+    }
+}
