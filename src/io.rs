@@ -1,21 +1,29 @@
-//! What a running job gets besides its payload: `io.logger` and `io.send_event`.
+//! What a running job gets besides its payload: `io.logger`, durable steps (`io.run_task`,
+//! `io.wait`, `io.wait_until`) and `io.send_event`.
 //!
 //! Log lines are kept with the attempt and stored when it finishes, in the same transaction as its
-//! outcome. Events sent with `io.send_event` carry the run as their parent; their ids are derived
-//! from the run id and the call order (or an explicit key), so a retried run that sends again
-//! returns the event it sent the first time instead of sending a second one.
+//! outcome. A step's result is stored as soon as it succeeds, so when the run executes again (a
+//! retry, an expired lease, a resumed wait) the stored result is returned and the step is not run
+//! again (see [`crate::engine::steps`]). Events sent with `io.send_event` carry the run as their
+//! parent; their ids are derived from the run id and the call order (or an explicit key), so a
+//! retried run that sends again returns the event it sent the first time instead of sending a
+//! second one; each is recorded as an `event` step (`event:<n>` or `event:<key>`).
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::client::{send_with, Error, SendEvent};
 use crate::clock::SharedClock;
-use crate::job::Event;
+use crate::engine::steps::{Steps, EVENT_KEY_PREFIX};
+use crate::job::{Event, JobError};
 use crate::model::{ms_to_time, Level, LogLine, Source, StoredEvent};
-use crate::store::Store;
+use crate::store::{Lease, Store};
 
 /// The run's logger. Lines are stored with the run and shown on its page.
 #[derive(Clone, Debug)]
@@ -95,27 +103,88 @@ pub struct Io {
     store: Store,
     clock: SharedClock,
     calls: Arc<AtomicU32>,
+    steps: Arc<Steps>,
 }
 
 impl Io {
+    /// The `io` of the execution of `lease.run_id` claimed with `lease.token`.
     pub(crate) fn new(
-        run_id: &str,
+        lease: Lease,
         event_id: &str,
         event_name: &str,
         attempt: u32,
         store: Store,
         clock: SharedClock,
     ) -> Self {
+        let run_id = lease.run_id.as_str();
         Self {
             logger: Logger::new(run_id, attempt, clock.clone()),
             run_id: Arc::from(run_id),
             event_id: Arc::from(event_id),
             event_name: Arc::from(event_name),
             attempt,
+            steps: Arc::new(Steps::new(store.clone(), clock.clone(), lease, attempt)),
             store,
             clock,
             calls: Arc::default(),
         }
+    }
+
+    /// This execution's steps (the executor watches them for a suspension).
+    pub(crate) fn steps(&self) -> Arc<Steps> {
+        Arc::clone(&self.steps)
+    }
+
+    /// Runs `f` as the durable step `key` and returns its value. The value is stored as soon as
+    /// `f` succeeds; when the run executes again (a retry, an expired lease, a resumed wait) the
+    /// stored value is returned and `f` is not called, so a completed side effect happens once.
+    ///
+    /// An `Err` from `f` is recorded as the step's error and returned: propagate it with `?` and
+    /// the attempt fails, following the job's retry policy (the step runs again in the next
+    /// attempt). Keys are unique within a run: using one twice is a fatal error. Between `f`
+    /// succeeding and its value being stored a crash can still lose it (at least once); a worker
+    /// that lost the run's lease cannot store it (an error).
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// let charge: String = io.run_task("charge", || async { Ok("ch_123".to_string()) }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_task<T, F, Fut>(&self, key: &str, f: F) -> Result<T, JobError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: FnOnce() -> Fut + Send,
+        Fut: Future<Output = Result<T, JobError>> + Send,
+    {
+        self.steps.task(key, f).await
+    }
+
+    /// Waits `duration` as the durable step `key`: see [`Io::wait_until`]. The due time is fixed
+    /// when the wait is first reached (now + `duration`), not at each execution.
+    pub async fn wait(&self, key: &str, duration: Duration) {
+        let ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 2);
+        let until = self.clock.now_ms().saturating_add(ms);
+        self.steps.wait_until(key, until).await;
+    }
+
+    /// Waits until `at` as the durable step `key`. When `at` has passed (or the step already
+    /// waited) it returns at once. Otherwise it never returns: the execution ends there, the run
+    /// goes back to the queue due at `at` holding no worker slot (the attempt is not counted),
+    /// and at that time it executes again from the start, its completed steps returning their
+    /// stored results, and continues past this wait. The wait is stored, so it survives restarts.
+    ///
+    /// Just `.await` it; nothing needs handling. A key used twice, or a wait that cannot be
+    /// stored, fails the attempt.
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// io.run_task("send-welcome", || async { Ok(()) }).await?;
+    /// io.wait("a-day-later", std::time::Duration::from_secs(86_400)).await;
+    /// io.run_task("send-tips", || async { Ok(()) }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_until(&self, key: &str, at: chrono::DateTime<chrono::Utc>) {
+        self.steps.wait_until(key, at.timestamp_millis()).await;
     }
 
     /// This run's id.
@@ -180,12 +249,19 @@ impl Io {
     /// within this run instead of the call order.
     pub async fn send_event_with(&self, event: SendEvent) -> Result<StoredEvent, Error> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        let key = match &event.id {
-            Some(key) => format!("{}-{key}", self.run_id),
-            None => format!("{}-{n}", self.run_id),
+        let (key, step) = match &event.id {
+            Some(key) => (
+                format!("{}-{key}", self.run_id),
+                format!("{EVENT_KEY_PREFIX}{key}"),
+            ),
+            None => (
+                format!("{}-{n}", self.run_id),
+                format!("{EVENT_KEY_PREFIX}{n}"),
+            ),
         };
+        let started_at = self.clock.now_ms();
         let event = event.id(key);
-        send_with(
+        let sent = send_with(
             &self.store,
             &self.clock,
             event,
@@ -193,6 +269,8 @@ impl Io {
             Some(self.run_id.to_string()),
         )
         .await
-        .map(|inserted| inserted.event)
+        .map(|inserted| inserted.event)?;
+        self.steps.event_sent(&step, &sent.id, started_at).await;
+        Ok(sent)
     }
 }

@@ -78,4 +78,4 @@ pub use engine::{Engine, EngineConfig};
 pub use filter::Filter;
 pub use io::{Io, Logger};
 pub use job::{event_trigger, Event, Job, JobError, Trigger};
-pub use model::{Delay, Level, Run, RunStatus, StoredEvent};
+pub use model::{Delay, Level, Run, RunStatus, Step, StepKind, StepStatus, StoredEvent};

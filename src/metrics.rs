@@ -115,6 +115,7 @@ pub fn attempt_finished(job: &str, finish: &Finish, millis: i64) {
         Finish::Succeeded(_) => m.finished.with_label_values(&[job, "succeeded"]).inc(),
         Finish::Failed(_) => m.finished.with_label_values(&[job, "failed"]).inc(),
         Finish::Retry { .. } => m.retries.with_label_values(&[job]).inc(),
+        Finish::Wait { .. } => {}
     }
     m.duration
         .with_label_values(&[job])

@@ -337,6 +337,18 @@ async fn details_show_runs_children_logs_and_attempts(db: TestDb) {
     assert_eq!(children[0]["parentRunId"], run_id);
     assert_eq!(children[0]["source"], format!("job:{run_id}"));
 
+    // The chained send is the run's one step.
+    let upload_run = f.get(&format!("/api/runs/{run_id}")).await;
+    let steps = upload_run["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0]["key"], "event:0");
+    assert_eq!(steps[0]["kind"], "event");
+    assert_eq!(steps[0]["status"], "succeeded");
+    assert_eq!(steps[0]["attempt"], 1);
+    assert_eq!(steps[0]["output"], json!({"eventId": f.child}));
+    assert_eq!(steps[0]["durationMs"], 0, "the manual clock stood still");
+    assert_eq!(steps[0]["error"], Value::Null);
+
     let child = f.get(&format!("/api/events/{}", f.child)).await;
     assert_eq!(child["parentRunId"], run_id);
     assert_eq!(child["runs"][0]["jobId"], "processed");

@@ -11,6 +11,9 @@
 //!   dashboard's pages through the router (see `src/bench/dashboard.rs`).
 //! - **endpoint** (not part of `all`): no-op runs through an HTTP job endpoint in another process
 //!   (see `src/bench/endpoint.rs`): runs/s, CPU per run, send → start latency.
+//! - **steps** (not part of `all`): end-to-end runs whose job does 0, 1, 5 (`--steps`) no-op
+//!   `io.run_task` steps, on SQLite and, with `--database-url postgres://…`, on PostgreSQL: runs/s
+//!   and the latency of a step call (see `src/bench/steps.rs`).
 //! - **soak** (not part of `all`): a real `flare serve` under `--rate` sends/s and dashboard reads
 //!   for `--soak-secs`, sampled every `--sample-secs` (see `src/bench/soak.rs`).
 //! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
@@ -28,6 +31,7 @@ mod report;
 mod scale;
 mod scenarios;
 mod soak;
+mod steps;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -75,6 +79,9 @@ pub enum Scenario {
     /// No-op runs through an HTTP job endpoint in another process: runs/s, CPU per run of Flare
     /// and of the endpoint, send → start latency (not part of `all`).
     Endpoint,
+    /// End-to-end runs doing `--steps` no-op `io.run_task` steps each, on SQLite and (with
+    /// `--database-url`) PostgreSQL: the cost of a durable step (not part of `all`).
+    Steps,
     /// A long mixed load on a real `flare serve`: `--rate` sends/s and dashboard reads for
     /// `--soak-secs`, sampling memory, WAL size and latency (not part of `all`).
     Soak,
@@ -142,6 +149,9 @@ pub struct Args {
     /// soak: seconds between two samples.
     #[arg(long, default_value_t = 30)]
     pub sample_secs: u64,
+    /// steps: the numbers of no-op steps per run to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0,1,5")]
+    pub steps: Vec<usize>,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -276,6 +286,46 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
     }
     if args.scenario == Scenario::PgScale {
         figures.extend(pg_scale(&args, reps).await?);
+    }
+    if args.scenario == Scenario::Steps {
+        let mut backends = vec![steps::Backend::Sqlite];
+        if args
+            .database_url
+            .as_deref()
+            .is_some_and(crate::store::postgres::is_postgres_url)
+        {
+            backends.push(steps::Backend::Postgres);
+        }
+        for backend in backends {
+            for &k in &args.steps {
+                let settings = serde_json::json!({
+                    "store": backend.name(), "steps_per_run": k, "events": args.events,
+                    "senders": args.e2e_senders, "engine": engine,
+                });
+                let mut samples = Vec::new();
+                for rep in 0..reps {
+                    let pb = bar(
+                        format!(
+                            "steps, {}, {k} per run, rep {}/{reps}",
+                            backend.name(),
+                            rep + 1
+                        ),
+                        Some(args.events as u64),
+                    );
+                    samples.push(measured(steps::run(&args, backend, k, &pb)).await?);
+                    pb.finish_and_clear();
+                }
+                figures.push(emit(
+                    &args,
+                    Figure::new(
+                        "steps",
+                        format!("{}, {k} steps/run", backend.name()),
+                        settings,
+                        samples,
+                    ),
+                ));
+            }
+        }
     }
     if args.scenario == Scenario::Endpoint {
         let settings = serde_json::json!({

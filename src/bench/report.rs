@@ -12,7 +12,7 @@ use super::Sample;
 /// One scenario variant measured over several repetitions.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figure {
-    /// `send`, `e2e`, `latency` or `memory`.
+    /// `send`, `e2e`, `latency`, `memory`, `steps`, ….
     pub scenario: &'static str,
     /// Which variant (`64 senders`, `1000/s`, …).
     pub variant: String,
@@ -130,6 +130,14 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("p95_ms", "ms p95"),
             ("p99_ms", "ms p99"),
             ("max_ms", "ms max"),
+        ],
+        "steps" => &[
+            ("runs_per_s", "runs/s"),
+            ("steps_per_s", "steps/s"),
+            ("first_step_p50_ms", "ms p50 1st step (read+write)"),
+            ("first_step_p99_ms", "ms p99 1st step"),
+            ("next_step_p50_ms", "ms p50 later step (write)"),
+            ("next_step_p99_ms", "ms p99 later step"),
         ],
         _ => &[],
     }

@@ -4,7 +4,9 @@
 //!
 //! Outcome contract: `Ok(output)` succeeds; an error is retried while attempts remain, unless it is
 //! fatal ([`crate::JobError::fatal`], or a payload that does not deserialize into the job's type);
-//! a panic or a timeout counts as an error.
+//! a panic or a timeout counts as an error. A job that reached an `io.wait` not yet due is
+//! suspended: its future is dropped and the run goes back to the queue, due when the wait is,
+//! without counting the attempt (see [`super::steps`]).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -12,9 +14,10 @@ use std::sync::Arc;
 use futures::FutureExt;
 
 use super::{finish, set_abort, track, Registered, Shared};
+use crate::engine::steps::Suspension;
 use crate::io::Io;
 use crate::job::JobError;
-use crate::store::{ClaimedRun, Completion, Finish};
+use crate::store::{ClaimedRun, Completion, Finish, Lease};
 
 /// How an attempt ended, before the retry policy is applied.
 #[derive(Debug)]
@@ -27,6 +30,15 @@ pub enum Outcome {
         message: String,
         /// False for invalid payloads and fatal errors.
         retryable: bool,
+    },
+    /// The job reached `io.wait` (step `key`, called at `since`) before `until`: it resumes then.
+    Waiting {
+        /// The wait step's key.
+        key: String,
+        /// When the run is due again, ms.
+        until: i64,
+        /// When the job called the wait, ms.
+        since: i64,
     },
 }
 
@@ -44,8 +56,12 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
         .read()
         .ok()
         .and_then(|j| j.get(&run.job_id).cloned());
+    let lease = Lease {
+        run_id: run.id.clone(),
+        token: run.token,
+    };
     let io = Io::new(
-        &run.id,
+        lease,
         &run.event_id,
         &run.event_name,
         run.attempt,
@@ -80,6 +96,10 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
             tracing::warn!(run = %run.id, job = %run.job_id, attempt = run.attempt, error = %message, "run failed");
             Finish::Failed(message)
         }
+        Outcome::Waiting { key, until, since } => {
+            tracing::debug!(run = %run.id, job = %run.job_id, step = %key, until, "run waits");
+            Finish::Wait { key, until, since }
+        }
     };
     crate::metrics::attempt_finished(&run.job_id, &finish_as, finished_at - run.started_at);
     let completion = Completion {
@@ -94,11 +114,28 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
     finish(&shared, completion).await;
 }
 
-/// Runs the job body once, catching panics and enforcing the timeout.
+/// Runs the job body once, catching panics and enforcing the timeout, until it returns or
+/// suspends itself (an `io.wait` not yet due; its future is then dropped).
 pub(crate) async fn perform(job: &Registered, payload: serde_json::Value, io: Io) -> Outcome {
+    let steps = io.steps();
     let handler = Arc::clone(&job.handler);
     let body = AssertUnwindSafe(async move { handler(payload, io).await }).catch_unwind();
-    match tokio::time::timeout(job.spec.timeout, body).await {
+    let ended = tokio::select! {
+        biased;
+        () = steps.suspended() => None,
+        ended = tokio::time::timeout(job.spec.timeout, body) => Some(ended),
+    };
+    let Some(ended) = ended else {
+        return match steps.suspension() {
+            Some(Suspension::Wait { key, until, since }) => Outcome::Waiting { key, until, since },
+            Some(Suspension::Fail { message, retryable }) => Outcome::Failed { message, retryable },
+            None => Outcome::Failed {
+                message: "the execution was suspended without a reason".into(),
+                retryable: true,
+            },
+        };
+    };
+    match ended {
         Err(_) => Outcome::Failed {
             message: format!("timed out after {:?}", job.spec.timeout),
             retryable: true,

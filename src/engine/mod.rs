@@ -5,7 +5,8 @@
 //! - the **worker** loop claims runs of locally defined jobs in batches (up to the free slots) when
 //!   woken by a commit that created work, or when the next run is due;
 //! - the **executor** ([`executor`]) runs one attempt: payload → job → outcome, catching panics and
-//!   timeouts, and decides retry or failure with the job's [`retry::RetryPolicy`];
+//!   timeouts, and decides retry or failure with the job's [`retry::RetryPolicy`], or that the
+//!   run waits ([`steps`]: durable steps, waits that end the execution);
 //! - the **completer** records finished attempts in batches, fenced by each claim's lease token;
 //! - the **heartbeat** extends the leases of runs still executing;
 //! - the **maintenance** services ([`maintenance`]): scheduler (delayed events), rescuer (expired
@@ -14,6 +15,7 @@
 pub mod executor;
 pub mod maintenance;
 pub mod retry;
+pub mod steps;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

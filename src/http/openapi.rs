@@ -120,7 +120,7 @@ fn paths() -> Value {
             }
         }},
         "/api/runs/{id}": { "get": {
-            "summary": "A run with its logs and attempts",
+            "summary": "A run with its logs, attempts and durable steps",
             "parameters": [id_param("run")],
             "responses": { "200": ok("The run.", schema_ref("RunDetail")), "404": error("No such run.") }
         }},
@@ -508,11 +508,24 @@ fn schemas() -> Value {
             "message": string(), "fields": json_any, "at": time() } },
         "Attempt": { "type": "object", "properties": {
             "attempt": { "type": "integer" },
-            "outcome": { "type": "string", "enum": ["succeeded", "failed", "retrying", "lost", "released"] },
+            "outcome": { "type": "string", "enum": ["succeeded", "failed", "retrying", "lost", "released", "waiting"],
+                "description": "waiting: the execution ended at an io.wait not yet due; the attempt is not counted and the run is queued again for the wait's due time." },
             "startedAt": nullable(time()), "finishedAt": time(), "error": nullable(string()) } },
         "RunDetail": { "allOf": [schema_ref("Run"), { "type": "object", "properties": {
             "logs": { "type": "array", "items": schema_ref("LogLine") },
-            "attempts": { "type": "array", "items": schema_ref("Attempt") } } }] },
+            "attempts": { "type": "array", "items": schema_ref("Attempt") },
+            "steps": { "type": "array", "items": schema_ref("Step"),
+                "description": "Durable steps (io.run_task, io.wait, chained io.send_event), in the order they first started." } } }] },
+        "Step": { "type": "object", "properties": {
+            "key": { "type": "string", "description": "Unique within the run; a chained event's is event:<n> (call order) or event:<key>." },
+            "kind": { "type": "string", "enum": ["task", "wait", "event"] },
+            "status": { "type": "string", "enum": ["succeeded", "failed", "waiting"],
+                "description": "A succeeded step is final: a run executing again gets its output without running it. A failed one runs again in the next attempt. A waiting one is a wait not yet due." },
+            "attempt": { "type": "integer", "description": "The run's attempt that last ran it." },
+            "startedAt": time(), "finishedAt": nullable(time()),
+            "durationMs": nullable(json!({ "type": "integer" })),
+            "waitUntil": nullable(time()),
+            "output": json_any, "error": nullable(string()) } },
         "Outcomes": outcomes(),
         "JobSummary": { "type": "object", "properties": {
             "id": string(), "name": string(), "version": string(), "event": string(),

@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::job::JobSpec;
-use crate::model::{Attempt, LogLine, Run, RunStatus, StoredEvent};
+use crate::model::{Attempt, LogLine, Run, RunStatus, Step, StepKind, StepStatus, StoredEvent};
 use query::{
     EventQuery, EventSummary, JobSummary, Page, QueueDepth, RunQuery, RunSummary, Stats, StatsQuery,
 };
@@ -206,6 +206,16 @@ pub enum Finish {
     },
     /// Failed for good.
     Failed(String),
+    /// Suspended by `io.wait`: the wait step `key` is recorded (due at `until`, called at
+    /// `since`) and the run goes back to the queue due at `until`, the attempt not counted.
+    Wait {
+        /// The wait step's key.
+        key: String,
+        /// Due time, ms: the run's next `run_at`.
+        until: i64,
+        /// When the job called `wait`, ms.
+        since: i64,
+    },
 }
 
 /// The end of one attempt, fenced by its lease token.
@@ -225,6 +235,31 @@ pub struct Completion {
     pub finish: Finish,
     /// Log lines it wrote.
     pub logs: Vec<LogLine>,
+}
+
+/// A step to record for a run that holds a lease (see [`Store::step_record`]).
+#[derive(Debug, Clone)]
+pub struct NewStep {
+    /// The run and the lease token of the attempt recording it (fencing).
+    pub lease: Lease,
+    /// Unique within the run.
+    pub key: String,
+    /// Task, wait or event.
+    pub kind: StepKind,
+    /// Succeeded, failed or waiting.
+    pub status: StepStatus,
+    /// The run's attempt.
+    pub attempt: u32,
+    /// When the step started, ms.
+    pub started_at: i64,
+    /// When it ended, ms.
+    pub finished_at: Option<i64>,
+    /// A wait's due time, ms.
+    pub wait_until: Option<i64>,
+    /// A succeeded task's result.
+    pub output: Option<Value>,
+    /// A failed task's error.
+    pub error: Option<String>,
 }
 
 /// A run holding a lease: id and fencing token.
@@ -260,6 +295,9 @@ pub struct RunDetail {
     pub logs: Vec<LogLine>,
     /// Finished attempts, oldest first.
     pub attempts: Vec<Attempt>,
+    /// Its durable steps (`io.run_task`, `io.wait`, chained `io.send_event`), in the order they
+    /// first started.
+    pub steps: Vec<Step>,
 }
 
 impl RunDetail {
@@ -267,7 +305,12 @@ impl RunDetail {
     /// as a row of its own: the run row already holds all of it (number, start, end, no error),
     /// and leaving it out spares the hot path one insert per run. It is added back here, unless
     /// an older version of Flare stored it.
-    pub(crate) fn new(run: Run, logs: Vec<LogLine>, mut attempts: Vec<Attempt>) -> Self {
+    pub(crate) fn new(
+        run: Run,
+        logs: Vec<LogLine>,
+        mut attempts: Vec<Attempt>,
+        steps: Vec<Step>,
+    ) -> Self {
         let succeeded = RunStatus::Succeeded.as_str();
         if let (RunStatus::Succeeded, Some(finished_at)) = (run.status, run.finished_at) {
             // Matched on the outcome too: an attempt released at shutdown keeps its number, and
@@ -289,6 +332,7 @@ impl RunDetail {
             run,
             logs,
             attempts,
+            steps,
         }
     }
 }
@@ -572,6 +616,24 @@ impl Store {
         dispatch!(self, s => s.run_detail(id.to_string()).await)
     }
 
+    /// Records a step of a run (insert, or replace the step of the same key), only while the
+    /// run still holds `step.lease` (fencing): false, and nothing written, when it does not. One
+    /// write of its own, answered after it committed.
+    pub async fn step_record(&self, step: NewStep) -> Result<bool> {
+        if !storable(&step.key) || !storable(&step.lease.run_id) {
+            return Ok(false);
+        }
+        dispatch!(self, s => s.step_record(step).await)
+    }
+
+    /// A run's steps, in the order they first started.
+    pub async fn run_steps(&self, run_id: &str) -> Result<Vec<Step>> {
+        if !storable(run_id) {
+            return Ok(Vec::new());
+        }
+        dispatch!(self, s => s.run_steps(run_id.to_string()).await)
+    }
+
     /// How many runs are in each state.
     pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
         dispatch!(self, s => s.run_counts().await)
@@ -754,6 +816,7 @@ mod tests {
             run(RunStatus::Succeeded, 2),
             vec![],
             vec![attempt(1, "retrying")],
+            vec![],
         );
         let outcomes: Vec<_> = d.attempts.iter().map(|a| a.outcome.as_str()).collect();
         assert_eq!(outcomes, ["retrying", "succeeded"]);
@@ -770,12 +833,14 @@ mod tests {
             run(RunStatus::Succeeded, 1),
             vec![],
             vec![attempt(1, "succeeded")],
+            vec![],
         );
         assert_eq!(old.attempts.len(), 1);
         let after_release = RunDetail::new(
             run(RunStatus::Succeeded, 1),
             vec![],
             vec![attempt(1, "released")],
+            vec![],
         );
         let outcomes: Vec<_> = after_release
             .attempts
@@ -787,12 +852,14 @@ mod tests {
             run(RunStatus::Failed, 1),
             vec![],
             vec![attempt(1, "failed")],
+            vec![],
         );
         assert_eq!(failed.attempts.len(), 1);
         let queued = RunDetail::new(
             run(RunStatus::Queued, 1),
             vec![],
             vec![attempt(1, "retrying")],
+            vec![],
         );
         assert_eq!(queued.attempts.len(), 1);
     }

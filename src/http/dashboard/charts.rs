@@ -118,8 +118,10 @@ pub struct Span {
     pub start: i64,
     /// End, ms.
     pub end: i64,
-    /// `c-ok`, `c-fail` or `c-run`.
+    /// `c-ok`, `c-fail`, `c-warn` or `c-run`.
     pub class: &'static str,
+    /// The row's name at the left (`#1`, a step's key), cut to fit.
+    pub row: String,
     /// Hover label.
     pub label: String,
 }
@@ -128,27 +130,29 @@ pub struct Span {
 /// milliseconds on an axis of minutes still shows as a mark one can see and hover.
 pub const MIN_SPAN_WIDTH: f64 = 8.0;
 
-/// Attempts on one time axis from `from` to `to` (ms), one row each. A bar is at least
+/// Attempts and steps on one time axis from `from` to `to` (ms), one row each. A bar is at least
 /// [`MIN_SPAN_WIDTH`] wide, and one near the end is drawn leftwards so it stays on the axis.
 pub fn timeline(spans: &[Span], from: i64, to: i64) -> Markup {
     // Wide enough that a full-width page shows it near 1:1, so the labels keep their size.
     const WIDTH: f64 = 1200.0;
+    // Room for the row names (`#1`, a step's key).
+    const ROW_NAMES: f64 = 96.0;
     let row = 18.0;
     let h = row * spans.len().max(1) as f64 + 4.0;
     let span_ms = (to - from).max(1) as f64;
     let mut svg = format!(
-        r#"<svg class="timeline" viewBox="0 0 {WIDTH} {h}" preserveAspectRatio="xMinYMin meet" role="img" aria-label="attempts">"#
+        r#"<svg class="timeline" viewBox="0 0 {WIDTH} {h}" preserveAspectRatio="xMinYMin meet" role="img" aria-label="attempts and steps">"#
     );
     for (i, s) in spans.iter().enumerate() {
-        let w = ((s.end - s.start) as f64 / span_ms * (WIDTH - LEFT)).max(MIN_SPAN_WIDTH);
-        let x = (LEFT + (s.start - from) as f64 / span_ms * (WIDTH - LEFT)).min(WIDTH - w);
+        let w = ((s.end - s.start) as f64 / span_ms * (WIDTH - ROW_NAMES)).max(MIN_SPAN_WIDTH);
+        let x = (ROW_NAMES + (s.start - from) as f64 / span_ms * (WIDTH - ROW_NAMES)).min(WIDTH - w);
         let y = 2.0 + i as f64 * row;
         let _ = write!(
             svg,
-            r#"<text class="tick" x="{}" y="{:.1}" text-anchor="end">#{}</text><g><title>{}</title><rect class="{}" x="{x:.2}" y="{y:.1}" width="{w:.2}" height="{:.1}" rx="2"/></g>"#,
-            LEFT - 4.0,
+            r#"<text class="tick" x="{}" y="{:.1}" text-anchor="end">{}</text><g><title>{}</title><rect class="{}" x="{x:.2}" y="{y:.1}" width="{w:.2}" height="{:.1}" rx="2"/></g>"#,
+            ROW_NAMES - 4.0,
             y + 12.0,
-            i + 1,
+            escape(&row_name(&s.row)),
             escape(&s.label),
             s.class,
             row - 4.0
@@ -156,6 +160,17 @@ pub fn timeline(spans: &[Span], from: i64, to: i64) -> Markup {
     }
     svg.push_str("</svg>");
     PreEscaped(svg)
+}
+
+/// A row name short enough for the left margin.
+fn row_name(name: &str) -> String {
+    const MAX: usize = 12;
+    if name.chars().count() <= MAX {
+        name.to_string()
+    } else {
+        let cut: String = name.chars().take(MAX - 1).collect();
+        format!("{cut}…")
+    }
 }
 
 #[cfg(test)]
@@ -194,6 +209,7 @@ mod tests {
             start,
             end,
             class: "c-ok",
+            row: "#1".into(),
             label: "attempt".into(),
         };
         let svg = timeline(&[span(0, 3), span(119_997, 120_000)], 0, 120_000).into_string();

@@ -1,6 +1,7 @@
 //! Runs: the list (`/runs`, filtered by job and state, newest first) and one run (`/runs/{id}`:
-//! the payload it ran with, its attempts on a timeline, its log lines, output and error, the
-//! events it sent) with the retry action for a failed or cancelled run.
+//! the payload it ran with, its attempts and durable steps on a timeline, the steps' outputs and
+//! errors, its log lines, output and error, the events it sent) with the retry action for a
+//! failed or cancelled run.
 
 use std::collections::HashMap;
 
@@ -12,7 +13,7 @@ use super::charts::{self, Span};
 use super::events::retryable;
 use super::page::{self, layout, PageError, PageResult, Params};
 use crate::http::{api, AppState};
-use crate::model::RunStatus;
+use crate::model::{RunStatus, Step, StepStatus};
 use crate::store::query::{RunQuery, DEFAULT_LIMIT};
 
 /// `GET /runs`.
@@ -126,9 +127,10 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 end,
                 class: match a.outcome.as_str() {
                     "succeeded" => "c-ok",
-                    "lost" | "released" => "c-warn",
+                    "lost" | "released" | "waiting" => "c-warn",
                     _ => "c-fail",
                 },
+                row: format!("#{}", a.attempt),
                 label: format!(
                     "attempt {}: {}{}",
                     a.attempt,
@@ -147,10 +149,21 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 start: start.timestamp_millis(),
                 end: now,
                 class: "c-run",
+                row: format!("#{}", run.attempt),
                 label: format!("attempt {}: running", run.attempt),
             });
         }
     }
+    spans.extend(detail.steps.iter().map(|s| step_span(s, now)));
+    // A queued run whose wait is pending is waiting: due when the wait is.
+    let waiting = (run.status == RunStatus::Queued)
+        .then(|| {
+            detail
+                .steps
+                .iter()
+                .find(|s| s.status == StepStatus::Waiting)
+        })
+        .flatten();
     let from = run.created_at.timestamp_millis();
     let to = spans
         .iter()
@@ -161,7 +174,12 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
     let body = html! {
         div.title-row {
             h1 { "Run of " (run.job_id) }
-            (page::live("run-status", page::badge(run.status.as_str())))
+            (page::live("run-status", html! {
+                (page::badge(run.status.as_str()))
+                @if let Some(w) = waiting {
+                    " " (page::badge("waiting")) span.muted { " on step " code { (w.key) } }
+                }
+            }))
         }
         dl.facts {
             dt { "Id" } dd.mono { (run.id) }
@@ -205,7 +223,7 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 }
             }
             section {
-                h2 { "Attempts" }
+                h2 { "Attempts and steps" }
                 @if spans.is_empty() {
                     p.muted { "Not started yet." }
                 } @else {
@@ -221,6 +239,35 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                                     td { (page::time(a.finished_at)) }
                                     td.num { @if let Some(s) = a.started_at { ((a.finished_at - s).num_milliseconds()) " ms" } }
                                     td.error { (a.error.as_deref().unwrap_or("")) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            section {
+                h2 { "Steps (" (detail.steps.len()) ")" }
+                @if detail.steps.is_empty() {
+                    p.muted { "None: this run's job uses no io.run_task, io.wait or io.send_event." }
+                } @else {
+                    table.steps {
+                        thead { tr { th { "Key" } th { "Kind" } th { "Status" } th { "Attempt" } th { "Started" } th { "Took" } th { "Output or error" } } }
+                        tbody {
+                            @for s in &detail.steps {
+                                tr data-step-key=(s.key) {
+                                    td.mono { (s.key) }
+                                    td { (s.kind.as_str()) }
+                                    td { (page::badge(s.status.as_str())) }
+                                    td.num { (s.attempt) }
+                                    td { (page::time(s.started_at)) }
+                                    td.num {
+                                        @if let Some(ms) = s.duration_ms { (ms) " ms" }
+                                        @else if let Some(due) = s.wait_until { "until " (page::time(due)) }
+                                    }
+                                    td {
+                                        @if let Some(e) = &s.error { span.error { (page::short(e, 200)) } }
+                                        @else if let Some(o) = &s.output { code { (page::json_short(o, 200)) } }
+                                    }
                                 }
                             }
                         }
@@ -270,6 +317,37 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
     ))
 }
 
+/// A step on the timeline: from its start to its end (a pending wait: to its due time, or now
+/// if that passed).
+fn step_span(s: &Step, now: i64) -> Span {
+    let start = s.started_at.timestamp_millis();
+    let (end, class) = match s.status {
+        StepStatus::Succeeded => (s.finished_at, "c-ok"),
+        StepStatus::Failed => (s.finished_at, "c-fail"),
+        StepStatus::Waiting => (s.wait_until, "c-warn"),
+    };
+    let end = end.map_or(now, |t| t.timestamp_millis()).max(start);
+    let mut label = format!(
+        "step {} ({}): {}",
+        s.key,
+        s.kind.as_str(),
+        s.status.as_str()
+    );
+    if let Some(due) = s.wait_until {
+        label.push_str(&format!(" until {}", due.to_rfc3339()));
+    }
+    if let Some(e) = &s.error {
+        label.push_str(&format!(" — {e}"));
+    }
+    Span {
+        start,
+        end,
+        class,
+        row: s.key.clone(),
+        label,
+    }
+}
+
 /// `POST /runs/{id}/retry`: queues the run again, then shows it.
 pub async fn retry(
     State(state): State<AppState>,
@@ -277,4 +355,41 @@ pub async fn retry(
 ) -> Result<Response, PageError> {
     api::retry(&state, &id).await?;
     Ok(Redirect::to(&page::run_href(&id)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ms_to_time, StepKind};
+
+    fn step(status: StepStatus, finished: Option<i64>, due: Option<i64>) -> Step {
+        Step {
+            key: "nap".into(),
+            kind: StepKind::Wait,
+            status,
+            attempt: 1,
+            started_at: ms_to_time(1_000),
+            finished_at: finished.map(ms_to_time),
+            duration_ms: finished.map(|f| f - 1_000),
+            wait_until: due.map(ms_to_time),
+            output: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_pending_wait_spans_to_its_due_time_and_a_finished_step_to_its_end() {
+        let pending = step_span(&step(StepStatus::Waiting, None, Some(9_000)), 5_000);
+        assert_eq!(
+            (pending.start, pending.end, pending.class),
+            (1_000, 9_000, "c-warn")
+        );
+        assert_eq!(pending.row, "nap");
+        assert!(pending.label.starts_with("step nap (wait): waiting until "));
+        let done = step_span(
+            &step(StepStatus::Succeeded, Some(9_500), Some(9_000)),
+            20_000,
+        );
+        assert_eq!((done.end, done.class), (9_500, "c-ok"));
+    }
 }

@@ -26,6 +26,7 @@ mod ops;
 mod query;
 mod read;
 mod runs;
+mod steps;
 mod webhooks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,6 +65,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("0005_lease_on_queue.sql")),
     (6, include_str!("0006_endpoints_nodes.sql")),
     (7, include_str!("0007_health.sql")),
+    (8, include_str!("0008_steps.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

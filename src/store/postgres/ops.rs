@@ -604,6 +604,7 @@ impl PgStore {
                RETURNING r.id, r.job_id, r.status, r.finished_at), \
              dlogs AS (DELETE FROM run_logs l USING druns WHERE l.run_id = druns.id), \
              datt AS (DELETE FROM run_attempts a USING druns WHERE a.run_id = druns.id), \
+             dsteps AS (DELETE FROM run_steps s USING druns WHERE s.run_id = druns.id), \
              dout AS (UPDATE run_outcomes o SET n = o.n - d.k FROM ( \
                  SELECT finished_at / 60000 AS minute, job_id, status, count(*) AS k FROM druns \
                  WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) d \

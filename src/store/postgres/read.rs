@@ -191,7 +191,8 @@ impl PgStore {
                 error: r.try_get(4)?,
             });
         }
-        Ok(Some(RunDetail::new(run, logs, attempts)))
+        let steps = super::steps::steps_of(c, &id).await?;
+        Ok(Some(RunDetail::new(run, logs, attempts, steps)))
     }
 
     /// See [`crate::store::Store::run_counts`].

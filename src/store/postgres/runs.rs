@@ -177,9 +177,27 @@ impl PgStore {
 
     /// See [`crate::store::Store::runs_complete`]: the whole batch in one statement.
     pub async fn runs_complete(&self, completions: Vec<Completion>) -> Result<Vec<bool>> {
-        if completions.is_empty() {
-            return Ok(Vec::new());
+        // Suspensions on a wait (rare) have a statement of their own, so the hot one stays as it is.
+        let (waits, ends): (Vec<&Completion>, Vec<&Completion>) = completions
+            .iter()
+            .partition(|c| matches!(c.finish, Finish::Wait { .. }));
+        let mut held = if waits.is_empty() {
+            HashSet::new()
+        } else {
+            self.runs_suspend(&waits).await?
+        };
+        if !ends.is_empty() {
+            held.extend(self.runs_end(&ends).await?);
         }
+        Ok(completions
+            .iter()
+            .map(|c| held.contains(&c.run_id))
+            .collect())
+    }
+
+    /// Records finished attempts (and retries) in one statement; returns the ids of the runs
+    /// whose lease was still held.
+    async fn runs_end(&self, completions: &[&Completion]) -> Result<HashSet<String>> {
         let n = completions.len();
         let mut ids = Vec::with_capacity(n);
         let mut tokens = Vec::with_capacity(n);
@@ -199,33 +217,26 @@ impl PgStore {
             Vec::new(),
         );
         let mut retry = false;
-        for c in &completions {
+        for c in completions {
+            let (status, due, output, error) = match &c.finish {
+                Finish::Succeeded(output) => ("succeeded", None, Some(output.to_string()), None),
+                Finish::Retry { error, at } => {
+                    retry = true;
+                    ("queued", Some(*at), None, Some(error.as_str()))
+                }
+                Finish::Failed(error) => ("failed", None, None, Some(error.as_str())),
+                // Suspensions go to `runs_suspend`.
+                Finish::Wait { .. } => continue,
+            };
+            statuses.push(status);
+            run_at.push(due);
+            outputs.push(output);
+            errors.push(error);
             ids.push(c.run_id.as_str());
             tokens.push(c.token);
             finished.push(c.finished_at);
             attempts.push(i32::try_from(c.attempt).unwrap_or(i32::MAX));
             started.push(c.started_at);
-            match &c.finish {
-                Finish::Succeeded(output) => {
-                    statuses.push("succeeded");
-                    run_at.push(None);
-                    outputs.push(Some(output.to_string()));
-                    errors.push(None);
-                }
-                Finish::Retry { error, at } => {
-                    retry = true;
-                    statuses.push("queued");
-                    run_at.push(Some(*at));
-                    outputs.push(None);
-                    errors.push(Some(error.as_str()));
-                }
-                Finish::Failed(error) => {
-                    statuses.push("failed");
-                    run_at.push(None);
-                    outputs.push(None);
-                    errors.push(Some(error.as_str()));
-                }
-            }
             for line in &c.logs {
                 l_run.push(c.run_id.as_str());
                 l_attempt.push(i32::try_from(line.attempt).unwrap_or(i32::MAX));
@@ -253,10 +264,7 @@ impl PgStore {
         if retry {
             self.wake();
         }
-        Ok(completions
-            .iter()
-            .map(|c| held.contains(&c.run_id))
-            .collect())
+        Ok(held)
     }
 
     /// See [`crate::store::Store::runs_heartbeat`].

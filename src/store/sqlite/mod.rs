@@ -12,6 +12,7 @@ mod ops;
 mod query;
 mod read;
 mod rollups;
+mod steps;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -45,6 +46,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("0006_endpoints_nodes.sql")),
     (7, include_str!("0007_health.sql")),
     (8, include_str!("0008_rollups.sql")),
+    (9, include_str!("0009_steps.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

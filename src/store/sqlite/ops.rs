@@ -11,7 +11,7 @@ use super::{Guard, SqliteStore, WriteCtx};
 use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
 use crate::job::JobSpec;
-use crate::model::StoredEvent;
+use crate::model::{StepKind, StepStatus, StoredEvent};
 use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, Inserted, Lease, NewEvent, Result,
 };
@@ -80,6 +80,15 @@ pub(super) fn triggers_refresh(conn: &Connection, triggers: &crate::store::Trigg
         triggers.replace_stored(jobs_load(conn)?);
     }
     Ok(())
+}
+
+/// A completion that ends the run: written when `job` (returned by the fenced update) is some.
+fn final_outcome<'e>(
+    outcome: &'static str,
+    job: Option<String>,
+    error: Option<&'e str>,
+) -> (&'static str, bool, Option<String>, Option<&'e str>) {
+    (outcome, job.is_some(), job, error)
 }
 
 /// Creates one queued run per matching job. Returns the run ids.
@@ -375,9 +384,10 @@ impl SqliteStore {
         self.write_guarded(Guard::Batch, move |ctx| {
             let mut held = Vec::with_capacity(completions.len());
             for c in &completions {
-                // The job of a run that reached a final state, for the per-minute counts.
-                let (outcome, finished, error): (_, Option<String>, _) = match &c.finish {
-                    Finish::Succeeded(output) => ("succeeded", ctx.conn.prepare_cached(
+                // Whether the lease still held (the run was written), and the job of a run that
+                // reached a final state, for the per-minute counts.
+                let (outcome, held_lease, finished, error): (_, bool, Option<String>, _) = match &c.finish {
+                    Finish::Succeeded(output) => final_outcome("succeeded", ctx.conn.prepare_cached(
                         "UPDATE runs SET status = 'succeeded', finished_at = ?3, output = ?4, error = NULL, lease_until = NULL, lease_token = NULL \
                          WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING job_id",
                     )?.query_row(params![c.run_id, c.token, c.finished_at, output.to_string()], |r| r.get(0)).optional()?, None),
@@ -387,16 +397,30 @@ impl SqliteStore {
                             "UPDATE runs SET status = 'queued', run_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
                              WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
                         )?.execute(params![c.run_id, c.token, at, error])?;
-                        // Not final: nothing to count.
-                        ("retrying", (n == 1).then(String::new), Some(error.as_str()))
+                        ("retrying", n == 1, None, Some(error.as_str()))
                     }
-                    Finish::Failed(error) => ("failed", ctx.conn.prepare_cached(
+                    Finish::Failed(error) => final_outcome("failed", ctx.conn.prepare_cached(
                         "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
                          WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING job_id",
                     )?.query_row(params![c.run_id, c.token, c.finished_at, error], |r| r.get(0)).optional()?, Some(error.as_str())),
+                    Finish::Wait { key, until, since } => {
+                        // Back to the queue, due when the wait is; the attempt does not count.
+                        let n = ctx.conn.prepare_cached(
+                            "UPDATE runs SET status = 'queued', attempt = attempt - 1, run_at = ?3, lease_until = NULL, lease_token = NULL \
+                             WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                        )?.execute(params![c.run_id, c.token, until])?;
+                        if n == 1 {
+                            ctx.wake = true;
+                            ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
+                                c.run_id, key, StepKind::Wait.as_str(), StepStatus::Waiting.as_str(),
+                                c.attempt, since, None::<i64>, until, None::<String>, None::<String>
+                            ])?;
+                        }
+                        ("waiting", n == 1, None, None)
+                    }
                 };
-                let ok = finished.is_some();
-                if let Some(job) = finished.filter(|_| outcome != "retrying") {
+                let ok = held_lease;
+                if let Some(job) = finished {
                     ctx.tally.run(c.finished_at, &job, outcome, 1);
                 }
                 if ok {
@@ -627,6 +651,10 @@ impl SqliteStore {
             )?;
             ctx.conn.execute(
                 "DELETE FROM run_attempts WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
+                [&list],
+            )?;
+            ctx.conn.execute(
+                "DELETE FROM run_steps WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
                 [&list],
             )?;
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;

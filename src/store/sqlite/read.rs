@@ -159,7 +159,8 @@ impl SqliteStore {
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
-            Ok(Some(RunDetail::new(run, logs, attempts)))
+            let steps = super::steps::steps_of(c, &id)?;
+            Ok(Some(RunDetail::new(run, logs, attempts, steps)))
         })
         .await
     }

@@ -1,0 +1,277 @@
+//! Durable steps of one execution of a run: what `io.run_task`, `io.wait` / `io.wait_until` and
+//! chained `io.send_event` do underneath.
+//!
+//! - **Stored results.** A step that succeeds is written at once, in a write of its own
+//!   ([`Store::step_record`]), fenced by the lease token the execution was claimed with: a worker
+//!   that lost its lease records nothing. The run's steps are read once per execution, at its
+//!   first step (a job without steps reads nothing), and served from memory: a step stored as
+//!   succeeded returns its stored output and its closure is not called.
+//! - **Keys** are unique within a run. Using one twice in an execution, or with another kind
+//!   than it was stored with, is a fatal error (a bug in the job, which no retry fixes).
+//! - **Waits** suspend the execution: the wait records why ([`Suspension`]) and never resolves;
+//!   the executor, which selects on [`Steps::suspended`] next to the job's future, drops the
+//!   job's future and hands the completer [`crate::store::Finish::Wait`]: the wait step and the
+//!   run's return to the queue (due at the wait's time, the attempt not counted) are one
+//!   transaction. A user cannot swallow the suspension as they could an error.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Mutex;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::job::JobError;
+use crate::model::{Step, StepKind, StepStatus};
+use crate::store::{Lease, NewStep, Store};
+
+/// Longest step key, in bytes.
+pub const MAX_STEP_KEY_LEN: usize = 200;
+
+/// The prefix of chained events' step keys (`event:<n>`, `event:<id>`), not allowed in the keys
+/// of tasks and waits.
+pub const EVENT_KEY_PREFIX: &str = "event:";
+
+/// Why an execution ended before its job returned.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Suspension {
+    /// `io.wait`: resume at `until` (ms); the job called it at `since`.
+    Wait { key: String, until: i64, since: i64 },
+    /// A wait that could not be honoured (a key used twice, storage failing, the lease lost).
+    Fail { message: String, retryable: bool },
+}
+
+/// The steps of one execution (shared by the clones of its `Io`).
+#[derive(Debug)]
+pub(crate) struct Steps {
+    store: Store,
+    clock: SharedClock,
+    lease: Lease,
+    attempt: u32,
+    /// The run's steps as stored when this execution first needed them.
+    stored: OnceCell<HashMap<String, Step>>,
+    /// Keys of tasks and waits used in this execution.
+    used: Mutex<HashSet<String>>,
+    suspend: CancellationToken,
+    suspension: Mutex<Option<Suspension>>,
+}
+
+impl Steps {
+    pub(crate) fn new(store: Store, clock: SharedClock, lease: Lease, attempt: u32) -> Self {
+        Self {
+            store,
+            clock,
+            lease,
+            attempt,
+            stored: OnceCell::new(),
+            used: Mutex::default(),
+            suspend: CancellationToken::new(),
+            suspension: Mutex::default(),
+        }
+    }
+
+    /// Resolves when the execution suspended itself (see [`Self::suspension`]).
+    pub(crate) async fn suspended(&self) {
+        self.suspend.cancelled().await;
+    }
+
+    /// Why the execution suspended itself, once it did.
+    pub(crate) fn suspension(&self) -> Option<Suspension> {
+        self.suspension.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Records `why` and never resolves: the executor drops the job's future.
+    async fn suspend(&self, why: Suspension) {
+        if let Ok(mut s) = self.suspension.lock() {
+            s.get_or_insert(why);
+        }
+        self.suspend.cancel();
+        std::future::pending::<()>().await;
+    }
+
+    /// The run's stored steps, read at the first call of this execution.
+    async fn stored(&self) -> Result<&HashMap<String, Step>, JobError> {
+        self.stored
+            .get_or_try_init(|| async {
+                let steps = self.store.run_steps(&self.lease.run_id).await?;
+                Ok::<_, crate::store::Error>(
+                    steps.into_iter().map(|s| (s.key.clone(), s)).collect(),
+                )
+            })
+            .await
+            .map_err(|e| JobError::from(format!("could not read the run's steps: {e}")))
+    }
+
+    /// Takes `key` for a task or wait of this execution: refused (fatal) when it is empty, too
+    /// long, reserved or already used.
+    fn take_key(&self, key: &str) -> Result<(), JobError> {
+        if key.is_empty() || key.len() > MAX_STEP_KEY_LEN || !crate::store::storable(key) {
+            return Err(JobError::fatal(format!(
+                "invalid step key {key:?}: use 1-{MAX_STEP_KEY_LEN} bytes without NUL"
+            )));
+        }
+        if key.starts_with(EVENT_KEY_PREFIX) {
+            return Err(JobError::fatal(format!(
+                "invalid step key {key:?}: keys starting with {EVENT_KEY_PREFIX:?} are the chained events'"
+            )));
+        }
+        let fresh = self
+            .used
+            .lock()
+            .map(|mut used| used.insert(key.to_string()))
+            .unwrap_or(false);
+        if fresh {
+            Ok(())
+        } else {
+            Err(JobError::fatal(format!(
+                "step key {key:?} is used twice in this run: step keys must be unique within a run"
+            )))
+        }
+    }
+
+    /// Records `step` under this execution's lease. `Err` when it could not be written or the
+    /// lease is lost (this execution's outcome will be discarded anyway).
+    async fn record(&self, step: NewStep) -> Result<(), JobError> {
+        let key = step.key.clone();
+        match self.store.step_record(step).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(JobError::from(format!(
+                "step {key:?} was not recorded: this worker lost the run's lease"
+            ))),
+            Err(e) => Err(JobError::from(format!(
+                "step {key:?} could not be recorded: {e}"
+            ))),
+        }
+    }
+
+    fn new_step(&self, key: &str, kind: StepKind, status: StepStatus, started_at: i64) -> NewStep {
+        NewStep {
+            lease: self.lease.clone(),
+            key: key.to_string(),
+            kind,
+            status,
+            attempt: self.attempt,
+            started_at,
+            finished_at: None,
+            wait_until: None,
+            output: None,
+            error: None,
+        }
+    }
+
+    /// See [`crate::Io::run_task`].
+    pub(crate) async fn task<T, F, Fut>(&self, key: &str, f: F) -> Result<T, JobError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, JobError>>,
+    {
+        self.take_key(key)?;
+        if let Some(step) = self.stored().await?.get(key) {
+            if step.kind != StepKind::Task {
+                return Err(kind_clash(key, step.kind, StepKind::Task));
+            }
+            if step.status == StepStatus::Succeeded {
+                let output = step.output.clone().unwrap_or(Value::Null);
+                return serde_json::from_value(output).map_err(|e| {
+                    JobError::fatal(format!(
+                        "the stored result of step {key:?} does not fit the type asked for: {e}"
+                    ))
+                });
+            }
+        }
+        let started_at = self.clock.now_ms();
+        match f().await {
+            Ok(value) => {
+                let output = serde_json::to_value(&value).map_err(|e| {
+                    JobError::fatal(format!("the result of step {key:?} is not JSON: {e}"))
+                })?;
+                let mut step =
+                    self.new_step(key, StepKind::Task, StepStatus::Succeeded, started_at);
+                step.finished_at = Some(self.clock.now_ms());
+                step.output = Some(output);
+                self.record(step).await?;
+                Ok(value)
+            }
+            Err(e) => {
+                let mut step = self.new_step(key, StepKind::Task, StepStatus::Failed, started_at);
+                step.finished_at = Some(self.clock.now_ms());
+                step.error = Some(e.message().to_string());
+                if let Err(not_recorded) = self.record(step).await {
+                    tracing::warn!(run = %self.lease.run_id, error = %not_recorded, "a failed step's error was not recorded");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// See [`crate::Io::wait_until`]: returns once the wait is over; otherwise suspends the
+    /// execution (never returns).
+    pub(crate) async fn wait_until(&self, key: &str, until: i64) {
+        if let Err(e) = self.take_key(key) {
+            return self.fail(e).await;
+        }
+        let stored = match self.stored().await {
+            Ok(s) => s.get(key).cloned(),
+            Err(e) => return self.fail(e).await,
+        };
+        let now = self.clock.now_ms();
+        let (since, until) = match stored {
+            Some(step) if step.kind != StepKind::Wait => {
+                return self.fail(kind_clash(key, step.kind, StepKind::Wait)).await;
+            }
+            Some(step) if step.status == StepStatus::Succeeded => return,
+            Some(step) => (
+                step.started_at.timestamp_millis(),
+                step.wait_until.map_or(now, |t| t.timestamp_millis()),
+            ),
+            None => (now, until),
+        };
+        if until > now {
+            return self
+                .suspend(Suspension::Wait {
+                    key: key.to_string(),
+                    until,
+                    since,
+                })
+                .await;
+        }
+        let mut step = self.new_step(key, StepKind::Wait, StepStatus::Succeeded, since);
+        step.finished_at = Some(now);
+        step.wait_until = Some(until);
+        if let Err(e) = self.record(step).await {
+            self.fail(e).await;
+        }
+    }
+
+    async fn fail(&self, e: JobError) {
+        self.suspend(Suspension::Fail {
+            message: e.message().to_string(),
+            retryable: e.is_retryable(),
+        })
+        .await;
+    }
+
+    /// Records the chained event `event_id` as the step `key` (`event:…`). Its id already makes
+    /// the send idempotent, so a failure to record is only logged.
+    pub(crate) async fn event_sent(&self, key: &str, event_id: &str, started_at: i64) {
+        let mut step = self.new_step(key, StepKind::Event, StepStatus::Succeeded, started_at);
+        step.finished_at = Some(self.clock.now_ms());
+        step.output = Some(serde_json::json!({ "eventId": event_id }));
+        if let Err(e) = self.record(step).await {
+            tracing::warn!(run = %self.lease.run_id, error = %e, "a chained event's step was not recorded");
+        }
+    }
+}
+
+fn kind_clash(key: &str, stored: StepKind, asked: StepKind) -> JobError {
+    JobError::fatal(format!(
+        "step key {key:?} is stored as a {} step and used now as a {} step: step keys must be unique within a run",
+        stored.as_str(),
+        asked.as_str()
+    ))
+}

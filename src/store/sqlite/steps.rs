@@ -1,0 +1,92 @@
+//! Durable steps on SQLite: recording one through the writer (fenced by the run's lease token)
+//! and reading a run's steps. A wait's suspension is part of the completion batch (`ops.rs`).
+
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
+use super::read::opt_json;
+use super::{Guard, SqliteStore};
+use crate::model::{ms_to_time, Step, StepKind, StepStatus};
+use crate::store::{Error, NewStep, Result};
+
+/// Inserts a step, or replaces the one of the same key unless that one succeeded (a completed
+/// step is final). Parameters: run id, key, kind, status, attempt, started, finished, due,
+/// output, error.
+pub(super) const STEP_UPSERT: &str = "INSERT INTO run_steps \
+       (run_id, key, kind, status, attempt, started_at, finished_at, wait_until, output, error) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+     ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, \
+       attempt = excluded.attempt, started_at = excluded.started_at, finished_at = excluded.finished_at, \
+       wait_until = excluded.wait_until, output = excluded.output, error = excluded.error \
+     WHERE run_steps.status <> 'succeeded'";
+
+/// A run's steps, in the order they started.
+pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT key, kind, status, attempt, started_at, finished_at, wait_until, output, error \
+         FROM run_steps WHERE run_id = ?1 ORDER BY started_at, key",
+    )?;
+    let mut rows = stmt.query([run_id])?;
+    let mut steps = Vec::new();
+    while let Some(r) = rows.next()? {
+        let kind: String = r.get(1)?;
+        let status: String = r.get(2)?;
+        let started_at: i64 = r.get(4)?;
+        let finished_at: Option<i64> = r.get(5)?;
+        steps.push(Step {
+            key: r.get(0)?,
+            kind: StepKind::parse(&kind)
+                .ok_or_else(|| Error::Corrupt(format!("unknown step kind {kind:?}")))?,
+            status: StepStatus::parse(&status)
+                .ok_or_else(|| Error::Corrupt(format!("unknown step status {status:?}")))?,
+            attempt: r.get(3)?,
+            started_at: ms_to_time(started_at),
+            finished_at: finished_at.map(ms_to_time),
+            duration_ms: finished_at.map(|f| f - started_at),
+            wait_until: r.get::<_, Option<i64>>(6)?.map(ms_to_time),
+            output: opt_json(r.get(7)?)?,
+            error: r.get(8)?,
+        });
+    }
+    Ok(steps)
+}
+
+impl SqliteStore {
+    /// See [`crate::store::Store::step_record`]: one operation of the writer's next batch.
+    pub async fn step_record(&self, step: NewStep) -> Result<bool> {
+        let output = step.output.as_ref().map(Value::to_string);
+        // No savepoint: the lease check writes nothing, and the upsert is one statement.
+        self.write_guarded(Guard::Batch, move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![step.lease.run_id, step.lease.token], |r| {
+                    r.get::<_, bool>(0)
+                })?;
+            if !held {
+                return Ok(false);
+            }
+            ctx.conn.prepare_cached(STEP_UPSERT)?.execute(params![
+                step.lease.run_id,
+                step.key,
+                step.kind.as_str(),
+                step.status.as_str(),
+                step.attempt,
+                step.started_at,
+                step.finished_at,
+                step.wait_until,
+                output,
+                step.error,
+            ])?;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::run_steps`].
+    pub async fn run_steps(&self, run_id: String) -> Result<Vec<Step>> {
+        self.read(move |c| steps_of(c, &run_id)).await
+    }
+}
