@@ -404,6 +404,7 @@ async fn a_run_whose_worker_died_runs_again_and_the_old_lease_is_fenced(db: Test
         .store()
         .runs_complete(vec![Completion {
             run_id: dead.id.clone(),
+            job_id: dead.job_id.clone(),
             token: dead.token,
             attempt: dead.attempt,
             started_at: now,

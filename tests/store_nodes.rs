@@ -395,6 +395,7 @@ async fn a_claimed_run_reads_as_running_everywhere_until_it_finishes(db: TestDb)
     let held = store
         .runs_complete(vec![Completion {
             run_id: run.id.clone(),
+            job_id: run.job_id.clone(),
             token: run.token,
             attempt: run.attempt,
             started_at: run.started_at,
@@ -774,6 +775,7 @@ async fn postgres_a_run_running_across_the_upgrade_keeps_its_lease() {
     assert_eq!(store.runs_rescue(now).await.unwrap(), 0, "the lease holds");
     let completion = |token| Completion {
         run_id: "run_up".into(),
+        job_id: "ship".into(),
         token,
         attempt: 2,
         started_at: now,

@@ -104,6 +104,7 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
     crate::metrics::attempt_finished(&run.job_id, &finish_as, finished_at - run.started_at);
     let completion = Completion {
         run_id: run.id.clone(),
+        job_id: run.job_id.clone(),
         token: run.token,
         attempt: run.attempt,
         started_at: run.started_at,

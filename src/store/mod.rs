@@ -223,6 +223,8 @@ pub enum Finish {
 pub struct Completion {
     /// Run id.
     pub run_id: String,
+    /// The run's job (as claimed): the per-minute outcome counts are kept by job.
+    pub job_id: String,
     /// The lease token the attempt was claimed with.
     pub token: i64,
     /// Attempt number.

@@ -82,13 +82,15 @@ pub(super) fn triggers_refresh(conn: &Connection, triggers: &crate::store::Trigg
     Ok(())
 }
 
-/// A completion that ends the run: written when `job` (returned by the fenced update) is some.
-fn final_outcome<'e>(
+/// A completion that ends the run, with the rows its fenced update wrote (1 while the lease
+/// held): counted for `job` when written.
+fn final_outcome<'c, 'e>(
     outcome: &'static str,
-    job: Option<String>,
+    updated: usize,
+    job: &'c str,
     error: Option<&'e str>,
-) -> (&'static str, bool, Option<String>, Option<&'e str>) {
-    (outcome, job.is_some(), job, error)
+) -> (&'static str, bool, Option<&'c str>, Option<&'e str>) {
+    (outcome, updated == 1, (updated == 1).then_some(job), error)
 }
 
 /// Creates one queued run per matching job. Returns the run ids.
@@ -386,11 +388,11 @@ impl SqliteStore {
             for c in &completions {
                 // Whether the lease still held (the run was written), and the job of a run that
                 // reached a final state, for the per-minute counts.
-                let (outcome, held_lease, finished, error): (_, bool, Option<String>, _) = match &c.finish {
+                let (outcome, held_lease, finished, error): (_, bool, Option<&str>, _) = match &c.finish {
                     Finish::Succeeded(output) => final_outcome("succeeded", ctx.conn.prepare_cached(
                         "UPDATE runs SET status = 'succeeded', finished_at = ?3, output = ?4, error = NULL, lease_until = NULL, lease_token = NULL \
-                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING job_id",
-                    )?.query_row(params![c.run_id, c.token, c.finished_at, output.to_string()], |r| r.get(0)).optional()?, None),
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                    )?.execute(params![c.run_id, c.token, c.finished_at, output.to_string()])?, &c.job_id, None),
                     Finish::Retry { error, at } => {
                         ctx.wake = true;
                         let n = ctx.conn.prepare_cached(
@@ -401,8 +403,8 @@ impl SqliteStore {
                     }
                     Finish::Failed(error) => final_outcome("failed", ctx.conn.prepare_cached(
                         "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
-                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING job_id",
-                    )?.query_row(params![c.run_id, c.token, c.finished_at, error], |r| r.get(0)).optional()?, Some(error.as_str())),
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                    )?.execute(params![c.run_id, c.token, c.finished_at, error])?, &c.job_id, Some(error.as_str())),
                     Finish::Wait { key, until, since } => {
                         // Back to the queue, due when the wait is; the attempt does not count.
                         let n = ctx.conn.prepare_cached(
@@ -421,7 +423,7 @@ impl SqliteStore {
                 };
                 let ok = held_lease;
                 if let Some(job) = finished {
-                    ctx.tally.run(c.finished_at, &job, outcome, 1);
+                    ctx.tally.run(c.finished_at, job, outcome, 1);
                 }
                 if ok {
                     // A success's attempt is the run row itself (see `RunDetail::new`).
