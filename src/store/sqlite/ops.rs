@@ -495,7 +495,9 @@ impl SqliteStore {
     /// See [`crate::store::Store::runs_rescue`].
     pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
         self.write(move |ctx| {
-            let rescued: Vec<(String, u32, Option<i64>, String, String, Option<i64>)> = ctx
+            /// A rescued run: id, attempt, start, error, job, and when it failed (no attempt left).
+            type Rescued = (String, u32, Option<i64>, String, String, Option<i64>);
+            let rescued: Vec<Rescued> = ctx
                 .conn
                 .prepare_cached(
                     "UPDATE runs SET \
