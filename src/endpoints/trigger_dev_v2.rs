@@ -169,7 +169,11 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
     if rule.get("context").is_some_and(|c| !c.is_null()) {
         return Err("a filter on the event's context is not supported (only payload)".into());
     }
-    let filter = rule.get("payload").filter(|f| !f.is_null()).cloned();
+    // The SDK sends `payload: {}` for an eventTrigger without a filter.
+    let filter = rule
+        .get("payload")
+        .filter(|f| !f.is_null() && f.as_object().is_none_or(|o| !o.is_empty()))
+        .cloned();
     if let Some(filter) = &filter {
         crate::filter::Filter::parse(filter).map_err(|e| e.to_string())?;
     }
@@ -222,7 +226,6 @@ pub fn run_job_body(run: &RunJob<'_>, tasks: Vec<Value>) -> Value {
         "environment": { "id": "flare", "slug": "flare", "type": "PRODUCTION" },
         "organization": { "id": "flare", "title": "Flare", "slug": "flare" },
         "project": { "id": "flare", "name": "Flare", "slug": "flare" },
-        "account": null,
         "tasks": tasks,
         "connections": {},
         "yieldedExecutions": run.yielded,
