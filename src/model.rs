@@ -335,7 +335,8 @@ pub struct LogLine {
 pub struct Attempt {
     /// Attempt number, from 1.
     pub attempt: u32,
-    /// How it ended: `succeeded`, `failed`, `retrying`, `lost` or `released`.
+    /// How it ended: `succeeded`, `failed`, `retrying`, `lost`, `released` or `waiting` (it reached
+    /// an `io.wait` not yet due; not counted as an attempt).
     pub outcome: String,
     /// When it started.
     pub started_at: Option<DateTime<Utc>>,

@@ -314,6 +314,78 @@ async fn every_page_shows_what_happened_to_the_events() {
         .contains("id=\"cancel\""));
 }
 
+/// A run suspended on `io.wait`: its page badges it waiting, lists its steps with the wait's due
+/// time, and draws each step on the timeline under its key; when due it finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_run_shows_its_steps_and_its_wait() {
+    let f = fixture().await;
+    f.client
+        .define_job(
+            Job::new("napper", "Napper", "1.0.0")
+                .trigger(event_trigger("nap.start"))
+                .run(|_p: Value, io: Io| async move {
+                    io.run_task("prepare", || async { Ok(json!({"ready": true})) })
+                        .await?;
+                    io.wait("nap", Duration::from_secs(3600)).await;
+                    Ok(json!("rested"))
+                }),
+        )
+        .expect("define");
+    let ev = f
+        .client
+        .send_event("nap.start", &json!({}))
+        .await
+        .expect("send");
+    let run_id = ev.run_ids[0].clone();
+    wait_for("the run to wait", || async {
+        let d = f
+            .client
+            .store()
+            .run_detail(&run_id)
+            .await
+            .expect("detail")?;
+        (d.run.status == RunStatus::Queued && d.steps.len() == 2).then_some(())
+    })
+    .await;
+    let page = f.page(&format!("/runs/{run_id}")).await;
+    assert!(
+        page.contains("st-waiting\">waiting</span>") && page.contains("on step <code>nap</code>"),
+        "badged waiting, on its step"
+    );
+    assert!(page.contains("data-step-key=\"prepare\"") && page.contains("data-step-key=\"nap\""));
+    assert!(
+        page.contains("{&quot;ready&quot;:true}"),
+        "the task's output"
+    );
+    assert!(
+        page.contains("step nap (wait): waiting until "),
+        "on the timeline"
+    );
+    assert!(
+        page.contains(">nap</text>"),
+        "a timeline row named by the key"
+    );
+
+    f.clock.advance(Duration::from_secs(3600));
+    f.client.engine().wake();
+    wait_for("the run to finish", || async {
+        let d = f
+            .client
+            .store()
+            .run_detail(&run_id)
+            .await
+            .expect("detail")?;
+        (d.run.status == RunStatus::Succeeded).then_some(())
+    })
+    .await;
+    let page = f.page(&format!("/runs/{run_id}")).await;
+    assert!(
+        !page.contains("on step <code>nap</code>"),
+        "no longer waiting"
+    );
+    assert!(page.contains("step nap (wait): succeeded"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payloads_and_names_are_escaped() {
     let f = fixture().await;

@@ -207,6 +207,25 @@ async fn a_step_key_used_twice_in_a_run_is_an_error(db: TestDb) {
         "{error}"
     );
     assert_eq!(count(&calls), 1, "the second use did not run");
+
+    // A wait cannot be handled with `?`: a repeated key fails the attempt all the same.
+    client
+        .define_job(
+            Job::new("wait-twice", "Wait twice", "1.0.0")
+                .trigger(event_trigger("x.wait-twice"))
+                .run(|_p: Value, io: Io| async move {
+                    io.wait("pause", Duration::ZERO).await;
+                    io.wait("pause", Duration::ZERO).await;
+                    Ok(json!("went on"))
+                }),
+        )
+        .unwrap();
+    let ev = client.send_event("x.wait-twice", &json!({})).await.unwrap();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    assert_eq!(d.runs[0].attempt, 1);
+    let error = d.runs[0].error.as_deref().unwrap();
+    assert!(error.contains("\"pause\" is used twice"), "{error}");
 }
 
 /// A job on `nap.start` that runs `before`, waits an hour (`nap`) unless the payload says
