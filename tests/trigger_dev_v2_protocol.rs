@@ -151,6 +151,7 @@ where
 
 struct Setup {
     flare: String,
+    fake_url: String,
     http: reqwest::Client,
     fake: Fake,
     _stop: tokio::sync::oneshot::Sender<()>,
@@ -196,6 +197,7 @@ impl Setup {
         let http = reqwest::Client::new();
         let setup = Setup {
             flare,
+            fake_url: fake_url.clone(),
             http,
             fake,
             _stop: stop,
@@ -523,6 +525,30 @@ async fn bad_answers_give_clear_run_errors(db: TestDb) {
         body["error"].as_str().unwrap().contains("not executing"),
         "{body}"
     );
+
+    // Flare's own registration takes the protocol too (registering again updates the endpoint).
+    let register = |body: Value| {
+        setup
+            .http
+            .post(format!("{}/api/endpoints", setup.flare))
+            .json(&body)
+            .send()
+    };
+    let answer = register(json!({"url": setup.fake_url, "secret": KEY, "protocol": "trigger.dev-v2", "clientId": "fake"}))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 201);
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["protocol"], "trigger.dev-v2", "{body}");
+    let answer =
+        register(json!({"url": setup.fake_url, "secret": KEY, "protocol": "trigger.dev-v3"}))
+            .await
+            .unwrap();
+    assert_eq!(answer.status(), 400);
+    let answer = register(json!({"url": setup.fake_url, "secret": "tr_dev_wrong", "protocol": "trigger.dev-v2", "clientId": "fake"}))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 422, "the endpoint refuses another key");
 
     // A v2 feature Flare does not have answers a JSON error naming it.
     let answer = setup
