@@ -221,6 +221,21 @@ impl Setup {
             skipped.contains("nightly") && skipped.contains("cron"),
             "a cron job is reported as not supported yet: {registered}"
         );
+        let page = setup
+            .http
+            .get(format!("{}/endpoints", setup.flare))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            page.contains("Not run by Flare")
+                && page.contains("nightly")
+                && page.contains("Trigger.dev v2"),
+            "the endpoints page says which jobs are not run and why"
+        );
         setup
     }
 
