@@ -323,6 +323,33 @@ async fn statuses_map_onto_outcomes(db: TestDb) {
             ("auth", script(|_| async { json!({"status": "UNRESOLVED_AUTH_ERROR", "issues": {"github": {"id": "github", "error": "no token"}}}) })),
             ("canceled", script(|_| async { json!({"status": "CANCELED", "task": {"id": "t"}}) })),
             (
+                "auto-yield",
+                script(|ctx| async move {
+                    if let Some(t) = ctx.cached("partial") {
+                        assert_eq!(t["output"], json!({"half": true}));
+                        return json!({"status": "SUCCESS", "output": "resumed"});
+                    }
+                    if ctx.body["runChunkExecutionLimit"].as_u64().is_none() {
+                        return json!({"status": "ERROR", "error": {"message": "no execution limit sent"}});
+                    }
+                    let (_, task) = ctx.task(json!({"idempotencyKey": "partial", "name": "partial"})).await;
+                    json!({"status": "AUTO_YIELD_EXECUTION_WITH_COMPLETED_TASK", "id": task["id"], "properties": [],
+                           "output": "{\"half\":true}", "data": {"location": "x", "timeRemaining": 1, "timeElapsed": 1}})
+                }),
+            ),
+            (
+                "parallel",
+                script(|ctx| async move {
+                    if ctx.cached("p-wait").is_some() {
+                        return json!({"status": "SUCCESS", "output": "parallel"});
+                    }
+                    let (_, task) = ctx
+                        .task(json!({"idempotencyKey": "p-wait", "name": "wait", "noop": true, "delayUntil": in_ms(200)}))
+                        .await;
+                    json!({"status": "RESUME_WITH_PARALLEL_TASK", "task": task, "childErrors": []})
+                }),
+            ),
+            (
                 "yield",
                 script(|ctx| async move {
                     if ctx.body["yieldedExecutions"].as_array().is_some_and(|y| y.contains(&json!("k1"))) {
@@ -394,6 +421,49 @@ async fn statuses_map_onto_outcomes(db: TestDb) {
     assert_eq!(run["output"], "yielded", "{run}");
     assert_eq!(run["attempt"], 1);
     assert_eq!(setup.calls_of("yield").len(), 2, "executed again at once");
+
+    for (job, output) in [("auto-yield", "resumed"), ("parallel", "parallel")] {
+        let event = setup.send(job).await;
+        let run = setup.finished(&event).await;
+        assert_eq!(run["status"], "succeeded", "{job}: {run}");
+        assert_eq!(run["output"], output, "{job}: {run}");
+        assert_eq!(run["attempt"], 1, "{job}: {run}");
+    }
+
+    // The SDK's read routes.
+    let get = |path: String| {
+        let request = setup
+            .http
+            .get(format!("{}{path}", setup.flare))
+            .bearer_auth(KEY);
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let run_id = setup.run_of(&ok).await["id"].as_str().unwrap().to_string();
+    let run = get(format!("/api/v2/runs/{run_id}")).await;
+    assert_eq!(
+        (run["status"].clone(), run["output"].clone()),
+        (json!("SUCCESS"), json!({"a": 1})),
+        "{run}"
+    );
+    let statuses = get(format!("/api/v2/runs/{run_id}/statuses")).await;
+    assert_eq!(statuses["run"]["status"], "SUCCESS", "{statuses}");
+    let runs = get("/api/v1/jobs/ok/runs".into()).await;
+    assert_eq!(runs["runs"][0]["id"], run_id.as_str(), "{runs}");
+    let cancelled: Value = setup
+        .http
+        .post(format!("{}/api/v1/events/{ok}/cancel-runs", setup.flare))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        cancelled["cancelledRunIds"],
+        json!([]),
+        "a finished run stays: {cancelled}"
+    );
 
     let waited = setup.send("wait").await;
     let waiting = setup
