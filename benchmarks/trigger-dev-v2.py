@@ -80,7 +80,7 @@ def rep(flare_bin, events):
              "--database-url", f"sqlite://{tmp}/flare.db"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         app = subprocess.Popen(
-            [os.path.join(EXAMPLE, "node_modules", ".bin", "tsx"), "src/server.ts"],
+            ["node", "--import", "tsx", "src/server.ts"],
             cwd=EXAMPLE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env=dict(os.environ, FLARE_URL=base, PORT=str(app_port), STATE_DIR=tmp,
                      TRIGGER_API_KEY=KEY))

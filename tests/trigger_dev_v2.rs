@@ -24,12 +24,16 @@ fn example_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/trigger-dev-v2")
 }
 
-/// The example's runner, or `None` (skip) when node or the npm install is missing outside CI.
-fn runner() -> Option<PathBuf> {
-    let tsx = example_dir().join("node_modules/.bin/tsx");
+/// `node --import tsx` (node itself, so killing it leaves no child behind: the `tsx` command
+/// would run node as its child), or `None` (skip) when node or the npm install is missing
+/// outside CI.
+fn runner() -> Option<Command> {
+    let tsx = example_dir().join("node_modules/tsx");
     let node = Command::new("node").arg("--version").output().is_ok();
     if node && tsx.exists() {
-        return Some(tsx);
+        let mut command = Command::new("node");
+        command.args(["--import", "tsx"]);
+        return Some(command);
     }
     let why = if node {
         "run `npm ci --prefix examples/trigger-dev-v2` first"
@@ -153,7 +157,7 @@ async fn wait_healthy(api: &Api, flare: &mut Proc) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seeds_v2_jobs_run_unchanged_under_flare_serve() {
-    let Some(tsx) = runner() else {
+    let Some(mut command) = runner() else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -168,7 +172,6 @@ async fn the_seeds_v2_jobs_run_unchanged_under_flare_serve() {
     let mut server = flare(&db, port);
     wait_healthy(&api, &mut server).await;
 
-    let mut command = Command::new(tsx);
     command
         .arg("src/server.ts")
         .current_dir(example_dir())
