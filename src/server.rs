@@ -136,7 +136,7 @@ pub async fn run_worker(
         client.shutdown().await;
         return Err(e);
     }
-    let endpoints = crate::endpoints::Registry::new(client.clone());
+    let endpoints = crate::endpoints::Registry::without_api(client.clone());
     if let Err(e) = endpoints.start(config.endpoints.clone()).await {
         client.shutdown().await;
         return Err(e.into());

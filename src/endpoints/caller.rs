@@ -90,14 +90,33 @@ impl Caller {
         let id = format!("msg_{}", uuid::Uuid::now_v7().simple());
         let timestamp = chrono::Utc::now().timestamp();
         let signature = svix::sign(secret, &id, timestamp, &bytes)?;
+        let headers = [
+            ("webhook-id", id),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature),
+        ];
+        self.post(url, &headers, bytes, timeout).await
+    }
+
+    /// POSTs the JSON `bytes` to `url` with `headers`, and reads the JSON answer within
+    /// `timeout` (bounded in size, no redirects). The Trigger.dev v2 protocol calls it with its
+    /// `x-trigger-*` headers instead of a signature.
+    pub async fn post(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        bytes: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
         let exchange = async {
-            let mut answer = self
+            let mut request = self
                 .http
                 .post(url)
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .header("webhook-id", id)
-                .header("webhook-timestamp", timestamp.to_string())
-                .header("webhook-signature", signature)
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            for (name, value) in headers {
+                request = request.header(*name, value);
+            }
+            let mut answer = request
                 .body(bytes)
                 .send()
                 .await

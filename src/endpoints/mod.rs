@@ -17,6 +17,8 @@
 
 pub mod caller;
 pub mod protocol;
+pub mod trigger_dev_v2;
+pub mod v2_runs;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,7 +33,8 @@ use crate::client::Client;
 use crate::io::Io;
 use crate::job::JobError;
 use crate::store::endpoints::{
-    EndpointIndex, EndpointReport, EndpointSummary, IndexApplied, NewEndpoint, StoredEndpoint,
+    EndpointIndex, EndpointReport, EndpointSummary, IndexApplied, NewEndpoint, Protocol,
+    StoredEndpoint,
 };
 use caller::Caller;
 use protocol::{JobDef, RunRequest};
@@ -148,17 +151,17 @@ pub fn generate_secret() -> String {
 
 /// What a node's calls taught it about each endpoint since its last report.
 #[derive(Debug, Default)]
-struct Reports(Mutex<HashMap<String, EndpointReport>>);
+pub(crate) struct Reports(Mutex<HashMap<String, EndpointReport>>);
 
 impl Reports {
-    fn ok(&self, endpoint: &str, at: i64) {
+    pub(crate) fn ok(&self, endpoint: &str, at: i64) {
         if let Ok(mut r) = self.0.lock() {
             let e = r.entry(endpoint.to_string()).or_default();
             e.ok_at = Some(e.ok_at.map_or(at, |t| t.max(at)));
         }
     }
 
-    fn error(&self, endpoint: &str, at: i64, message: String) {
+    pub(crate) fn error(&self, endpoint: &str, at: i64, message: String) {
         if let Ok(mut r) = self.0.lock() {
             let e = r.entry(endpoint.to_string()).or_default();
             // A burst of failures keeps the latest few: the store keeps ten anyway.
@@ -200,6 +203,11 @@ pub struct Registry {
     defined: tokio::sync::Mutex<Defined>,
     revision: Mutex<Option<(i64, i64)>>,
     stop: CancellationToken,
+    /// Trigger.dev v2 runs executing on this node (their SDK calls this node's API).
+    v2_runs: Arc<v2_runs::Executions>,
+    /// Whether this node serves the HTTP API: only such a node runs Trigger.dev v2 jobs, whose
+    /// SDK calls back the API while a run executes.
+    serves_api: bool,
 }
 
 impl std::fmt::Debug for Registry {
@@ -219,7 +227,24 @@ impl Registry {
             defined: tokio::sync::Mutex::default(),
             revision: Mutex::default(),
             stop: CancellationToken::new(),
+            v2_runs: Arc::default(),
+            serves_api: true,
         })
+    }
+
+    /// A registry for a node without the HTTP API (`flare worker`): it does not run Trigger.dev
+    /// v2 jobs, whose SDK calls the API of the node executing the run.
+    pub fn without_api(client: Client) -> Arc<Self> {
+        let mut this = Self::new(client);
+        if let Some(r) = Arc::get_mut(&mut this) {
+            r.serves_api = false;
+        }
+        this
+    }
+
+    /// The Trigger.dev v2 executions in progress on this node.
+    pub fn v2_runs(&self) -> &v2_runs::Executions {
+        &self.v2_runs
     }
 
     /// Registers `seeds` (endpoints given at start) and starts the background task: every
@@ -242,6 +267,8 @@ impl Registry {
                     id: id.clone(),
                     url,
                     secret: seed.secret,
+                    protocol: Protocol::Flare,
+                    client_id: None,
                     now,
                 })
                 .await?;
@@ -307,36 +334,121 @@ impl Registry {
         protocol::parse_index(answer).map_err(|e| index_error(format!("invalid index: {e}")))
     }
 
+    /// Asks the Trigger.dev v2 endpoint at `url` (client `client_id`, API key `key`) for its
+    /// jobs: a `PING`, then `INDEX_ENDPOINT`, translated (see [`trigger_dev_v2::translate_index`]).
+    pub async fn fetch_v2_index(
+        &self,
+        url: &str,
+        key: &str,
+        client_id: &str,
+    ) -> Result<(Vec<JobDef>, Vec<trigger_dev_v2::Skipped>), Error> {
+        let index_error = |reason: String| Error::Index {
+            url: url.to_string(),
+            reason,
+        };
+        let ping = trigger_dev_v2::call(
+            &self.caller,
+            url,
+            key,
+            "PING",
+            &[("x-trigger-endpoint-id", client_id.to_string())],
+            &json!({}),
+            INDEX_TIMEOUT,
+        )
+        .await
+        .map_err(|e| index_error(format!("PING: {e}")))?;
+        trigger_dev_v2::parse_ping(&ping).map_err(|e| index_error(format!("PING: {e}")))?;
+        let answer = trigger_dev_v2::call(
+            &self.caller,
+            url,
+            key,
+            "INDEX_ENDPOINT",
+            &[],
+            &json!({}),
+            INDEX_TIMEOUT,
+        )
+        .await
+        .map_err(|e| index_error(format!("INDEX_ENDPOINT: {e}")))?;
+        trigger_dev_v2::translate_index(&answer)
+            .map_err(|e| index_error(format!("invalid index: {e}")))
+    }
+
     /// Registers the endpoint at `url` with `secret` (the one the application checks): indexes it
     /// first, and stores nothing when that fails. Without a secret the error suggests a new one.
     pub async fn add(&self, url: &str, secret: Option<String>) -> Result<EndpointSummary, Error> {
+        self.add_with(url, secret, Protocol::Flare, None).await
+    }
+
+    /// Registers an endpoint speaking `protocol`. Flare's protocol: `secret` is the signing
+    /// secret. Trigger.dev v2: `secret` is the API key the endpoint checks (`x-trigger-api-key`)
+    /// and `client_id` its `TriggerClient` id; registering a URL again updates its key and
+    /// index (as the v2 CLI does at each start).
+    pub async fn add_with(
+        &self,
+        url: &str,
+        secret: Option<String>,
+        protocol: Protocol,
+        client_id: Option<String>,
+    ) -> Result<EndpointSummary, Error> {
         let url = validate_url(url)?;
-        // The application checks Flare's signature from the first request on (the index), so
-        // it must know the secret before Flare calls it: the operator gives it.
         let Some(secret) = secret.map(|s| s.trim().to_string()) else {
-            return Err(Error::Secret(format!(
-                "give the secret your application checks Flare's signatures with, for example a new one: {}",
-                generate_secret()
-            )));
+            return Err(Error::Secret(match protocol {
+                // The application checks Flare's signature from the first request on (the
+                // index), so it must know the secret before Flare calls it: the operator gives it.
+                Protocol::Flare => format!(
+                    "give the secret your application checks Flare's signatures with, for example a new one: {}",
+                    generate_secret()
+                ),
+                Protocol::TriggerDevV2 => {
+                    "give the API key of the TriggerClient (apiKey), which Flare sends as x-trigger-api-key".into()
+                }
+            }));
         };
-        validate_secret(&secret)?;
-        let defs = self.fetch_index(&url, &secret).await?;
-        let index = self.index_of(&url, &defs)?;
         let id = endpoint_id(&url);
         let now = self.client.clock().now_ms();
-        self.client
-            .store()
-            .endpoint_create(
-                NewEndpoint {
-                    id: id.clone(),
-                    url: url.clone(),
-                    secret: secret.clone(),
-                    now,
-                },
-                index,
-            )
-            .await?;
-        tracing::info!(endpoint = %id, %url, jobs = defs.len(), "endpoint registered");
+        let (index, jobs) = match protocol {
+            Protocol::Flare => {
+                validate_secret(&secret)?;
+                let defs = self.fetch_index(&url, &secret).await?;
+                (self.index_of(&url, &defs, json!([]))?, defs.len())
+            }
+            Protocol::TriggerDevV2 => {
+                let client_id = client_id
+                    .as_deref()
+                    .filter(|c| !c.is_empty() && c.len() <= 200)
+                    .ok_or_else(|| Error::Index {
+                        url: url.clone(),
+                        reason:
+                            "a Trigger.dev v2 endpoint needs its client id (name, 1 to 200 bytes)"
+                                .into(),
+                    })?;
+                if secret.is_empty() || secret.len() > 500 {
+                    return Err(Error::Secret("the API key must be 1 to 500 bytes".into()));
+                }
+                let (defs, skipped) = self.fetch_v2_index(&url, &secret, client_id).await?;
+                let skipped = serde_json::to_value(&skipped).unwrap_or_else(|_| json!([]));
+                (self.index_of(&url, &defs, skipped)?, defs.len())
+            }
+        };
+        let endpoint = NewEndpoint {
+            id: id.clone(),
+            url: url.clone(),
+            secret: secret.clone(),
+            protocol,
+            client_id,
+            now,
+        };
+        let store = self.client.store();
+        match store.endpoint_create(endpoint.clone(), index.clone()).await {
+            Ok(_) => {}
+            Err(crate::store::Error::Conflict(_)) if protocol == Protocol::TriggerDevV2 => {
+                // The v2 CLI registers its endpoint at every start: take the new key and index.
+                store.endpoint_upsert(endpoint).await?;
+                store.endpoint_index(&id, index).await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(endpoint = %id, %url, protocol = protocol.as_str(), jobs, "endpoint registered");
         self.sync().await?;
         let summary = self.get(&id).await?;
         Ok(summary)
@@ -347,17 +459,33 @@ impl Registry {
     pub async fn reindex(&self, id: &str) -> Result<(EndpointSummary, IndexApplied), Error> {
         let endpoint = self.stored(id).await?;
         let url = endpoint.summary.url.clone();
-        let fetched = self.fetch_index(&url, &endpoint.secret).await;
+        let fetched = match endpoint.summary.protocol {
+            Protocol::Flare => self
+                .fetch_index(&url, &endpoint.secret)
+                .await
+                .map(|defs| (defs, json!([]))),
+            Protocol::TriggerDevV2 => {
+                let client = endpoint.summary.client_id.clone().unwrap_or_default();
+                self.fetch_v2_index(&url, &endpoint.secret, &client)
+                    .await
+                    .map(|(defs, skipped)| {
+                        (
+                            defs,
+                            serde_json::to_value(&skipped).unwrap_or_else(|_| json!([])),
+                        )
+                    })
+            }
+        };
         let now = self.client.clock().now_ms();
-        let defs = match fetched {
-            Ok(defs) => defs,
+        let (defs, skipped) = match fetched {
+            Ok(fetched) => fetched,
             Err(e) => {
                 self.reports.error(id, now, e.to_string());
                 self.report().await;
                 return Err(e);
             }
         };
-        let index = self.index_of(&url, &defs)?;
+        let index = self.index_of(&url, &defs, skipped)?;
         let applied = match self.client.store().endpoint_index(id, index).await {
             Ok(applied) => applied,
             Err(e @ crate::store::Error::Conflict(_)) => {
@@ -422,7 +550,7 @@ impl Registry {
     }
 
     /// The index to store for `defs` (checked by [`protocol::parse_index`]) of `url`.
-    fn index_of(&self, url: &str, defs: &[JobDef]) -> Result<EndpointIndex, Error> {
+    fn index_of(&self, url: &str, defs: &[JobDef], skipped: Value) -> Result<EndpointIndex, Error> {
         let mut jobs = Vec::with_capacity(defs.len());
         for def in defs {
             let (spec, _) = def
@@ -441,6 +569,7 @@ impl Registry {
         Ok(EndpointIndex {
             jobs,
             raw: serde_json::to_value(defs).unwrap_or_else(|_| json!([])),
+            skipped,
             now: self.client.clock().now_ms(),
         })
     }
@@ -488,6 +617,11 @@ impl Registry {
                     continue;
                 }
             };
+            if endpoint.summary.protocol == Protocol::TriggerDevV2 && !self.serves_api {
+                // Its runs call back the API of the node executing them: a node without the API
+                // leaves them to `flare serve`.
+                continue;
+            }
             let target = Arc::new(Target {
                 id: id.clone(),
                 url: endpoint.summary.url.clone(),
@@ -496,9 +630,25 @@ impl Registry {
                 reports: Arc::clone(&self.reports),
                 clock: self.client.clock().clone(),
             });
+            let v2_target = (endpoint.summary.protocol == Protocol::TriggerDevV2).then(|| {
+                Arc::new(v2_runs::V2Target {
+                    id: id.clone(),
+                    url: endpoint.summary.url.clone(),
+                    key: endpoint.secret.clone(),
+                    caller: self.caller.clone(),
+                    reports: Arc::clone(&self.reports),
+                    store: store.clone(),
+                    clock: self.client.clock().clone(),
+                    runs: Arc::clone(&self.v2_runs),
+                })
+            });
             let mut ids = Vec::with_capacity(defs.len());
             for def in &defs {
-                match define(engine, &target, def) {
+                let defined = match &v2_target {
+                    Some(v2) => define_v2(engine, v2, def),
+                    None => define(engine, &target, def),
+                };
+                match defined {
                     Ok(()) => ids.push(def.id.clone()),
                     Err(e) => {
                         tracing::error!(endpoint = %id, job = %def.id, error = %e, "cannot define an endpoint job")
@@ -566,6 +716,29 @@ fn define(engine: &crate::Engine, target: &Arc<Target>, def: &JobDef) -> Result<
             )
             .await
         }
+    });
+    engine
+        .define_local(job)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Defines the Trigger.dev v2 job `def` in `engine` with a body that executes it at `target`.
+fn define_v2(
+    engine: &crate::Engine,
+    target: &Arc<v2_runs::V2Target>,
+    def: &JobDef,
+) -> Result<(), String> {
+    let job = def.to_job()?;
+    let timeout = def
+        .timeout_ms
+        .map_or(Duration::from_secs(300), Duration::from_millis);
+    let target = Arc::clone(target);
+    let (job_id, version) = (def.id.clone(), def.version.clone());
+    let job = job.run(move |payload: Value, io: Io| {
+        let target = Arc::clone(&target);
+        let (job_id, version) = (job_id.clone(), version.clone());
+        async move { v2_runs::execute(&target, (&job_id, &version), timeout, payload, io).await }
     });
     engine
         .define_local(job)

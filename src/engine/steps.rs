@@ -94,7 +94,7 @@ impl Steps {
     }
 
     /// The run's stored steps, read at the first call of this execution.
-    async fn stored(&self) -> Result<&HashMap<String, Step>, JobError> {
+    pub(crate) async fn stored(&self) -> Result<&HashMap<String, Step>, JobError> {
         self.stored
             .get_or_try_init(|| async {
                 let steps = self.store.run_steps(&self.lease.run_id).await?;
@@ -135,7 +135,7 @@ impl Steps {
 
     /// Records `step` under this execution's lease. `Err` when it could not be written or the
     /// lease is lost (this execution's outcome will be discarded anyway).
-    async fn record(&self, step: NewStep) -> Result<(), JobError> {
+    pub(crate) async fn record(&self, step: NewStep) -> Result<(), JobError> {
         let key = step.key.clone();
         match self.store.step_record(step).await {
             Ok(true) => Ok(()),
@@ -148,7 +148,13 @@ impl Steps {
         }
     }
 
-    fn new_step(&self, key: &str, kind: StepKind, status: StepStatus, started_at: i64) -> NewStep {
+    pub(crate) fn new_step(
+        &self,
+        key: &str,
+        kind: StepKind,
+        status: StepStatus,
+        started_at: i64,
+    ) -> NewStep {
         NewStep {
             lease: self.lease.clone(),
             key: key.to_string(),

@@ -72,7 +72,7 @@ pub fn routes() -> Router<AppState> {
 /// A Trigger.dev v2 raw event.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct TriggerDevEvent {
+pub(crate) struct TriggerDevEvent {
     name: String,
     #[serde(default)]
     payload: Value,
@@ -85,7 +85,7 @@ struct TriggerDevEvent {
 /// Trigger.dev v2 send options.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct TriggerDevOptions {
+pub(crate) struct TriggerDevOptions {
     #[serde(default)]
     deliver_at: Option<String>,
     #[serde(default)]
@@ -106,7 +106,7 @@ struct TriggerDevSendBulk {
     options: Option<TriggerDevOptions>,
 }
 
-fn trigger_dev_event(
+pub(crate) fn trigger_dev_event(
     event: TriggerDevEvent,
     options: Option<&TriggerDevOptions>,
 ) -> Result<SendEvent, ApiError> {
@@ -134,7 +134,7 @@ fn trigger_dev_event(
 }
 
 /// Trigger.dev's `ApiEventLog`.
-fn event_log(event: &StoredEvent) -> Value {
+pub(crate) fn event_log(event: &StoredEvent) -> Value {
     json!({
         "id": event.id,
         "name": event.name,
@@ -198,7 +198,7 @@ async fn trigger_dev_cancel(
 }
 
 /// Trigger.dev's run status names.
-fn trigger_dev_status(status: RunStatus) -> &'static str {
+pub(crate) fn trigger_dev_status(status: RunStatus) -> &'static str {
     match status {
         RunStatus::Queued => "QUEUED",
         RunStatus::Running => "EXECUTING",

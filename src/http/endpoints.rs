@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::body::JsonObject;
 use super::{ApiError, AppState};
+use crate::store::endpoints::Protocol;
 
 /// The routes (all in the protected group).
 pub fn routes() -> Router<AppState> {
@@ -28,8 +29,15 @@ pub fn routes() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 struct AddRequest {
     url: String,
+    /// Flare's protocol: the signing secret. `trigger.dev-v2`: the endpoint's API key.
     #[serde(default)]
     secret: Option<String>,
+    /// `flare` (default) or `trigger.dev-v2`.
+    #[serde(default)]
+    protocol: Option<String>,
+    /// `trigger.dev-v2`: the `TriggerClient`'s id.
+    #[serde(default, rename = "clientId")]
+    client_id: Option<String>,
 }
 
 async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
@@ -45,7 +53,23 @@ async fn add(
     State(state): State<AppState>,
     JsonObject(req): JsonObject<AddRequest>,
 ) -> Result<Response, ApiError> {
-    let summary = state.endpoints.add(&req.url, req.secret).await?;
+    let protocol = match req.protocol.as_deref() {
+        None => Protocol::Flare,
+        Some(p) => Protocol::parse(p).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "unknown protocol {p:?}: use \"flare\" or \"trigger.dev-v2\""
+            ))
+        })?,
+    };
+    if protocol == Protocol::Flare && req.client_id.is_some() {
+        return Err(ApiError::BadRequest(
+            "clientId is for the trigger.dev-v2 protocol".into(),
+        ));
+    }
+    let summary = state
+        .endpoints
+        .add_with(&req.url, req.secret, protocol, req.client_id)
+        .await?;
     Ok((StatusCode::CREATED, Json(summary)).into_response())
 }
 

@@ -51,6 +51,9 @@ pub enum ApiError {
     /// 503: a needed secret or service is unavailable; try again later.
     #[error("{0}")]
     Unavailable(String),
+    /// 501: a feature of a compatible API that Flare does not have; the message names it.
+    #[error("{0}")]
+    NotImplemented(String),
     /// 503: storage failed (the cause is logged where the error is made); try again later.
     #[error("{}", .0.message())]
     Storage(Access),
@@ -74,6 +77,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unavailable(_) | ApiError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

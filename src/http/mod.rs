@@ -31,6 +31,7 @@ pub mod log_throttle;
 pub mod login_attempts;
 pub mod openapi;
 pub mod trigger;
+pub mod trigger_dev_v2;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -125,6 +126,7 @@ pub fn protected_routes() -> Router<AppState> {
         .merge(endpoints::routes())
         .merge(trigger::routes())
         .merge(compat::routes())
+        .merge(trigger_dev_v2::routes())
         .merge(dashboard::routes())
 }
 

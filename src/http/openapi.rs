@@ -213,7 +213,11 @@ fn endpoint_paths() -> Value {
                 "requestBody": { "required": true, "content": { "application/json": { "schema": {
                     "type": "object", "required": ["url", "secret"], "additionalProperties": false,
                     "properties": { "url": string(), "secret": { "type": "string",
-                        "description": "The Standard Webhooks secret (whsec_…) the endpoint checks Flare's signatures with." } } } } } },
+                        "description": "Flare's protocol: the Standard Webhooks secret (whsec_…) the endpoint checks Flare's signatures with. trigger.dev-v2: the endpoint's API key (sent as x-trigger-api-key)." },
+                        "protocol": { "type": "string", "enum": ["flare", "trigger.dev-v2"],
+                            "description": "The protocol the endpoint speaks (default flare; docs/trigger-dev-v2.md)." },
+                        "clientId": { "type": "string",
+                            "description": "trigger.dev-v2: the TriggerClient's id (sent as x-trigger-endpoint-id on PING)." } } } } } },
                 "responses": {
                     "201": endpoint(),
                     "400": error("Bad body, URL or secret."),
@@ -428,7 +432,11 @@ fn endpoint_schemas() -> Value {
             "jobs": strings, "lastOkAt": nullable(time()), "lastErrorAt": nullable(time()),
             "recentErrors": { "type": "array", "items": { "type": "object", "properties": {
                 "at": time(), "message": string() } } },
-            "health": { "type": "string", "enum": ["ok", "failing", "unindexed"] } } },
+            "health": { "type": "string", "enum": ["ok", "failing", "unindexed"] },
+            "protocol": { "type": "string", "enum": ["flare", "trigger.dev-v2"] },
+            "clientId": string(),
+            "skippedJobs": { "type": "array", "description": "Jobs of the last index Flare did not take, with why.",
+                "items": { "type": "object", "properties": { "id": string(), "reason": string() } } } } },
         "Node": { "type": "object", "properties": {
             "id": string(), "startedAt": time(), "seenAt": time(), "jobs": strings,
             "live": { "type": "boolean" } } },

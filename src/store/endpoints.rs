@@ -26,6 +26,35 @@ pub const NODE_FORGET_MS: i64 = 24 * 3_600_000;
 /// Recent errors kept per endpoint.
 pub const MAX_RECENT_ERRORS: usize = 10;
 
+/// The protocol an endpoint speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Protocol {
+    /// Flare's own (`docs/endpoints.md`): signed `index` and `run` requests.
+    #[default]
+    #[serde(rename = "flare")]
+    Flare,
+    /// The platform side of Trigger.dev v2 (`@trigger.dev/sdk` 2.x, `docs/trigger-dev-v2.md`).
+    #[serde(rename = "trigger.dev-v2")]
+    TriggerDevV2,
+}
+
+impl Protocol {
+    /// The stored spelling: `flare` or `trigger.dev-v2`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Flare => "flare",
+            Protocol::TriggerDevV2 => "trigger.dev-v2",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Protocol::Flare, Protocol::TriggerDevV2]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
+}
+
 /// An endpoint to store: its id (derived from the URL), URL and signing secret.
 #[derive(Clone)]
 pub struct NewEndpoint {
@@ -33,8 +62,13 @@ pub struct NewEndpoint {
     pub id: String,
     /// Where its jobs are served.
     pub url: String,
-    /// The Standard Webhooks secret Flare signs its requests with (`whsec_…`).
+    /// Flare's protocol: the Standard Webhooks secret Flare signs its requests with (`whsec_…`);
+    /// Trigger.dev v2: the API key the endpoint was registered with (`x-trigger-api-key`).
     pub secret: String,
+    /// The protocol it speaks.
+    pub protocol: Protocol,
+    /// Trigger.dev v2: the client id (`x-trigger-endpoint-id`).
+    pub client_id: Option<String>,
     /// Now, ms.
     pub now: i64,
 }
@@ -45,6 +79,8 @@ impl std::fmt::Debug for NewEndpoint {
             .field("id", &self.id)
             .field("url", &self.url)
             .field("secret", &"<redacted>")
+            .field("protocol", &self.protocol)
+            .field("client_id", &self.client_id)
             .finish()
     }
 }
@@ -56,6 +92,8 @@ pub struct EndpointIndex {
     pub jobs: Vec<JobSpec>,
     /// The index as the endpoint sent it (a JSON array of job definitions), kept for the nodes.
     pub raw: Value,
+    /// The jobs it offered that Flare did not take, with why: a JSON array of `{id, reason}`.
+    pub skipped: Value,
     /// Now, ms.
     pub now: i64,
 }
@@ -124,6 +162,13 @@ pub struct EndpointSummary {
     pub recent_errors: Vec<EndpointError>,
     /// Derived from the above.
     pub health: EndpointHealth,
+    /// The protocol it speaks.
+    pub protocol: Protocol,
+    /// Trigger.dev v2: the client id it was registered with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The jobs of its last index that Flare did not take, with why (`[{id, reason}]`).
+    pub skipped_jobs: Value,
 }
 
 /// An endpoint with what a node needs to run its jobs.
@@ -160,11 +205,15 @@ pub(crate) struct EndpointRow {
     pub last_ok_at: Option<i64>,
     pub last_error_at: Option<i64>,
     pub errors: String,
+    pub protocol: String,
+    pub client_id: Option<String>,
+    pub skipped: String,
 }
 
 /// The columns [`EndpointRow`] is read from, in order.
 pub(crate) const ENDPOINT_COLUMNS: &str =
-    "id, url, secret, created_at, updated_at, indexed_at, jobs, last_ok_at, last_error_at, errors";
+    "id, url, secret, created_at, updated_at, indexed_at, jobs, last_ok_at, last_error_at, errors, \
+     protocol, client_id, skipped";
 
 impl EndpointRow {
     pub(crate) fn into_stored(self) -> Result<StoredEndpoint> {
@@ -180,6 +229,11 @@ impl EndpointRow {
             .unwrap_or_default();
         let recent_errors: Vec<EndpointError> = serde_json::from_str(&self.errors)
             .map_err(|e| Error::Corrupt(format!("endpoint {} errors: {e}", self.id)))?;
+        let protocol = Protocol::parse(&self.protocol).ok_or_else(|| {
+            Error::Corrupt(format!("endpoint {} protocol {:?}", self.id, self.protocol))
+        })?;
+        let skipped_jobs: Value = serde_json::from_str(&self.skipped)
+            .map_err(|e| Error::Corrupt(format!("endpoint {} skipped: {e}", self.id)))?;
         let health = match (self.indexed_at, self.last_ok_at, self.last_error_at) {
             (None, _, _) => EndpointHealth::Unindexed,
             // On a tie (same millisecond) the failure is shown: the cautious reading.
@@ -198,6 +252,9 @@ impl EndpointRow {
                 last_error_at: self.last_error_at.map(ms_to_time),
                 recent_errors,
                 health,
+                protocol,
+                client_id: self.client_id,
+                skipped_jobs,
             },
             secret: self.secret,
             index,
@@ -446,6 +503,9 @@ mod tests {
             last_ok_at: ok,
             last_error_at: err,
             errors: "[]".into(),
+            protocol: "flare".into(),
+            client_id: None,
+            skipped: "[]".into(),
         }
         .into_stored()
         .expect("row")

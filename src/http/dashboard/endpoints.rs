@@ -263,6 +263,9 @@ fn endpoint_table(endpoints: &[EndpointSummary], actions: bool) -> Markup {
                         td {
                             code.url title={ "registered " (e.created_at.to_rfc3339()) } { (e.url) }
                             br; span.id.mono.muted { (e.id) }
+                            @if e.protocol == crate::store::endpoints::Protocol::TriggerDevV2 {
+                                br; span.badge.protocol title={ "Trigger.dev v2 client " (e.client_id.as_deref().unwrap_or("")) } { "Trigger.dev v2" }
+                            }
                         }
                         td.jobs {
                             @if e.jobs.is_empty() { span.muted { "none" } }
@@ -280,6 +283,21 @@ fn endpoint_table(endpoints: &[EndpointSummary], actions: bool) -> Markup {
                                     button.reindex type="submit" title="Ask the endpoint for its jobs again" { "Re-index" }
                                 }
                                 a.button.danger.remove href=(action_href(&e.id, "remove")) title="Remove it (asks first)" { "Remove…" }
+                            }
+                        }
+                    }
+                    @if let Some(skipped) = e.skipped_jobs.as_array().filter(|s| !s.is_empty()) {
+                        tr.endpoint-skipped data-endpoint-skipped=(e.id) {
+                            td colspan=(columns) {
+                                span.muted { "Not run by Flare:" }
+                                ul.skipped {
+                                    @for job in skipped {
+                                        li {
+                                            code { (job["id"].as_str().unwrap_or("?")) } ": "
+                                            (job["reason"].as_str().unwrap_or(""))
+                                        }
+                                    }
+                                }
                             }
                         }
                     }

@@ -28,6 +28,9 @@ fn endpoint_row(r: &Row) -> Result<EndpointRow> {
         last_ok_at: r.try_get(7)?,
         last_error_at: r.try_get(8)?,
         errors: r.try_get(9)?,
+        protocol: r.try_get(10)?,
+        client_id: r.try_get(11)?,
+        skipped: r.try_get(12)?,
     })
 }
 
@@ -129,9 +132,14 @@ async fn apply_index<C: GenericClient>(
     }
     exec(
         c,
-        "UPDATE endpoints SET jobs = $2, indexed_at = $3, last_ok_at = $3, \
+        "UPDATE endpoints SET jobs = $2, indexed_at = $3, last_ok_at = $3, skipped = $4, \
          updated_at = GREATEST($3, updated_at + 1) WHERE id = $1",
-        &[&id, &index.raw.to_string(), &index.now],
+        &[
+            &id,
+            &index.raw.to_string(),
+            &index.now,
+            &index.skipped.to_string(),
+        ],
     )
     .await?;
     Ok(IndexApplied {
@@ -151,9 +159,16 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         let inserted = exec(
             &tx,
-            "INSERT INTO endpoints (id, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $4) \
-             ON CONFLICT DO NOTHING",
-            &[&ep.id, &ep.url, &ep.secret, &ep.now],
+            "INSERT INTO endpoints (id, url, secret, created_at, updated_at, protocol, client_id) \
+             VALUES ($1, $2, $3, $4, $4, $5, $6) ON CONFLICT DO NOTHING",
+            &[
+                &ep.id,
+                &ep.url,
+                &ep.secret,
+                &ep.now,
+                &ep.protocol.as_str(),
+                &ep.client_id,
+            ],
         )
         .await?;
         if inserted == 0 {
@@ -172,11 +187,21 @@ impl PgStore {
         let client = self.conn().await?;
         self.write_one(
             &client,
-            "INSERT INTO endpoints (id, url, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $4) \
+            "INSERT INTO endpoints (id, url, secret, created_at, updated_at, protocol, client_id) \
+             VALUES ($1, $2, $3, $4, $4, $5, $6) \
              ON CONFLICT (id) DO UPDATE SET secret = excluded.secret, \
+             protocol = excluded.protocol, client_id = excluded.client_id, \
              updated_at = GREATEST(excluded.updated_at, endpoints.updated_at + 1) \
-             WHERE endpoints.secret <> excluded.secret",
-            &[&ep.id, &ep.url, &ep.secret, &ep.now],
+             WHERE endpoints.secret <> excluded.secret OR endpoints.protocol <> excluded.protocol \
+             OR endpoints.client_id IS DISTINCT FROM excluded.client_id",
+            &[
+                &ep.id,
+                &ep.url,
+                &ep.secret,
+                &ep.now,
+                &ep.protocol.as_str(),
+                &ep.client_id,
+            ],
         )
         .await?;
         Ok(())

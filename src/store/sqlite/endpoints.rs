@@ -26,6 +26,9 @@ fn endpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EndpointRow> {
         last_ok_at: r.get(7)?,
         last_error_at: r.get(8)?,
         errors: r.get(9)?,
+        protocol: r.get(10)?,
+        client_id: r.get(11)?,
+        skipped: r.get(12)?,
     })
 }
 
@@ -115,10 +118,15 @@ fn apply_index(ctx: &mut WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Resul
     }
     ctx.conn
         .prepare_cached(
-            "UPDATE endpoints SET jobs = ?2, indexed_at = ?3, last_ok_at = ?3, \
+            "UPDATE endpoints SET jobs = ?2, indexed_at = ?3, last_ok_at = ?3, skipped = ?4, \
              updated_at = max(?3, updated_at + 1) WHERE id = ?1",
         )?
-        .execute(params![id, index.raw.to_string(), index.now])?;
+        .execute(params![
+            id,
+            index.raw.to_string(),
+            index.now,
+            index.skipped.to_string()
+        ])?;
     Ok(IndexApplied {
         removed,
         cancelled_runs,
@@ -136,10 +144,17 @@ impl SqliteStore {
             let inserted = ctx
                 .conn
                 .prepare_cached(
-                    "INSERT INTO endpoints (id, url, secret, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4) \
-                     ON CONFLICT DO NOTHING",
+                    "INSERT INTO endpoints (id, url, secret, created_at, updated_at, protocol, client_id) \
+                     VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
                 )?
-                .execute(params![ep.id, ep.url, ep.secret, ep.now])?;
+                .execute(params![
+                    ep.id,
+                    ep.url,
+                    ep.secret,
+                    ep.now,
+                    ep.protocol.as_str(),
+                    ep.client_id
+                ])?;
             if inserted == 0 {
                 return Err(Error::Conflict(format!(
                     "the endpoint {} is registered already",
@@ -156,12 +171,22 @@ impl SqliteStore {
         self.write(move |ctx| {
             ctx.conn
                 .prepare_cached(
-                    "INSERT INTO endpoints (id, url, secret, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4) \
+                    "INSERT INTO endpoints (id, url, secret, created_at, updated_at, protocol, client_id) \
+                     VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6) \
                      ON CONFLICT (id) DO UPDATE SET secret = excluded.secret, \
+                     protocol = excluded.protocol, client_id = excluded.client_id, \
                      updated_at = max(excluded.updated_at, endpoints.updated_at + 1) \
-                     WHERE endpoints.secret <> excluded.secret",
+                     WHERE endpoints.secret <> excluded.secret OR endpoints.protocol <> excluded.protocol \
+                     OR endpoints.client_id IS NOT excluded.client_id",
                 )?
-                .execute(params![ep.id, ep.url, ep.secret, ep.now])?;
+                .execute(params![
+                    ep.id,
+                    ep.url,
+                    ep.secret,
+                    ep.now,
+                    ep.protocol.as_str(),
+                    ep.client_id
+                ])?;
             Ok(())
         })
         .await

@@ -47,6 +47,8 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("0007_health.sql")),
     (8, include_str!("0008_rollups.sql")),
     (9, include_str!("0009_steps.sql")),
+    // 10 is reserved for another change.
+    (11, include_str!("0011_endpoint_protocol.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

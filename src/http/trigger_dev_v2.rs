@@ -1,0 +1,371 @@
+//! The Trigger.dev v2 platform API that `@trigger.dev/sdk` 2.x calls (protected routes; the SDK
+//! sends `Authorization: Bearer <apiKey>`): endpoint registration as the v2 CLI does it, the
+//! task calls of a run in progress (see [`crate::endpoints::v2_runs`]) and the read routes Flare
+//! has a counterpart for. The SDK's other calls (integrations, sources, dynamic triggers and
+//! schedules, status updates, the key-value store, invoking a job) answer 501 with a JSON error
+//! that names the feature. The event routes are in [`super::compat`].
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::body::JsonBody;
+use super::compat::{trigger_dev_event, trigger_dev_status, TriggerDevEvent, TriggerDevOptions};
+use super::{ApiError, AppState};
+use crate::endpoints::trigger_dev_v2::{ErrorWithStack, LAZY_LOADED_CACHED_TASKS};
+use crate::endpoints::v2_runs::{Execution, NewTask, TaskError};
+use crate::model::Run;
+use crate::store::endpoints::Protocol;
+use crate::store::query::RunQuery;
+
+/// The routes (protected).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/endpoints", post(register))
+        .route("/api/v1/runs/{run}/tasks", post(task_create))
+        .route(
+            "/api/v1/runs/{run}/tasks/{id}/complete",
+            post(task_complete),
+        )
+        .route("/api/v1/runs/{run}/tasks/{id}/fail", post(task_fail))
+        .route("/api/v2/runs/{run}", get(run_get))
+        .route("/api/v2/runs/{run}/statuses", get(run_statuses))
+        .route("/api/v1/runs/{run}/cancel", post(run_cancel))
+        .route("/api/v1/jobs/{job}/runs", get(job_runs))
+        .route("/api/v1/events/{id}/cancel-runs", post(event_cancel_runs))
+        .route("/api/v1/jobs/{job}/invoke", post(unsupported_invoke))
+        .route(
+            "/api/v1/jobs/{job}/cancel-runs",
+            post(unsupported_cancel_job_runs),
+        )
+        .route(
+            "/api/v1/runs/{run}/statuses/{id}",
+            any(unsupported_statuses),
+        )
+        .route("/api/v1/store/{key}", any(unsupported_store))
+        .route(
+            "/api/v1/event-dispatchers/ephemeral",
+            any(unsupported_dispatcher),
+        )
+        .route("/api/v1/webhooks/{key}", any(unsupported_webhooks))
+        .route("/api/v1/{client}/auth/{id}", any(unsupported_auth))
+        .route(
+            "/api/v1/{client}/schedules/{*rest}",
+            any(unsupported_schedules),
+        )
+        .route("/api/v2/{client}/sources/{*rest}", any(unsupported_sources))
+        .route(
+            "/api/v2/{client}/triggers/{*rest}",
+            any(unsupported_triggers),
+        )
+}
+
+/// `POST /api/v1/endpoints` as the v2 CLI sends it.
+#[derive(Debug, Deserialize)]
+struct Register {
+    url: String,
+    name: String,
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, key) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| key.trim().to_string())
+        .filter(|k| !k.is_empty())
+}
+
+/// Registers (or registers again) a Trigger.dev v2 endpoint: Flare PINGs it with the client id
+/// and the Bearer key, indexes it and answers the endpoint record.
+async fn register(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Register>,
+) -> Result<Response, ApiError> {
+    let key = bearer(&headers).ok_or_else(|| {
+        ApiError::BadRequest(
+            "send Authorization: Bearer <apiKey>: Flare calls the endpoint back with that key (x-trigger-api-key)".into(),
+        )
+    })?;
+    let summary = state
+        .endpoints
+        .add_with(
+            &body.url,
+            Some(key),
+            Protocol::TriggerDevV2,
+            Some(body.name.clone()),
+        )
+        .await?;
+    let mut record = serde_json::to_value(&summary).unwrap_or(Value::Null);
+    if let Value::Object(fields) = &mut record {
+        fields.insert("name".into(), json!(body.name));
+        fields.insert("slug".into(), json!(body.name));
+    }
+    Ok(Json(record).into_response())
+}
+
+fn execution(state: &AppState, run: &str) -> Result<std::sync::Arc<Execution>, ApiError> {
+    state.endpoints.v2_runs().get(run).ok_or_else(|| {
+        ApiError::Conflict(format!(
+            "run {run:?} is not executing on this Flare node: only the run's current execution may create, complete or fail its tasks"
+        ))
+    })
+}
+
+impl From<TaskError> for ApiError {
+    fn from(e: TaskError) -> Self {
+        match e {
+            TaskError::NotFound(m) => ApiError::NotFound(m),
+            TaskError::Conflict(m) => ApiError::Conflict(m),
+            TaskError::BadRequest(m) => ApiError::BadRequest(m),
+            TaskError::TooLarge(m) => ApiError::PayloadTooLarge(m),
+            TaskError::Unsupported(m) => ApiError::NotImplemented(m),
+        }
+    }
+}
+
+/// The `params` of a `Send Event` task.
+#[derive(Debug, Deserialize)]
+struct SendEventParams {
+    event: TriggerDevEvent,
+    #[serde(default)]
+    options: Option<TriggerDevOptions>,
+}
+
+async fn task_create(
+    State(state): State<AppState>,
+    Path(run): Path<String>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Value>,
+) -> Result<Response, ApiError> {
+    let exec = execution(&state, &run)?;
+    let new: NewTask = serde_json::from_value(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid task: {e}")))?;
+    let send = match (new.name.as_deref(), &new.params) {
+        (Some("Send Event"), Some(params)) => {
+            let p: SendEventParams = serde_json::from_value(params.clone())
+                .map_err(|e| ApiError::BadRequest(format!("invalid Send Event params: {e}")))?;
+            Some(trigger_dev_event(p.event, p.options.as_ref())?)
+        }
+        _ => None,
+    };
+    let task = exec.create(new, send).await?;
+    let lazy = headers.get("trigger-version").and_then(|v| v.to_str().ok())
+        == Some(LAZY_LOADED_CACHED_TASKS);
+    if lazy {
+        let mut res = Json(json!({ "task": task, "cachedTasks": { "tasks": [] } })).into_response();
+        res.headers_mut().insert(
+            "trigger-version",
+            HeaderValue::from_static(LAZY_LOADED_CACHED_TASKS),
+        );
+        Ok(res)
+    } else {
+        Ok(Json(task).into_response())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Complete {
+    #[serde(default)]
+    output: Option<String>,
+}
+
+async fn task_complete(
+    State(state): State<AppState>,
+    Path((run, id)): Path<(String, String)>,
+    JsonBody(body): JsonBody<Complete>,
+) -> Result<Response, ApiError> {
+    let exec = execution(&state, &run)?;
+    Ok(Json(exec.complete(&id, body.output.as_deref()).await?).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct Fail {
+    error: ErrorWithStack,
+}
+
+async fn task_fail(
+    State(state): State<AppState>,
+    Path((run, id)): Path<(String, String)>,
+    JsonBody(body): JsonBody<Fail>,
+) -> Result<Response, ApiError> {
+    let exec = execution(&state, &run)?;
+    Ok(Json(exec.fail(&id, &body.error).await?).into_response())
+}
+
+/// Trigger.dev's `Run` fields of a Flare run.
+fn run_json(run: &Run) -> Value {
+    json!({
+        "id": run.id,
+        "status": trigger_dev_status(run.status),
+        "startedAt": run.started_at,
+        "updatedAt": run.finished_at.or(run.started_at).unwrap_or(run.created_at),
+        "completedAt": run.finished_at,
+    })
+}
+
+async fn run_get(
+    State(state): State<AppState>,
+    Path(run): Path<String>,
+) -> Result<Response, ApiError> {
+    let detail = state
+        .client
+        .store()
+        .run_detail(&run)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("run {run:?} not found")))?;
+    let tasks: Vec<Value> = detail
+        .steps
+        .iter()
+        .filter(|s| !s.key.starts_with("flare:"))
+        .map(|s| {
+            json!({
+                "id": crate::endpoints::v2_runs::task_id(&run, &s.key),
+                "displayKey": s.key,
+                "status": match s.status {
+                    crate::model::StepStatus::Succeeded => "COMPLETED",
+                    crate::model::StepStatus::Failed => "ERRORED",
+                    _ => "WAITING",
+                },
+                "name": s.kind.as_str(),
+                "icon": null,
+                "startedAt": s.started_at,
+                "completedAt": s.finished_at,
+            })
+        })
+        .collect();
+    let mut body = run_json(&detail.run);
+    if let Value::Object(fields) = &mut body {
+        fields.insert(
+            "output".into(),
+            detail.run.output.clone().unwrap_or(Value::Null),
+        );
+        fields.insert("tasks".into(), Value::Array(tasks));
+        fields.insert("statuses".into(), json!([]));
+    }
+    Ok(Json(body).into_response())
+}
+
+async fn run_statuses(
+    State(state): State<AppState>,
+    Path(run): Path<String>,
+) -> Result<Response, ApiError> {
+    let detail = state
+        .client
+        .store()
+        .run_detail(&run)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("run {run:?} not found")))?;
+    Ok(Json(json!({
+        "run": {"id": detail.run.id, "status": trigger_dev_status(detail.run.status), "output": detail.run.output},
+        "statuses": [],
+    }))
+    .into_response())
+}
+
+async fn run_cancel(
+    State(state): State<AppState>,
+    Path(run): Path<String>,
+) -> Result<Response, ApiError> {
+    let now = state.client.clock().now_ms();
+    state.client.store().run_cancel(&run, now).await?;
+    run_get(State(state), Path(run)).await
+}
+
+#[derive(Debug, Deserialize)]
+struct RunsQuery {
+    #[serde(default)]
+    take: Option<usize>,
+}
+
+async fn job_runs(
+    State(state): State<AppState>,
+    Path(job): Path<String>,
+    Query(q): Query<RunsQuery>,
+) -> Result<Response, ApiError> {
+    let page = state
+        .client
+        .store()
+        .runs_list(RunQuery {
+            job_id: Some(job),
+            limit: q.take.unwrap_or(20).clamp(1, 50),
+            ..RunQuery::default()
+        })
+        .await?;
+    let runs: Vec<Value> = page.items.iter().map(|r| run_json(&r.run)).collect();
+    Ok(Json(json!({ "runs": runs })).into_response())
+}
+
+/// Cancels the queued runs of an event (runs already executing or finished are left).
+async fn event_cancel_runs(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let store = state.client.store();
+    let detail = store
+        .event_detail(&id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("event {id:?} not found")))?;
+    let now = state.client.clock().now_ms();
+    let mut cancelled = Vec::new();
+    let mut failed = Vec::new();
+    for run in &detail.runs {
+        if run.status == crate::model::RunStatus::Queued {
+            match store.run_cancel(&run.id, now).await {
+                Ok(()) => cancelled.push(run.id.clone()),
+                Err(e) => failed.push(json!({"id": run.id, "error": e.to_string()})),
+            }
+        }
+    }
+    Ok(
+        Json(json!({ "cancelledRunIds": cancelled, "failedToCancelRunIds": failed }))
+            .into_response(),
+    )
+}
+
+fn unsupported(feature: &str) -> ApiError {
+    ApiError::NotImplemented(format!(
+        "{feature} is a Trigger.dev v2 feature Flare does not have (see docs/trigger-dev-v2.md)"
+    ))
+}
+
+async fn unsupported_invoke() -> ApiError {
+    unsupported(
+        "invoking a job (invokeJob / invokeTrigger); send an event its trigger matches instead",
+    )
+}
+async fn unsupported_cancel_job_runs() -> ApiError {
+    unsupported("cancelling every run of a job (cancelRunsForJob)")
+}
+async fn unsupported_statuses() -> ApiError {
+    unsupported("run status updates (io.createStatus)")
+}
+async fn unsupported_store() -> ApiError {
+    unsupported("the key-value store (io.store)")
+}
+async fn unsupported_dispatcher() -> ApiError {
+    unsupported("ephemeral event dispatchers (io.waitForEvent)")
+}
+async fn unsupported_webhooks() -> ApiError {
+    unsupported("webhook triggers")
+}
+async fn unsupported_auth() -> ApiError {
+    unsupported("integration connections (auth)")
+}
+async fn unsupported_schedules() -> ApiError {
+    unsupported("dynamic schedules")
+}
+async fn unsupported_sources() -> ApiError {
+    unsupported("external sources")
+}
+async fn unsupported_triggers() -> ApiError {
+    unsupported("dynamic triggers")
+}
