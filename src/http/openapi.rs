@@ -601,6 +601,83 @@ fn with_common_responses(mut paths: Value) -> Value {
     paths
 }
 
+/// A path parameter named `name`.
+fn path_param(name: &str, description: &str) -> Value {
+    json!({ "name": name, "in": "path", "required": true, "description": description, "schema": string() })
+}
+
+/// The Trigger.dev v2 platform routes the SDK calls (`http/trigger_dev_v2.rs`, docs/trigger-dev-v2.md).
+fn trigger_dev_v2_paths() -> Value {
+    let run = path_param("run", "The run id.");
+    let task = path_param("id", "The task id Flare gave.");
+    let object = json!({ "type": "object" });
+    let body = json!({ "required": true, "content": { "application/json": { "schema": object } } });
+    let not_executing =
+        error("The run is not executing now: only its current execution writes its tasks.");
+    let unsupported = |feature: &str| {
+        json!({ "post": {
+        "summary": format!("Trigger.dev v2 {feature}: not in Flare (any method)"),
+        "responses": { "501": error(&format!("Flare does not have {feature}; the message names it.")) } } })
+    };
+    json!({
+        "/api/v1/endpoints": { "post": {
+            "summary": "Trigger.dev v2 CLI: register an endpoint {url, name} (PING, then INDEX_ENDPOINT)",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["url", "name"], "properties": { "url": string(), "name": string() } } } } },
+            "responses": { "200": ok("The endpoint, as /api/endpoints/{id} shows it.", object.clone()),
+                "400": error("Bad url or name."), "502": error("The endpoint's PING or index failed; the message says how.") }
+        }},
+        "/api/v1/runs/{run}/tasks": { "post": {
+            "summary": "Trigger.dev v2 io.runTask: create a task, or return the stored one for its idempotency key",
+            "parameters": [run.clone()], "requestBody": body.clone(),
+            "responses": { "200": ok("The task (ServerTask), with cached tasks when the SDK asks for them.", object.clone()),
+                "400": error("Bad task."), "404": error("No such run."), "409": not_executing.clone() }
+        }},
+        "/api/v1/runs/{run}/tasks/{id}/complete": { "post": {
+            "summary": "Trigger.dev v2: a task completed with its output",
+            "parameters": [run.clone(), task.clone()], "requestBody": body.clone(),
+            "responses": { "200": ok("The task.", object.clone()), "404": error("No such task."),
+                "409": not_executing.clone(), "413": error("The output is over the limit.") }
+        }},
+        "/api/v1/runs/{run}/tasks/{id}/fail": { "post": {
+            "summary": "Trigger.dev v2: a task failed with its error",
+            "parameters": [run.clone(), task], "requestBody": body,
+            "responses": { "200": ok("The task.", object.clone()), "404": error("No such task."), "409": not_executing }
+        }},
+        "/api/v2/runs/{run}": { "get": {
+            "summary": "Trigger.dev v2 getRun", "parameters": [run.clone()],
+            "responses": { "200": ok("The run.", object.clone()), "404": error("No such run.") }
+        }},
+        "/api/v2/runs/{run}/statuses": { "get": {
+            "summary": "Trigger.dev v2 getRunStatuses", "parameters": [run.clone()],
+            "responses": { "200": ok("The run's status and statuses.", object.clone()), "404": error("No such run.") }
+        }},
+        "/api/v1/runs/{run}/cancel": { "post": {
+            "summary": "Trigger.dev v2 cancelRun", "parameters": [run],
+            "responses": { "200": ok("The run.", object.clone()), "404": error("No such run."), "409": error("The run has finished.") }
+        }},
+        "/api/v1/jobs/{job}/runs": { "get": {
+            "summary": "Trigger.dev v2 getRuns: a job's runs, newest first",
+            "parameters": [path_param("job", "The job id.")],
+            "responses": { "200": ok("The runs.", object.clone()) }
+        }},
+        "/api/v1/events/{id}/cancel-runs": { "post": {
+            "summary": "Trigger.dev v2 cancelRunsForEvent", "parameters": [id_param("event")],
+            "responses": { "200": ok("The runs cancelled and those that could not be.", object), "404": error("No such event.") }
+        }},
+        "/api/v1/jobs/{job}/invoke": unsupported("invokeJob"),
+        "/api/v1/jobs/{job}/cancel-runs": unsupported("cancelJobRuns"),
+        "/api/v1/runs/{run}/statuses/{id}": unsupported("io.createStatus"),
+        "/api/v1/store/{key}": unsupported("io.store"),
+        "/api/v1/event-dispatchers/ephemeral": unsupported("io.waitForEvent"),
+        "/api/v1/webhooks/{key}": unsupported("webhook triggers"),
+        "/api/v1/{client}/auth/{id}": unsupported("integrations"),
+        "/api/v1/{client}/schedules/{rest}": unsupported("dynamic schedules"),
+        "/api/v2/{client}/sources/{rest}": unsupported("external sources"),
+        "/api/v2/{client}/triggers/{rest}": unsupported("dynamic triggers"),
+    })
+}
+
 /// The document.
 pub fn document() -> Value {
     json!({
@@ -617,7 +694,7 @@ pub fn document() -> Value {
         "security": [{ "bearer": [] }],
         "tags": [{ "name": "dashboard", "description": "HTML pages and form actions for people, not an API." }],
         "paths": with_common_responses(
-            [trigger_paths(), endpoint_paths(), ingest_paths(), dashboard_paths()]
+            [trigger_paths(), endpoint_paths(), ingest_paths(), trigger_dev_v2_paths(), dashboard_paths()]
                 .into_iter()
                 .fold(paths(), merged),
         ),
@@ -665,6 +742,7 @@ mod tests {
         ("endpoints", include_str!("endpoints.rs")),
         ("trigger", include_str!("trigger.rs")),
         ("compat", include_str!("compat.rs")),
+        ("trigger_dev_v2", include_str!("trigger_dev_v2.rs")),
         ("webhooks", include_str!("webhooks.rs")),
         ("dashboard", include_str!("dashboard/mod.rs")),
     ];
