@@ -367,7 +367,8 @@ impl Client {
     /// dashboard) see it at once.
     pub async fn register_job(&self, job: Job) -> Result<(), Error> {
         let spec = self.inner.engine.define(job)?;
-        self.inner.store.job_define(spec).await?;
+        let now = self.inner.clock.now_ms();
+        self.inner.store.job_define_at(spec, now).await?;
         Ok(())
     }
 

@@ -66,6 +66,8 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("0006_endpoints_nodes.sql")),
     (7, include_str!("0007_health.sql")),
     (8, include_str!("0008_steps.sql")),
+    // 9 to 11 belong to other changes; versions need not be consecutive.
+    (12, include_str!("0012_schedules.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

@@ -47,6 +47,8 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("0007_health.sql")),
     (8, include_str!("0008_rollups.sql")),
     (9, include_str!("0009_steps.sql")),
+    // 10 and 11 belong to other changes; versions need not be consecutive.
+    (12, include_str!("0012_schedules.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
