@@ -430,7 +430,82 @@ async fn the_jobs_list_shows_the_schedule_and_next_runs(db: TestDb) {
     client.shutdown().await;
 }
 
+async fn an_endpoint_index_schedules_its_jobs_and_unschedules_them(db: TestDb) {
+    use flare::job::JobSpec;
+    use flare::store::endpoints::{EndpointIndex, NewEndpoint};
+    let t0 = at("2026-03-01T12:00:00Z");
+    let clock = ManualClock::new(t0);
+    let client = node(&db, &clock).await;
+    // What the registry stores for an index (the protocol's parsing is unit-tested).
+    let index = |jobs: Value| {
+        let specs = jobs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let every = d["trigger"]["schedule"]["intervalSeconds"].as_u64();
+                JobSpec {
+                    id: "ep-poll".into(),
+                    name: "Poll".into(),
+                    version: d["version"].as_str().unwrap().into(),
+                    event: match every {
+                        Some(_) => Schedule::event_name("ep-poll"),
+                        None => "poll.requested".into(),
+                    },
+                    filter: None,
+                    schedule: every
+                        .map(|s| Schedule::interval(Duration::from_secs(s)).expect("valid")),
+                    retry: flare::RetryPolicy::default(),
+                    timeout: Duration::from_secs(30),
+                    concurrency: None,
+                }
+            })
+            .collect();
+        EndpointIndex {
+            jobs: specs,
+            raw: jobs,
+            now: clock.now_ms(),
+        }
+    };
+    let poll = json!({"id": "ep-poll", "name": "Poll", "version": "1.0.0",
+        "trigger": {"schedule": {"intervalSeconds": 60}}});
+    let store = client.store();
+    store
+        .endpoint_create(
+            NewEndpoint {
+                id: "ep_1".into(),
+                url: "http://127.0.0.1:9/flare".into(),
+                secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+                now: t0,
+            },
+            index(json!([poll])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next_tick(&client, "ep-poll").await, Some(t0 + 60_000));
+    clock.set(t0 + 60_000);
+    assert_eq!(fire(&client).await, 1);
+    // Re-indexed with the job on an event: unscheduled.
+    let on_event = json!({"id": "ep-poll", "name": "Poll", "version": "1.0.1",
+        "trigger": {"event": "poll.requested"}});
+    store
+        .endpoint_index("ep_1", index(json!([on_event])))
+        .await
+        .unwrap();
+    assert_eq!(next_tick(&client, "ep-poll").await, None);
+    // Scheduled again, then the endpoint removed: unscheduled with its jobs.
+    store
+        .endpoint_index("ep_1", index(json!([poll])))
+        .await
+        .unwrap();
+    assert_eq!(next_tick(&client, "ep-poll").await, Some(t0 + 120_000));
+    store.endpoint_remove("ep_1", clock.now_ms()).await.unwrap();
+    assert!(store.schedules_list().await.unwrap().is_empty());
+    client.shutdown().await;
+}
+
 backend_tests!(
+    an_endpoint_index_schedules_its_jobs_and_unschedules_them,
     a_cron_job_runs_once_per_tick_and_not_before,
     an_interval_job_runs_once_per_interval,
     two_nodes_fire_each_tick_once,
