@@ -504,6 +504,9 @@ pub struct ScheduleState {
     pub last_tick: Option<i64>,
 }
 
+/// A row of `schedules` as read: job id, stored spec, time zone, next tick, last tick.
+pub(crate) type ScheduleRow = (String, String, Option<String>, i64, Option<i64>);
+
 /// The event that fires `job_id`'s `tick` (ms), inserted at `now`: id `schedule:<job>:<tick>` (so
 /// a tick inserted twice is one event), name `schedule.<job>`, source `schedule`, payload
 /// `{"ts": <tick>, "lastTimestamp": <previous tick or null>}` as RFC 3339 times (Trigger.dev's

@@ -395,7 +395,7 @@ pub(super) async fn schedule_sync<C: GenericClient>(c: &C, spec: &JobSpec, now: 
 }
 
 /// Reads a row of `schedules` (`job_id, spec, timezone, next_tick, last_tick`).
-fn schedule_row(r: &Row) -> Result<(String, String, Option<String>, i64, Option<i64>)> {
+fn schedule_row(r: &Row) -> Result<crate::store::ScheduleRow> {
     Ok((
         r.try_get(0)?,
         r.try_get(1)?,

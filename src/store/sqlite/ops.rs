@@ -275,9 +275,7 @@ pub(super) fn schedule_sync(conn: &Connection, spec: &JobSpec, now: i64) -> Resu
 }
 
 /// Reads a row of `schedules` (`job_id, spec, timezone, next_tick, last_tick`).
-fn schedule_row(
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(String, String, Option<String>, i64, Option<i64>)> {
+fn schedule_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<crate::store::ScheduleRow> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
 }
 
@@ -595,7 +593,9 @@ impl SqliteStore {
     /// See [`crate::store::Store::runs_rescue`].
     pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
         self.write(move |ctx| {
-            let rescued: Vec<(String, u32, Option<i64>, String, String, Option<i64>)> = ctx
+            // id, attempt, started, error, job, finished
+            type Rescued = (String, u32, Option<i64>, String, String, Option<i64>);
+            let rescued: Vec<Rescued> = ctx
                 .conn
                 .prepare_cached(
                     "UPDATE runs SET \
