@@ -229,6 +229,7 @@ async fn a_restart_neither_loses_nor_doubles_a_tick(db: TestDb) {
         .unwrap();
     clock.set(t0 + 60_000);
     assert_eq!(fire(&first).await, 1);
+    settled(&first, &Schedule::event_id("report", t0 + 60_000)).await;
     clock.set(t0 + 90_000);
     first.shutdown().await;
     drop(first);
@@ -259,7 +260,7 @@ async fn a_restart_neither_loses_nor_doubles_a_tick(db: TestDb) {
             source: "schedule".into(),
             parent_run_id: None,
             deliver_at: None,
-            now: tick,
+            now: clock.now_ms(),
         })
         .await
         .unwrap();
