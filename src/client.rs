@@ -366,8 +366,12 @@ impl Client {
     /// Defines a job and waits until its definition is stored, so other processes (and the
     /// dashboard) see it at once.
     pub async fn register_job(&self, job: Job) -> Result<(), Error> {
-        let spec = self.inner.engine.define(job)?;
-        self.inner.store.job_define(spec).await?;
+        // Registered here and written once, by this call: `define` would also write it from a
+        // background task, which may land after a later definition and put back an old
+        // schedule (and its next tick).
+        let spec = self.inner.engine.define_local(job)?;
+        let now = self.inner.clock.now_ms();
+        self.inner.store.job_define_at(spec, now).await?;
         Ok(())
     }
 

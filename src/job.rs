@@ -27,6 +27,7 @@ use crate::engine::retry::RetryPolicy;
 use crate::filter::{Filter, InvalidFilter};
 use crate::io::Io;
 use crate::model::validate_event_name;
+pub use crate::schedule::{InvalidSchedule, Schedule};
 
 /// A payload type that names its event, so a sender and a job cannot disagree on the name or shape.
 ///
@@ -105,11 +106,21 @@ pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// A type-erased job body: takes the raw payload and the run's `io`.
 pub(crate) type Handler = Arc<dyn Fn(Value, Io) -> BoxFuture + Send + Sync>;
 
-/// The event a job listens for, optionally narrowed by a payload filter.
+/// What starts a job: an event (optionally narrowed by a payload filter), or a schedule (a cron
+/// expression in a time zone, or an interval).
 #[derive(Debug, Clone)]
 pub struct Trigger {
     pub(crate) event: String,
     pub(crate) filter: Option<Value>,
+    pub(crate) schedule: Option<ScheduleDraft>,
+}
+
+/// A schedule as written, checked when the job is defined.
+#[derive(Debug, Clone)]
+pub(crate) enum ScheduleDraft {
+    Cron { expr: String, tz: Option<String> },
+    Interval(Duration),
+    Checked(Schedule),
 }
 
 /// A trigger on the event `name`.
@@ -117,13 +128,61 @@ pub fn event_trigger(name: impl Into<String>) -> Trigger {
     Trigger {
         event: name.into(),
         filter: None,
+        schedule: None,
+    }
+}
+
+/// A trigger on a cron expression (5 fields, `minute hour day-of-month month day-of-week`, or 6
+/// with seconds first), in UTC unless [`Trigger::tz`] names a zone. `cron_trigger("0 9 * * 1-5")`
+/// runs the job at 09:00 on weekdays. The expression is checked when the job is defined.
+///
+/// Each tick inserts one event named `schedule.<job id>` (source `schedule`, payload
+/// `{"ts": <tick>, "lastTimestamp": <previous tick or null>}`), so its runs retry and show like
+/// any other. See [`Schedule`] for what happens after downtime.
+pub fn cron_trigger(expr: impl Into<String>) -> Trigger {
+    Trigger {
+        event: String::new(),
+        filter: None,
+        schedule: Some(ScheduleDraft::Cron {
+            expr: expr.into(),
+            tz: None,
+        }),
+    }
+}
+
+/// A trigger every `every` (at least one second), counted from when the job is first defined.
+pub fn interval_trigger(every: Duration) -> Trigger {
+    Trigger {
+        event: String::new(),
+        filter: None,
+        schedule: Some(ScheduleDraft::Interval(every)),
+    }
+}
+
+/// A trigger on a schedule already checked ([`Schedule::cron`], [`Schedule::interval`]), e.g.
+/// read from another SDK's job definition.
+pub fn schedule_trigger(schedule: Schedule) -> Trigger {
+    Trigger {
+        event: String::new(),
+        filter: None,
+        schedule: Some(ScheduleDraft::Checked(schedule)),
     }
 }
 
 impl Trigger {
-    /// Only start the job for payloads that match `filter` (see [`crate::Filter`]).
+    /// Only start the job for payloads that match `filter` (see [`crate::Filter`]). Event
+    /// triggers only: a scheduled job with a filter is refused.
     pub fn filter(mut self, filter: Value) -> Self {
         self.filter = Some(filter);
+        self
+    }
+    /// The IANA time zone a cron trigger's expression is read in (`Europe/Paris`); UTC by
+    /// default. Daylight saving is followed: `0 9 * * *` in `Europe/Paris` is 08:00 UTC in
+    /// winter and 07:00 UTC in summer.
+    pub fn tz(mut self, zone: impl Into<String>) -> Self {
+        if let Some(ScheduleDraft::Cron { tz, .. }) = &mut self.schedule {
+            *tz = Some(zone.into());
+        }
         self
     }
     /// The event name.
@@ -179,6 +238,14 @@ pub enum InvalidJob {
     /// No `.run(..)`.
     #[error("job {0}: no run function; add .run(|payload, io| async move {{ .. }})")]
     NoRun(String),
+    /// The trigger's schedule (cron expression, time zone, interval) is invalid.
+    #[error("job {job}: {source}")]
+    Schedule {
+        /// The job.
+        job: String,
+        /// The schedule problem.
+        source: InvalidSchedule,
+    },
     /// The trigger's event name is invalid.
     #[error("job {job}: {source}")]
     EventName {
@@ -307,7 +374,31 @@ impl Job {
             .trigger
             .ok_or_else(|| InvalidJob::NoTrigger(id.clone()))?;
         let handler = self.handler.ok_or_else(|| InvalidJob::NoRun(id.clone()))?;
-        validate_event_name(&trigger.event).map_err(|source| InvalidJob::EventName {
+        let schedule = match trigger.schedule {
+            None => None,
+            Some(draft) => {
+                let bad = |source| InvalidJob::Schedule {
+                    job: id.clone(),
+                    source,
+                };
+                if trigger.filter.is_some() {
+                    return Err(bad(InvalidSchedule::Filter));
+                }
+                Some(
+                    match draft {
+                        ScheduleDraft::Cron { expr, tz } => Schedule::cron(&expr, tz.as_deref()),
+                        ScheduleDraft::Interval(every) => Schedule::interval(every),
+                        ScheduleDraft::Checked(s) => Ok(s),
+                    }
+                    .map_err(bad)?,
+                )
+            }
+        };
+        let event = match schedule {
+            Some(_) => Schedule::event_name(&id),
+            None => trigger.event,
+        };
+        validate_event_name(&event).map_err(|source| InvalidJob::EventName {
             job: id.clone(),
             source,
         })?;
@@ -343,8 +434,9 @@ impl Job {
                 id,
                 name: self.name,
                 version: version.to_string(),
-                event: trigger.event,
+                event,
                 filter,
+                schedule,
                 retry: self.retry,
                 timeout: self.timeout,
                 concurrency: self.concurrency,
@@ -367,6 +459,10 @@ pub struct JobSpec {
     pub event: String,
     /// Its payload filter.
     pub filter: Option<Filter>,
+    /// Its schedule: the job then listens for `schedule.<id>`, which the scheduler sends at each
+    /// tick. `None` for an event trigger (and in definitions read back from the job table: the
+    /// schedule itself is kept in the `schedules` table).
+    pub schedule: Option<Schedule>,
     /// Its retry policy.
     pub retry: RetryPolicy,
     /// Per-attempt timeout.

@@ -59,6 +59,7 @@ pub mod metrics;
 pub mod model;
 pub mod reference_jobs;
 pub mod remote;
+pub mod schedule;
 pub mod server;
 pub mod store;
 pub mod webhooks;
@@ -77,5 +78,8 @@ pub use engine::retry::RetryPolicy;
 pub use engine::{Engine, EngineConfig};
 pub use filter::Filter;
 pub use io::{Io, Logger};
-pub use job::{event_trigger, Event, Job, JobError, Trigger};
+pub use job::{
+    cron_trigger, event_trigger, interval_trigger, schedule_trigger, Event, Job, JobError, Trigger,
+};
 pub use model::{Delay, Level, Run, RunStatus, Step, StepKind, StepStatus, StoredEvent};
+pub use schedule::Schedule;

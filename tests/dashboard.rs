@@ -1339,3 +1339,27 @@ async fn the_jobs_page_says_where_each_job_runs_and_flags_the_unserved() {
     );
     assert!(!banner.contains("greet"), "served jobs are not named");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_shows_a_schedule_and_its_next_run() {
+    let f = fixture().await;
+    f.client
+        .register_job(
+            Job::new("morning", "Morning report", "1.0.0")
+                .trigger(flare::cron_trigger("0 9 * * *").tz("Europe/Paris"))
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .await
+        .expect("scheduled job");
+    let next = flare::Schedule::cron("0 9 * * *", Some("Europe/Paris"))
+        .expect("valid")
+        .next_after(flare::Clock::now_ms(&f.clock))
+        .expect("a next tick");
+    let next = flare::model::ms_to_time(next).format("%Y-%m-%d %H:%M:%S");
+    let jobs = f.page("/jobs").await;
+    let row = &jobs[jobs.find("data-job=\"morning\"").expect("the job's row")..];
+    let row = &row[..row.find("</tr>").expect("row end")];
+    assert!(row.contains("cron 0 9 * * * (Europe/Paris)"), "{row}");
+    assert!(row.contains("next <time"), "{row}");
+    assert!(row.contains(&format!(">{next}</time>")), "{row}");
+}

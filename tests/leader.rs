@@ -119,6 +119,7 @@ async fn only_the_leader_delivers_rescues_and_prunes(db: TestDb) {
         pass,
         Some(Pass {
             delivered: 1,
+            fired: 0,
             rescued: 1,
             pruned: 1
         })

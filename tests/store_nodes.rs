@@ -28,6 +28,7 @@ fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         version: "1.0.0".into(),
         event: event.into(),
         filter: None,
+        schedule: None,
         retry: RetryPolicy::default().max_attempts(max_attempts),
         timeout: Duration::from_secs(30),
         concurrency: None,

@@ -218,9 +218,24 @@ impl Setup {
         assert_eq!(registered["protocol"], "trigger.dev-v2", "{registered}");
         let skipped = registered["skippedJobs"].to_string();
         assert!(
-            skipped.contains("nightly") && skipped.contains("cron"),
-            "a cron job is reported as not supported yet: {registered}"
+            !skipped.contains("nightly"),
+            "a cronTrigger job is scheduled, not skipped: {registered}"
         );
+        let jobs: Value = setup
+            .http
+            .get(format!("{}/api/jobs", setup.flare))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let nightly = jobs["jobs"]
+            .as_array()
+            .and_then(|jobs| jobs.iter().find(|j| j["id"] == "nightly"))
+            .unwrap_or_else(|| panic!("the cron job is a Flare job: {jobs}"));
+        assert_eq!(nightly["schedule"]["cron"], "0 0 * * *", "{nightly}");
+        assert!(nightly["schedule"]["nextRuns"][0].is_string(), "{nightly}");
         let page = setup
             .http
             .get(format!("{}/endpoints", setup.flare))

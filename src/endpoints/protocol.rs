@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::client::SendEvent;
 use crate::engine::retry::RetryPolicy;
 use crate::http::trigger::DelaySpec;
-use crate::job::{event_trigger, Job};
+use crate::job::{event_trigger, schedule_trigger, Job, Schedule};
 use crate::model::Level;
 
 /// Largest `timeoutMs` an index may give: one day.
@@ -87,15 +87,54 @@ pub struct JobDef {
     pub concurrency: Option<u32>,
 }
 
-/// A job's trigger.
+/// A job's trigger: an event (with an optional payload filter) or a schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TriggerDef {
     /// Event name.
-    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
     /// Payload filter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<Value>,
+    /// A schedule, in place of an event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleDef>,
+}
+
+/// A scheduled trigger: `{"cron": "0 9 * * 1-5", "timezone": "Europe/Paris"}` or
+/// `{"intervalSeconds": 300}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScheduleDef {
+    /// A cron expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The cron expression's IANA time zone (default UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// An interval, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_seconds: Option<u64>,
+}
+
+impl ScheduleDef {
+    /// The schedule, or what is wrong with it.
+    pub fn to_schedule(&self) -> Result<Schedule, String> {
+        match (&self.cron, self.interval_seconds) {
+            (Some(expr), None) => {
+                Schedule::cron(expr, self.timezone.as_deref()).map_err(|e| e.to_string())
+            }
+            (None, Some(secs)) if self.timezone.is_none() => {
+                Schedule::interval(Duration::from_secs(secs)).map_err(|e| e.to_string())
+            }
+            (None, Some(_)) => Err("trigger.schedule: \"timezone\" goes with \"cron\"".into()),
+            _ => Err(
+                "trigger.schedule needs either \"cron\" (with an optional \"timezone\") or \"intervalSeconds\""
+                    .into(),
+            ),
+        }
+    }
 }
 
 /// A job's retry policy.
@@ -146,7 +185,11 @@ impl JobDef {
                 "timeoutMs must be from 1 to {MAX_TIMEOUT_MS} (one day)"
             ));
         }
-        let mut trigger = event_trigger(self.trigger.event.clone());
+        let mut trigger = match (&self.trigger.event, &self.trigger.schedule) {
+            (Some(event), None) => event_trigger(event.clone()),
+            (None, Some(schedule)) => schedule_trigger(schedule.to_schedule()?),
+            _ => return Err("the trigger needs either \"event\" or \"schedule\", not both".into()),
+        };
         if let Some(filter) = &self.trigger.filter {
             trigger = trigger.filter(filter.clone());
         }
@@ -405,6 +448,55 @@ mod tests {
             .expect("valid");
         assert_eq!(a.retry, RetryPolicy::default());
         assert_eq!(a.timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn a_job_may_be_triggered_by_a_schedule() {
+        let defs = parse_index(json!({"jobs": [
+            {"id": "daily", "name": "Daily", "version": "1.0.0",
+             "trigger": {"schedule": {"cron": "0 9 * * 1-5", "timezone": "Europe/Paris"}}},
+            {"id": "poll", "name": "Poll", "version": "1.0.0",
+             "trigger": {"schedule": {"intervalSeconds": 300}}}
+        ]}))
+        .expect("valid");
+        let specs: Vec<_> = defs
+            .iter()
+            .map(|d| {
+                d.to_job()
+                    .expect("job")
+                    .run(|_: Value, _| async { Ok(Value::Null) })
+                    .validate()
+                    .expect("valid")
+                    .0
+            })
+            .collect();
+        assert_eq!(
+            specs[0].schedule,
+            Some(Schedule::cron("0 9 * * 1-5", Some("Europe/Paris")).expect("valid"))
+        );
+        assert_eq!(specs[0].event, "schedule.daily");
+        assert_eq!(
+            specs[1].schedule,
+            Some(Schedule::interval(Duration::from_secs(300)).expect("valid"))
+        );
+        let bad = |trigger: Value| {
+            parse_index(
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": trigger}]}),
+            )
+            .expect_err("refused")
+        };
+        assert!(bad(json!({"schedule": {"cron": "nope"}})).contains("invalid cron expression"));
+        assert!(
+            bad(json!({"schedule": {"cron": "0 9 * * *", "timezone": "Nowhere"}}))
+                .contains("unknown time zone")
+        );
+        assert!(bad(json!({"schedule": {"intervalSeconds": 0}})).contains("at least one second"));
+        assert!(bad(json!({"schedule": {}})).contains("either"));
+        assert!(
+            bad(json!({"event": "a.b", "schedule": {"intervalSeconds": 5}})).contains("not both")
+        );
+        assert!(bad(json!({})).contains("either"));
+        assert!(bad(json!({"schedule": {"every": 5}})).contains("unknown field `every`"));
     }
 
     #[test]

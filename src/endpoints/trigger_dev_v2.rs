@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::caller::{CallError, Caller};
-use super::protocol::{JobDef, TriggerDef};
+use super::protocol::{JobDef, ScheduleDef, TriggerDef};
 
 /// The platform version Flare announces (`x-trigger-version`): the SDK then uses serialized task
 /// outputs, lazily loaded cached tasks and `io.yield`.
@@ -138,19 +138,77 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         return Err("the job uses integrations, which Flare does not support".into());
     }
     let trigger = job.get("trigger").unwrap_or(&Value::Null);
-    match trigger.get("type").and_then(Value::as_str) {
-        Some("static") => {}
-        Some("scheduled") => {
-            return Err(
-                "cron and interval triggers are not supported yet (only eventTrigger)".into(),
-            )
-        }
+    let concurrency = match job.get("concurrencyLimit") {
+        Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        _ => None,
+    };
+    let trigger = match trigger.get("type").and_then(Value::as_str) {
+        Some("static") => event_trigger_def(trigger)?,
+        Some("scheduled") => TriggerDef {
+            event: None,
+            filter: None,
+            schedule: Some(schedule_def(trigger)?),
+        },
         Some("dynamic") => return Err("dynamic triggers are not supported by Flare".into()),
         Some("invoke") => {
             return Err("invokeTrigger jobs are not supported yet (only eventTrigger)".into())
         }
         other => return Err(format!("unknown trigger type {other:?}")),
-    }
+    };
+    let def = JobDef {
+        id,
+        name,
+        version,
+        trigger,
+        retry: None,
+        timeout_ms: None,
+        concurrency,
+    };
+    def.to_job()
+        .and_then(|j| {
+            j.run(|_: Value, _| async { Ok(Value::Null) })
+                .validate()
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .map(|()| def)
+}
+
+/// A `cronTrigger` (`{type: "cron", options: {cron}}`, UTC as in Trigger.dev) or an
+/// `intervalTrigger` (`{type: "interval", options: {seconds}}`) as a Flare schedule.
+fn schedule_def(trigger: &Value) -> Result<ScheduleDef, String> {
+    let schedule = trigger.get("schedule").unwrap_or(&Value::Null);
+    let options = schedule.get("options").unwrap_or(&Value::Null);
+    let def = match schedule.get("type").and_then(Value::as_str) {
+        Some("cron") => ScheduleDef {
+            cron: Some(
+                options
+                    .get("cron")
+                    .and_then(Value::as_str)
+                    .ok_or("the cronTrigger has no options.cron")?
+                    .to_string(),
+            ),
+            timezone: None,
+            interval_seconds: None,
+        },
+        Some("interval") => ScheduleDef {
+            cron: None,
+            timezone: None,
+            interval_seconds: Some(
+                options
+                    .get("seconds")
+                    .and_then(Value::as_u64)
+                    .ok_or("the intervalTrigger has no whole options.seconds")?,
+            ),
+        },
+        other => return Err(format!("unknown schedule type {other:?}")),
+    };
+    def.to_schedule()?;
+    Ok(def)
+}
+
+/// An `eventTrigger` (`{type: "static", rule: {event, source, payload}}`) as a Flare trigger.
+fn event_trigger_def(trigger: &Value) -> Result<TriggerDef, String> {
     let rule = trigger.get("rule").unwrap_or(&Value::Null);
     let source = rule.get("source").and_then(Value::as_str).unwrap_or("");
     if source != "trigger.dev" {
@@ -177,26 +235,11 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
     if let Some(filter) = &filter {
         crate::filter::Filter::parse(filter).map_err(|e| e.to_string())?;
     }
-    let def = JobDef {
-        id,
-        name,
-        version,
-        trigger: TriggerDef { event, filter },
-        retry: None,
-        timeout_ms: None,
-        concurrency: match job.get("concurrencyLimit") {
-            Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
-            _ => None,
-        },
-    };
-    def.to_job()
-        .and_then(|j| {
-            j.run(|_: Value, _| async { Ok(Value::Null) })
-                .validate()
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
-        .map(|()| def)
+    Ok(TriggerDef {
+        event: Some(event),
+        filter,
+        schedule: None,
+    })
 }
 
 /// What a `RunJobBody` carries besides the cached tasks.
@@ -373,23 +416,33 @@ mod tests {
     }
 
     #[test]
-    fn event_triggers_become_jobs_and_the_rest_is_skipped_with_a_reason() {
+    fn event_and_schedule_triggers_become_jobs_and_the_rest_is_skipped_with_a_reason() {
         let index = json!({"jobs": [
             job(json!({"type": "static", "title": "t", "rule": {"event": "user.created", "source": "trigger.dev",
                        "payload": {"plan": ["pro"], "amount": [{"$gte": 10}]}}})),
             {"id": "cron", "name": "C", "version": "1.0.0", "trigger": {"type": "scheduled", "schedule": {}}},
+            {"id": "nightly", "name": "N", "version": "1.0.0", "trigger": {"type": "scheduled",
+              "schedule": {"type": "cron", "options": {"cron": "0 0 * * *"}}}},
+            {"id": "poll", "name": "P", "version": "1.0.0", "trigger": {"type": "scheduled",
+              "schedule": {"type": "interval", "options": {"seconds": 300}}}},
             {"id": "bad", "name": "B", "version": "1.0.0", "trigger": {"type": "static", "title": "t",
               "rule": {"event": "x.y", "source": "trigger.dev", "payload": {"a": [{"$isNull": true}]}}}},
         ], "sources": [{"key": "github"}]});
         let (defs, skipped) = translate_index(&index).expect("index");
-        assert_eq!(defs.len(), 1);
-        assert_eq!(defs[0].trigger.event, "user.created");
+        assert_eq!(defs.len(), 3);
+        assert_eq!(defs[0].trigger.event.as_deref(), Some("user.created"));
         assert!(defs[0].trigger.filter.is_some());
+        // cronTrigger and intervalTrigger jobs become scheduled jobs (cron in UTC, as in v2).
+        let schedule = |i: usize| defs[i].trigger.schedule.clone().expect("a schedule");
+        assert_eq!(schedule(1).cron.as_deref(), Some("0 0 * * *"));
+        assert_eq!(schedule(1).timezone, None);
+        assert_eq!(schedule(2).interval_seconds, Some(300));
+        assert!(defs[1].trigger.event.is_none() && defs[2].trigger.event.is_none());
         let reasons: Vec<_> = skipped
             .iter()
             .map(|s| (s.id.as_str(), s.reason.as_str()))
             .collect();
-        assert!(reasons[0].1.contains("cron"), "{reasons:?}");
+        assert!(reasons[0].1.contains("schedule type"), "{reasons:?}");
         assert!(reasons[1].1.contains("$isNull"), "{reasons:?}");
         assert!(reasons[2].1.contains("external sources"), "{reasons:?}");
     }

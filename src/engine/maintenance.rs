@@ -1,6 +1,11 @@
 //! Maintenance services, one per chore, each with a `*_once` that tests call directly:
 //! - **scheduler**: delivers scheduled events that are due (creates their runs), within one poll
-//!   interval of their time, also after a restart (the schedule is in the database);
+//!   interval of their time, also after a restart (the schedule is in the database); and fires
+//!   scheduled jobs (cron, interval) whose next tick is due: the tick's event (id
+//!   `schedule:<job>:<tick ms>`) is inserted and the next tick moved in one transaction, so a tick
+//!   is neither lost nor doubled across a crash, a restart or a leader change. After downtime a
+//!   schedule fires once, for its most recent missed tick, then goes on from now
+//!   ([`crate::schedule`]);
 //! - **rescuer**: requeues runs whose lease expired because their worker died;
 //! - **pruner**: deletes finished events, their runs and logs older than the retention, and the
 //!   webhook deliveries (raw bodies included) received before it, in bounded batches.
@@ -29,6 +34,8 @@ pub const LEADER: &str = "maintenance";
 pub struct Pass {
     /// Scheduled events delivered.
     pub delivered: usize,
+    /// Schedule ticks fired (scheduled jobs' events inserted).
+    pub fired: usize,
     /// Runs with an expired lease requeued (or failed).
     pub rescued: usize,
     /// Finished events pruned.
@@ -85,6 +92,7 @@ impl Maintenance {
         }
         Ok(Some(Pass {
             delivered: self.schedule_once().await?,
+            fired: self.ticks_once().await?,
             rescued: self.rescue_once().await?,
             pruned: self.prune_once().await?,
         }))
@@ -104,6 +112,15 @@ impl Maintenance {
                 return Ok(total);
             }
         }
+    }
+
+    /// Fires every scheduled job whose next tick is due, whether or not this node leads: one
+    /// event per schedule (its most recent tick at or before now), next tick moved past now.
+    /// Returns how many fired.
+    pub async fn ticks_once(&self) -> crate::store::Result<usize> {
+        let store = &self.shared.store;
+        let now = self.shared.clock.now_ms();
+        batched(|| store.schedules_fire_due(now, BATCH)).await
     }
 
     /// Requeues runs with expired leases, whether or not this node leads. Returns how many.
@@ -219,6 +236,9 @@ async fn chores(
 ) {
     if let Err(e) = m.schedule_once().await {
         tracing::error!(error = %e, "delivering scheduled events failed");
+    }
+    if let Err(e) = m.ticks_once().await {
+        tracing::error!(error = %e, "firing scheduled jobs failed");
     }
     if last_rescue.is_none_or(|at| at.elapsed() >= rescue_every) {
         *last_rescue = Some(tokio::time::Instant::now());

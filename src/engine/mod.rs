@@ -192,8 +192,9 @@ impl Engine {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let store = self.shared.store.clone();
             let spec = spec.clone();
+            let now = self.shared.clock.now_ms();
             handle.spawn(async move {
-                if let Err(e) = store.job_define(spec).await {
+                if let Err(e) = store.job_define_at(spec, now).await {
                     tracing::warn!(error = %e, "could not store a job definition");
                 }
             });

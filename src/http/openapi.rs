@@ -541,7 +541,14 @@ fn schemas() -> Value {
             "concurrency": nullable(json!({ "type": "integer" })), "updatedAt": time(),
             "queued": { "type": "integer" }, "running": { "type": "integer" },
             "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes"),
-            "placement": schema_ref("JobPlacement") } },
+            "placement": schema_ref("JobPlacement"),
+            "schedule": nullable(schema_ref("JobSchedule")) } },
+        "JobSchedule": { "type": "object",
+            "description": "A scheduled job's schedule: a cron expression in a time zone, or an interval. Each tick sends the event `schedule.<job id>`.",
+            "properties": {
+            "cron": nullable(string()), "timezone": nullable(string()),
+            "intervalSeconds": nullable(json!({ "type": "number" })), "description": string(),
+            "nextRuns": { "type": "array", "items": time() }, "lastRun": nullable(time()) } },
         "Stats": { "type": "object", "properties": {
             "window": { "type": "string", "enum": ["1h", "24h"] },
             "bucketSeconds": { "type": "integer" }, "from": time(), "to": time(),

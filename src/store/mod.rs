@@ -491,6 +491,57 @@ pub struct WebhookDelivery {
     pub raw_body: String,
 }
 
+/// A scheduled job's schedule as stored, with its next and last tick (ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleState {
+    /// The job.
+    pub job_id: String,
+    /// Its schedule.
+    pub schedule: crate::schedule::Schedule,
+    /// The next tick the scheduler fires.
+    pub next_tick: i64,
+    /// The last tick it fired, if any.
+    pub last_tick: Option<i64>,
+}
+
+/// A row of `schedules` as read: job id, stored spec, time zone, next tick, last tick.
+pub(crate) type ScheduleRow = (String, String, Option<String>, i64, Option<i64>);
+
+/// The event that fires `job_id`'s `tick` (ms), inserted at `now`: id `schedule:<job>:<tick>` (so
+/// a tick inserted twice is one event), name `schedule.<job>`, source `schedule`, payload
+/// `{"ts": <tick>, "lastTimestamp": <previous tick or null>}` as RFC 3339 times (Trigger.dev's
+/// scheduled payload).
+pub(crate) fn tick_event(job_id: &str, tick: i64, last: Option<i64>, now: i64) -> NewEvent {
+    let iso =
+        |ms: i64| crate::model::ms_to_time(ms).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    NewEvent {
+        id: crate::schedule::Schedule::event_id(job_id, tick),
+        name: crate::schedule::Schedule::event_name(job_id),
+        payload: serde_json::json!({ "ts": iso(tick), "lastTimestamp": last.map(iso) }),
+        context: None,
+        source: "schedule".into(),
+        parent_run_id: None,
+        deliver_at: None,
+        now,
+    }
+}
+
+/// What firing a due schedule does: the tick it fires (the most recent one at or before `now`,
+/// see [`crate::schedule`]'s catch-up rule) and the next tick after `now`, or `None` when the
+/// schedule never fires again.
+pub(crate) fn tick_due(
+    schedule: &crate::schedule::Schedule,
+    due: i64,
+    now: i64,
+) -> (i64, Option<i64>) {
+    let tick = schedule.latest_at(due, now);
+    let next = match schedule.next_after(tick) {
+        Some(n) if n > now => Some(n),
+        _ => schedule.next_after(now),
+    };
+    (tick, next)
+}
+
 /// The store: one of the backends.
 #[derive(Clone, Debug)]
 pub enum Store {
@@ -522,10 +573,32 @@ impl Store {
         dispatch!(self, s => s.triggers())
     }
 
-    /// Registers a job definition for fan-out now and stores it.
+    /// Registers a job definition for fan-out now and stores it (see [`Store::job_define_at`]),
+    /// at the system clock's time.
     pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
+        self.job_define_at(spec, chrono::Utc::now().timestamp_millis())
+            .await
+    }
+
+    /// Registers a job definition for fan-out now and stores it, with its schedule in the same
+    /// transaction: a new or changed schedule's next tick is the first after `now` (ms), an
+    /// unchanged one keeps its next tick (a restart neither skips nor repeats one), and a job
+    /// without a schedule has its schedule row removed.
+    pub async fn job_define_at(&self, spec: JobSpec, now: i64) -> Result<()> {
         self.triggers().upsert(spec.clone());
-        dispatch!(self, s => s.job_define(spec).await)
+        dispatch!(self, s => s.job_define(spec, now).await)
+    }
+
+    /// Fires up to `limit` due schedules: for each, in one transaction, inserts the tick's event
+    /// ([`tick_event`], so its runs start like any event's) and moves the next tick past `now`.
+    /// Several nodes may call it at once: each due schedule fires once. Returns how many fired.
+    pub async fn schedules_fire_due(&self, now: i64, limit: usize) -> Result<usize> {
+        dispatch!(self, s => s.schedules_fire_due(now, limit).await)
+    }
+
+    /// Every stored schedule, ordered by job id.
+    pub async fn schedules_list(&self) -> Result<Vec<ScheduleState>> {
+        dispatch!(self, s => s.schedules_list().await)
     }
 
     /// Inserts an event; an immediate one gets its runs in the same transaction.
@@ -759,10 +832,19 @@ impl Store {
         let now = now.timestamp_millis();
         let mut jobs = dispatch!(self, s => s.jobs_list(now).await)?;
         let mut placements = self.job_placements(now).await?;
+        let mut schedules: HashMap<String, ScheduleState> = self
+            .schedules_list()
+            .await?
+            .into_iter()
+            .map(|s| (s.job_id.clone(), s))
+            .collect();
         for job in &mut jobs {
             if let Some(p) = placements.remove(&job.job.id) {
                 job.placement = p;
             }
+            job.schedule = schedules
+                .remove(&job.job.id)
+                .map(|s| query::JobSchedule::new(&s));
         }
         Ok(jobs)
     }

@@ -395,6 +395,60 @@ pub struct JobSummary {
     pub last_day: Outcomes,
     /// Where it runs: its endpoint, the live nodes defining it, and whether anything serves it.
     pub placement: super::endpoints::JobPlacement,
+    /// A scheduled job's schedule and next run times; `null` for a job on an event.
+    pub schedule: Option<JobSchedule>,
+}
+
+/// How many upcoming run times [`JobSchedule::next_runs`] lists.
+pub const NEXT_RUNS: usize = 3;
+
+/// A scheduled job's schedule as the jobs list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSchedule {
+    /// The cron expression (cron schedules).
+    pub cron: Option<String>,
+    /// The cron expression's IANA time zone (cron schedules).
+    pub timezone: Option<String>,
+    /// The interval in seconds (interval schedules).
+    pub interval_seconds: Option<f64>,
+    /// A short description: `cron 0 9 * * 1-5 (Europe/Paris)`, `every 5 min`.
+    pub description: String,
+    /// The next run times, the first being the tick the scheduler fires next.
+    pub next_runs: Vec<DateTime<Utc>>,
+    /// The last tick fired.
+    pub last_run: Option<DateTime<Utc>>,
+}
+
+impl JobSchedule {
+    /// What the jobs list shows of a stored schedule.
+    pub fn new(state: &super::ScheduleState) -> Self {
+        use crate::schedule::Schedule;
+        let t = crate::model::ms_to_time;
+        let mut next_runs = vec![t(state.next_tick)];
+        let mut tick = state.next_tick;
+        while next_runs.len() < NEXT_RUNS {
+            match state.schedule.next_after(tick) {
+                Some(next) => {
+                    next_runs.push(t(next));
+                    tick = next;
+                }
+                None => break,
+            }
+        }
+        let (cron, timezone, interval_seconds) = match &state.schedule {
+            Schedule::Cron { expr, tz } => (Some(expr.clone()), Some(tz.clone()), None),
+            Schedule::Interval(every) => (None, None, Some(every.as_secs_f64())),
+        };
+        JobSchedule {
+            cron,
+            timezone,
+            interval_seconds,
+            description: state.schedule.describe(),
+            next_runs,
+            last_run: state.last_tick.map(t),
+        }
+    }
 }
 
 /// The time span of [`Stats`].

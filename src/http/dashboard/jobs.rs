@@ -1,5 +1,5 @@
 //! Jobs (`/jobs`): every stored definition with its version, trigger and payload filter, retry and
-//! timeout settings, where it runs (its HTTP endpoint, or the live nodes defining it in code), its
+//! timeout settings (a scheduled job's schedule and next run time), where it runs (its HTTP endpoint, or the live nodes defining it in code), its
 //! runs queued and running now, and its success rate over the last hour and day. A job that no live
 //! node or endpoint runs is flagged "not served", and a banner above the table names those with
 //! queued runs: such runs wait until something serves the job again.
@@ -15,7 +15,7 @@ use super::page::{self, layout, PageResult};
 use crate::http::AppState;
 use crate::model::ms_to_time;
 use crate::store::endpoints::JobPlacement;
-use crate::store::query::JobSummary;
+use crate::store::query::{JobSchedule, JobSummary};
 
 /// What the "not served" flag says on hover.
 const NOT_SERVED: &str = "no live node or endpoint runs this job: its runs stay queued";
@@ -74,7 +74,17 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                     br; span.muted { (j.job.name) }
                                 }
                                 td { (j.job.version) }
-                                td.trigger { a href={ "/events?name=" (super::url_encode(&j.job.event)) } { code { (breakable(&j.job.event, &['.'])) } } }
+                                td.trigger {
+                                    @if let Some(s) = &j.schedule {
+                                        span.schedule { code { (s.description) } }
+                                        @if let Some(next) = s.next_runs.first() {
+                                            br; span.muted.next-run title=(next_runs_title(s)) { "next " (page::time(*next)) }
+                                        }
+                                        br; a.muted href={ "/events?name=" (super::url_encode(&j.job.event)) } { "ticks" }
+                                    } @else {
+                                        a href={ "/events?name=" (super::url_encode(&j.job.event)) } { code { (breakable(&j.job.event, &['.'])) } }
+                                    }
+                                }
                                 td { @match &j.job.filter { Some(f) => { code { (page::json_short(f, 80)) } } None => { span.muted { "—" } } } }
                                 td.placement { (placement(&j.placement)) }
                                 td.num { (j.job.max_attempts) }
@@ -99,6 +109,16 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
         }))
     };
     Ok(layout(&state, "Jobs", "/jobs", body))
+}
+
+/// The upcoming run times of a scheduled job, for the hover text of its next run.
+fn next_runs_title(s: &JobSchedule) -> String {
+    let times: Vec<String> = s
+        .next_runs
+        .iter()
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .collect();
+    format!("next runs: {}", times.join(", "))
 }
 
 /// Live node ids listed on a job's row; more are counted (all of them on hover).

@@ -68,6 +68,7 @@ async fn jobs_remove<C: GenericClient>(c: &C, jobs: &[String], url: &str, now: i
     let mut cancelled = 0;
     for job in jobs {
         exec(c, "DELETE FROM jobs WHERE id = $1", &[job]).await?;
+        exec(c, "DELETE FROM schedules WHERE job_id = $1", &[job]).await?;
         cancelled += super::runs::cancel_queued_of_job(
             c,
             job,
@@ -129,6 +130,7 @@ async fn apply_index<C: GenericClient>(
                 job.id
             )));
         }
+        super::ops::schedule_sync(c, job, index.now).await?;
     }
     exec(
         c,

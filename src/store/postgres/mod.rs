@@ -66,8 +66,9 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("0006_endpoints_nodes.sql")),
     (7, include_str!("0007_health.sql")),
     (8, include_str!("0008_steps.sql")),
-    // 9 and 10 are reserved for other changes.
+    // Versions need not be consecutive: numbers were handed out to changes made side by side.
     (11, include_str!("0011_endpoint_protocol.sql")),
+    (12, include_str!("0012_schedules.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

@@ -326,6 +326,7 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
             version: r.try_get(2)?,
             event: r.try_get(3)?,
             filter,
+            schedule: None,
             retry: RetryPolicy::default().max_attempts(u32_of(&r, 5)?),
             timeout: Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0)),
             concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
@@ -361,6 +362,47 @@ pub(super) async fn job_put<C: GenericClient>(
     )
     .await?;
     Ok(n == 1)
+}
+
+/// Writes `spec`'s schedule row in the caller's transaction: removed when it has no schedule,
+/// kept as it is when the schedule did not change (its next tick too), else (re)started from the
+/// first tick after `now`.
+pub(super) async fn schedule_sync<C: GenericClient>(c: &C, spec: &JobSpec, now: i64) -> Result<()> {
+    let next = spec.schedule.as_ref().and_then(|s| s.next_after(now));
+    let (Some(schedule), Some(next)) = (&spec.schedule, next) else {
+        exec(c, "DELETE FROM schedules WHERE job_id = $1", &[&spec.id]).await?;
+        return Ok(());
+    };
+    let (text, tz) = schedule.to_stored();
+    // Not one `ON CONFLICT DO UPDATE … WHERE`: that locks the existing row even when it leaves
+    // it unchanged, and the scheduler (`SKIP LOCKED`) would then skip a due tick until the next
+    // pass. A plain UPDATE locks only a row it changes.
+    exec(
+        c,
+        "INSERT INTO schedules (job_id, spec, timezone, next_tick) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (job_id) DO NOTHING",
+        &[&spec.id, &text, &tz, &next],
+    )
+    .await?;
+    exec(
+        c,
+        "UPDATE schedules SET spec = $2, timezone = $3, next_tick = $4 \
+         WHERE job_id = $1 AND (spec IS DISTINCT FROM $2 OR timezone IS DISTINCT FROM $3)",
+        &[&spec.id, &text, &tz, &next],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Reads a row of `schedules` (`job_id, spec, timezone, next_tick, last_tick`).
+fn schedule_row(r: &Row) -> Result<crate::store::ScheduleRow> {
+    Ok((
+        r.try_get(0)?,
+        r.try_get(1)?,
+        r.try_get(2)?,
+        r.try_get(3)?,
+        r.try_get(4)?,
+    ))
 }
 
 /// Reloads stored job definitions when the job table changed (another process defined a job).
@@ -457,14 +499,103 @@ impl PgStore {
         Ok(result)
     }
 
-    /// Stores a job definition.
-    pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
-        let now = chrono::Utc::now().timestamp_millis();
+    /// Stores a job definition and its schedule in one transaction (see
+    /// [`crate::store::Store::job_define_at`]).
+    pub async fn job_define(&self, spec: JobSpec, now: i64) -> Result<()> {
+        let stamp = chrono::Utc::now().timestamp_millis();
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        job_put(&tx, &spec, None, now).await?;
+        if job_put(&tx, &spec, None, stamp).await? {
+            schedule_sync(&tx, &spec, now).await?;
+        }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// See [`crate::store::Store::schedules_fire_due`]: one transaction takes the due schedules
+    /// with `FOR UPDATE SKIP LOCKED` (a node running at the same time skips them, and sees them
+    /// moved once this commits), inserts their ticks' events and moves their next ticks.
+    pub async fn schedules_fire_due(&self, now: i64, limit: usize) -> Result<usize> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut client = self.conn().await?;
+        triggers_refresh(&client, self.triggers()).await?;
+        let tx = self.begin(&mut client).await?;
+        let due = rows(
+            &tx,
+            "SELECT job_id, spec, timezone, next_tick, last_tick FROM schedules \
+             WHERE next_tick <= $1 ORDER BY next_tick LIMIT $2 FOR UPDATE SKIP LOCKED",
+            &[&now, &limit],
+        )
+        .await?;
+        let mut events = Vec::with_capacity(due.len());
+        for r in &due {
+            let (job, text, tz, due_at, last) = schedule_row(r)?;
+            let schedule = match crate::schedule::Schedule::from_stored(&text, tz.as_deref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(job = %job, error = %e, "dropping a stored schedule that no longer reads");
+                    exec(&tx, "DELETE FROM schedules WHERE job_id = $1", &[&job]).await?;
+                    continue;
+                }
+            };
+            let (tick, next) = crate::store::tick_due(&schedule, due_at, now);
+            match next {
+                Some(next) => {
+                    exec(
+                        &tx,
+                        "UPDATE schedules SET next_tick = $2, last_tick = $3 WHERE job_id = $1",
+                        &[&job, &next, &tick],
+                    )
+                    .await?
+                }
+                None => exec(&tx, "DELETE FROM schedules WHERE job_id = $1", &[&job]).await?,
+            };
+            events.push(crate::store::tick_event(&job, tick, last, now));
+        }
+        let texts: Vec<String> = events.iter().map(|e| e.payload.to_string()).collect();
+        let batch: Vec<EventRow<'_>> = events
+            .iter()
+            .zip(&texts)
+            .map(|(event, payload)| EventRow {
+                event,
+                payload,
+                context: None,
+            })
+            .collect();
+        let wake = if batch.is_empty() {
+            false
+        } else {
+            insert_events(&tx, self.triggers(), &batch).await?.1
+        };
+        tx.commit().await?;
+        if wake {
+            self.wake();
+        }
+        Ok(events.len())
+    }
+
+    /// See [`crate::store::Store::schedules_list`].
+    pub async fn schedules_list(&self) -> Result<Vec<crate::store::ScheduleState>> {
+        let client = self.conn().await?;
+        let found = rows(
+            &client,
+            "SELECT job_id, spec, timezone, next_tick, last_tick FROM schedules ORDER BY job_id",
+            &[],
+        )
+        .await?;
+        let mut out = Vec::with_capacity(found.len());
+        for r in &found {
+            let (job_id, text, tz, next_tick, last_tick) = schedule_row(r)?;
+            if let Ok(schedule) = crate::schedule::Schedule::from_stored(&text, tz.as_deref()) {
+                out.push(crate::store::ScheduleState {
+                    job_id,
+                    schedule,
+                    next_tick,
+                    last_tick,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// See [`crate::store::Store::event_insert_many`].

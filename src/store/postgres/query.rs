@@ -311,6 +311,7 @@ impl PgStore {
                     last_hour: hour.remove(&job.id).unwrap_or_default(),
                     last_day: day.remove(&job.id).unwrap_or_default(),
                     placement: Default::default(),
+                    schedule: None,
                     job,
                 }
             })

@@ -104,8 +104,12 @@ fn apply_index(ctx: &mut WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Resul
         .filter(|j| !keep.contains(j.as_str()))
         .collect();
     let mut delete = ctx.conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?;
+    let mut unschedule = ctx
+        .conn
+        .prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?;
     for job in &removed {
         delete.execute([job])?;
+        unschedule.execute([job])?;
     }
     let cancelled_runs = cancel_queued(ctx, &removed, &url, index.now)?;
     for job in &index.jobs {
@@ -115,6 +119,7 @@ fn apply_index(ctx: &mut WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Resul
                 job.id
             )));
         }
+        super::ops::schedule_sync(ctx.conn, job, index.now)?;
     }
     ctx.conn
         .prepare_cached(
@@ -232,6 +237,11 @@ impl SqliteStore {
                 .prepare_cached("SELECT id FROM jobs WHERE endpoint_id = ?1 ORDER BY id")?
                 .query_map([&id], |r| r.get::<_, String>(0))?
                 .collect::<rusqlite::Result<_>>()?;
+            ctx.conn
+                .prepare_cached(
+                    "DELETE FROM schedules WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = ?1)",
+                )?
+                .execute([&id])?;
             ctx.conn
                 .prepare_cached("DELETE FROM jobs WHERE endpoint_id = ?1")?
                 .execute([&id])?;

@@ -47,8 +47,9 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("0007_health.sql")),
     (8, include_str!("0008_rollups.sql")),
     (9, include_str!("0009_steps.sql")),
-    // 10 is reserved for another change.
+    // Versions need not be consecutive: numbers were handed out to changes made side by side.
     (11, include_str!("0011_endpoint_protocol.sql")),
+    (12, include_str!("0012_schedules.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

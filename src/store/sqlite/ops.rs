@@ -62,6 +62,7 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
             version,
             event,
             filter,
+            schedule: None,
             retry: RetryPolicy::default().max_attempts(max_attempts),
             timeout: Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0)),
             concurrency,
@@ -240,11 +241,108 @@ pub(super) fn job_put(
     Ok(n == 1)
 }
 
+/// Writes `spec`'s schedule row: removed when it has no schedule, kept as it is when the schedule
+/// did not change (its next tick too), else (re)started from the first tick after `now`.
+pub(super) fn schedule_sync(conn: &Connection, spec: &JobSpec, now: i64) -> Result<()> {
+    let Some(schedule) = &spec.schedule else {
+        conn.prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?
+            .execute([&spec.id])?;
+        return Ok(());
+    };
+    let (text, tz) = schedule.to_stored();
+    let stored: Option<(String, Option<String>)> = conn
+        .prepare_cached("SELECT spec, timezone FROM schedules WHERE job_id = ?1")?
+        .query_row([&spec.id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if stored.as_ref() == Some(&(text.clone(), tz.clone())) {
+        return Ok(());
+    }
+    match schedule.next_after(now) {
+        Some(next) => {
+            conn.prepare_cached(
+                "INSERT INTO schedules (job_id, spec, timezone, next_tick) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (job_id) DO UPDATE SET spec = excluded.spec, timezone = excluded.timezone, \
+                 next_tick = excluded.next_tick",
+            )?
+            .execute(params![spec.id, text, tz, next])?;
+        }
+        None => {
+            conn.prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?
+                .execute([&spec.id])?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads a row of `schedules` (`job_id, spec, timezone, next_tick, last_tick`).
+fn schedule_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<crate::store::ScheduleRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
 impl SqliteStore {
-    /// Stores a job definition.
-    pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
+    /// Stores a job definition and its schedule (see [`crate::store::Store::job_define_at`]).
+    pub async fn job_define(&self, spec: JobSpec, now: i64) -> Result<()> {
         self.write(move |ctx| {
-            job_put(ctx.conn, &spec, None, chrono::Utc::now().timestamp_millis()).map(|_| ())
+            if job_put(ctx.conn, &spec, None, chrono::Utc::now().timestamp_millis())? {
+                schedule_sync(ctx.conn, &spec, now)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::schedules_fire_due`]: one writer operation, so the tick's
+    /// event and the schedule's move commit together.
+    pub async fn schedules_fire_due(&self, now: i64, limit: usize) -> Result<usize> {
+        self.write(move |ctx| {
+            let due: Vec<_> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT job_id, spec, timezone, next_tick, last_tick FROM schedules \
+                     WHERE next_tick <= ?1 ORDER BY next_tick LIMIT ?2",
+                )?
+                .query_map(params![now, limit as i64], schedule_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            for (job, text, tz, due_at, last) in &due {
+                let schedule = match crate::schedule::Schedule::from_stored(text, tz.as_deref()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(job = %job, error = %e, "dropping a stored schedule that no longer reads");
+                        ctx.conn.prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?.execute([job])?;
+                        continue;
+                    }
+                };
+                let (tick, next) = crate::store::tick_due(&schedule, *due_at, now);
+                let ev = crate::store::tick_event(job, tick, *last, now);
+                insert_event(ctx, &ev, &ev.payload.to_string(), None)?;
+                match next {
+                    Some(next) => ctx.conn.prepare_cached(
+                        "UPDATE schedules SET next_tick = ?2, last_tick = ?3 WHERE job_id = ?1",
+                    )?.execute(params![job, next, tick])?,
+                    None => ctx.conn.prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?.execute([job])?,
+                };
+            }
+            Ok(due.len())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::schedules_list`].
+    pub async fn schedules_list(&self) -> Result<Vec<crate::store::ScheduleState>> {
+        self.read(|c| {
+            let rows: Vec<_> = c
+                .prepare_cached(
+                    "SELECT job_id, spec, timezone, next_tick, last_tick FROM schedules ORDER BY job_id",
+                )?
+                .query_map([], schedule_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows
+                .into_iter()
+                .filter_map(|(job_id, text, tz, next_tick, last_tick)| {
+                    let schedule = crate::schedule::Schedule::from_stored(&text, tz.as_deref()).ok()?;
+                    Some(crate::store::ScheduleState { job_id, schedule, next_tick, last_tick })
+                })
+                .collect())
         })
         .await
     }

@@ -313,6 +313,7 @@ impl SqliteStore {
                         last_hour: hour.remove(&job.id).unwrap_or_default(),
                         last_day: day.remove(&job.id).unwrap_or_default(),
                         placement: Default::default(),
+                        schedule: None,
                         job,
                     }
                 })
