@@ -121,7 +121,9 @@ async fn endpoint(State(fake): State<Fake>, headers: HeaderMap, body: String) ->
                                        "rule": {"event": format!("v2.{id}"), "source": "trigger.dev", "payload": {}}}})
                 })
                 .chain([json!({"id": "nightly", "name": "n", "version": "1.0.0",
-                               "trigger": {"type": "scheduled", "schedule": {"type": "cron", "options": {"cron": "0 0 * * *"}}}})])
+                               "trigger": {"type": "scheduled", "schedule": {"type": "cron", "options": {"cron": "0 0 * * *"}}}}),
+                        json!({"id": "on-demand", "name": "d", "version": "1.0.0",
+                               "trigger": {"type": "dynamic", "id": "github-issues"}})])
                 .collect();
             Json(json!({"jobs": jobs, "sources": [], "webhooks": []})).into_response()
         }
@@ -221,6 +223,10 @@ impl Setup {
             !skipped.contains("nightly"),
             "a cronTrigger job is scheduled, not skipped: {registered}"
         );
+        assert!(
+            skipped.contains("on-demand") && skipped.contains("dynamic"),
+            "a dynamic trigger's job is reported as not run: {registered}"
+        );
         let jobs: Value = setup
             .http
             .get(format!("{}/api/jobs", setup.flare))
@@ -247,7 +253,7 @@ impl Setup {
             .unwrap();
         assert!(
             page.contains("Not run by Flare")
-                && page.contains("nightly")
+                && page.contains("on-demand")
                 && page.contains("Trigger.dev v2"),
             "the endpoints page says which jobs are not run and why"
         );
