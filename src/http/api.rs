@@ -38,6 +38,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/runs", get(runs_list))
         .route("/api/runs/{id}", get(run_detail))
         .route("/api/runs/{id}/retry", post(run_retry))
+        .route("/api/runs/{id}/cancel", post(run_cancel))
         .route("/api/jobs", get(jobs_list))
         .route("/api/stats", get(stats))
         .route("/api/openapi.json", get(openapi_document))
@@ -290,6 +291,26 @@ pub(crate) async fn retry(state: &AppState, id: &str) -> Result<crate::model::Ru
     let store = state.client.store();
     store.run_retry(id, state.client.clock().now_ms()).await?;
     let detail = store
+        .run_detail(id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("run {id:?} not found")))?;
+    Ok(detail.run)
+}
+
+async fn run_cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(cancel(&state, &id).await?).into_response())
+}
+
+/// Cancels queued or running run `id` (a running one is stopped: see
+/// [`crate::engine::Engine::run_cancel`]); returns the run. Shared by the API and the dashboard.
+pub(crate) async fn cancel(state: &AppState, id: &str) -> Result<crate::model::Run, ApiError> {
+    state.client.engine().run_cancel(id).await?;
+    let detail = state
+        .client
+        .store()
         .run_detail(id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("run {id:?} not found")))?;

@@ -133,6 +133,15 @@ fn paths() -> Value {
                 "409": error("The run is not failed or cancelled."),
             }
         }},
+        "/api/runs/{id}/cancel": { "post": {
+            "summary": "Cancel a queued or running run; a running one is told through io and its late outcome is refused",
+            "parameters": [id_param("run")],
+            "responses": {
+                "200": ok("The cancelled run.", schema_ref("Run")),
+                "404": error("No such run."),
+                "409": error("The run is already finished."),
+            }
+        }},
         "/api/jobs": { "get": {
             "summary": "Job definitions with current load and recent success rates",
             "responses": { "200": ok("The jobs.", json!({ "type": "object", "properties": {

@@ -554,8 +554,13 @@ impl Store {
         dispatch!(self, s => s.runs_complete(completions).await)
     }
 
-    /// Extends the leases of running runs. Returns how many were extended.
-    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+    /// Extends the leases of running runs. Returns the ids of the runs whose lease is no longer
+    /// held (cancelled, or rescued after it expired): their executions should stop.
+    pub async fn runs_heartbeat(
+        &self,
+        leases: Vec<Lease>,
+        lease_until: i64,
+    ) -> Result<Vec<String>> {
         dispatch!(self, s => s.runs_heartbeat(leases, lease_until).await)
     }
 
@@ -569,7 +574,9 @@ impl Store {
         dispatch!(self, s => s.runs_rescue(now).await)
     }
 
-    /// Cancels a queued run.
+    /// Cancels a queued or running run: final (counted as cancelled) in one transaction that also
+    /// removes its lease, so the completion of an attempt still executing is refused (fencing);
+    /// the engine running it notices at its next heartbeat and stops it.
     pub async fn run_cancel(&self, id: &str, now: i64) -> Result<()> {
         unstorable_id("run", id)?;
         dispatch!(self, s => s.run_cancel(id.to_string(), now).await)

@@ -55,6 +55,7 @@ pub const ROUTES: &[&str] = &[
     "/runs",
     "/runs/{id}",
     "/runs/{id}/retry",
+    "/runs/{id}/cancel",
     "/jobs",
     "/endpoints",
     "/endpoints/{id}/index",
@@ -89,6 +90,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runs", get(runs::list))
         .route("/runs/{id}", get(runs::detail))
         .route("/runs/{id}/retry", post(runs::retry))
+        .route("/runs/{id}/cancel", post(runs::cancel))
         .route("/jobs", get(jobs::page))
         .route("/endpoints", get(endpoints::list).post(endpoints::add))
         .route("/endpoints/{id}/index", post(endpoints::reindex))

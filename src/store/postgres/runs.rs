@@ -268,7 +268,7 @@ impl PgStore {
     }
 
     /// See [`crate::store::Store::runs_heartbeat`].
-    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<Vec<String>> {
         let ids: Vec<&str> = leases.iter().map(|l| l.run_id.as_str()).collect();
         let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
         let client = self.conn().await?;
@@ -280,13 +280,16 @@ impl PgStore {
                     "WITH hb AS (UPDATE run_queue q SET lease_until = $3 \
                      FROM ",
                     held_sql!("unnest($1::text[], $2::int8[]) AS u(id, token)"),
-                    " RETURNING 1) SELECT count(*) FROM hb"
+                    " RETURNING r.id) \
+                     SELECT x FROM unnest($1::text[]) AS x WHERE x <> ALL(ARRAY(SELECT id FROM hb))"
                 ),
                 &[&ids, &tokens, &lease_until],
             )
             .await?;
-        let n: i64 = n.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
-        Ok(usize::try_from(n).unwrap_or(0))
+        // The runs whose lease is no longer held (cancelled, or rescued after it expired).
+        n.iter()
+            .map(|r| r.try_get::<_, String>(0).map_err(Into::into))
+            .collect()
     }
 
     /// See [`crate::store::Store::runs_release`].
@@ -372,26 +375,12 @@ impl PgStore {
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        let n = rows(
-            &tx,
-            concat!(
-                "WITH q AS (DELETE FROM run_queue q USING runs r \
-                   WHERE r.id = $1 AND q.seq = r.seq AND q.lease_until IS NULL RETURNING q.seq, q.attempt), \
-                 c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, attempt = q.attempt \
-                   FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
-                 tally AS (",
-                tally_sql!("c"),
-                ") SELECT 1 FROM c"
-            ),
-            &[&id, &now],
-        )
-        .await?
-        .len();
+        let n = run_cancel_in(&tx, &id, now).await?;
         if n == 1 {
             tx.commit().await?;
             return Ok(());
         }
-        run_state_error(&tx, &id, "cancelled", "only a queued run can be cancelled").await
+        run_state_error(&tx, &id, "cancelled", "only a queued or running run can be cancelled").await
     }
 
     /// See [`crate::store::Store::run_retry`].
@@ -471,4 +460,31 @@ pub(super) async fn cancel_queued_of_job<C: GenericClient>(
         .map(|r| r.try_get::<_, i64>(0))
         .transpose()?
         .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+}
+
+/// Cancels run `id` if it is queued or running, inside `tx`: its queue row (and with it any lease,
+/// so a late completion's token matches nothing and is refused) is deleted, the run row is made
+/// final and counted, and an attempt that was executing is recorded as `cancelled`. Returns 1 when
+/// it was cancelled, 0 when it was not queued or running.
+pub(super) async fn run_cancel_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
+    Ok(rows(
+        tx,
+        concat!(
+            "WITH q AS (DELETE FROM run_queue q USING runs r \
+               WHERE r.id = $1 AND q.seq = r.seq \
+               RETURNING q.seq, q.attempt, q.started_at, q.node, q.lease_until IS NOT NULL AS running), \
+             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, attempt = q.attempt, \
+                 started_at = CASE WHEN q.running THEN q.started_at ELSE r.started_at END, \
+                 node = CASE WHEN q.running THEN q.node ELSE r.node END \
+               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.id, r.job_id, r.status, r.finished_at, r.attempt, q.running, q.started_at), \
+             a AS (INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+               SELECT id, attempt, 'cancelled', started_at, $2, 'cancelled while running' FROM c WHERE running), \
+             tally AS (",
+            tally_sql!("c"),
+            ") SELECT 1 FROM c"
+        ),
+        &[&id, &now],
+    )
+    .await?
+    .len())
 }

@@ -452,16 +452,18 @@ impl SqliteStore {
     }
 
     /// See [`crate::store::Store::runs_heartbeat`].
-    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<Vec<String>> {
         self.write(move |ctx| {
             let mut stmt = ctx.conn.prepare_cached(
                 "UPDATE runs SET lease_until = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
             )?;
-            let mut n = 0;
+            let mut lost = Vec::new();
             for l in &leases {
-                n += stmt.execute(params![l.run_id, l.token, lease_until])?;
+                if stmt.execute(params![l.run_id, l.token, lease_until])? == 0 {
+                    lost.push(l.run_id.clone());
+                }
             }
-            Ok(n)
+            Ok(lost)
         })
         .await
     }
@@ -526,19 +528,7 @@ impl SqliteStore {
 
     /// See [`crate::store::Store::run_cancel`].
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
-        self.write(move |ctx| {
-            let job: Option<String> = ctx
-                .conn
-                .prepare_cached("UPDATE runs SET status = 'cancelled', finished_at = ?2 WHERE id = ?1 AND status = 'queued' RETURNING job_id")?
-                .query_row(params![id, now], |r| r.get(0))
-                .optional()?;
-            if let Some(job) = job {
-                ctx.tally.run(now, &job, "cancelled", 1);
-                return Ok(());
-            }
-            run_state_error(ctx.conn, &id, "cancelled", "only a queued run can be cancelled")
-        })
-        .await
+        self.write(move |ctx| run_cancel_one(ctx, &id, now)).await
     }
 
     /// See [`crate::store::Store::run_retry`].
@@ -665,6 +655,34 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// Cancels one queued or running run inside the caller's write: final and counted, its lease
+/// removed, so the completion of an attempt still executing no longer matches (fencing) and is
+/// refused. A running run's attempt is recorded as `cancelled`.
+pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
+    // Read before the write (RETURNING shows the new row): whether an attempt is executing.
+    let found: Option<(String, String, u32, Option<i64>)> = ctx
+        .conn
+        .prepare_cached("SELECT status, job_id, attempt, started_at FROM runs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    let Some((status, job, attempt, started)) = found else {
+        return run_state_error(ctx.conn, id, "cancelled", "");
+    };
+    if status != "queued" && status != "running" {
+        return run_state_error(ctx.conn, id, "cancelled", "only a queued or running run can be cancelled");
+    }
+    ctx.conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'cancelled', finished_at = ?2, lease_until = NULL, lease_token = NULL WHERE id = ?1",
+        )?
+        .execute(params![id, now])?;
+    ctx.tally.run(now, &job, "cancelled", 1);
+    if status == "running" {
+        record_attempt(ctx.conn, id, attempt, "cancelled", started, now, Some("cancelled while running"))?;
+    }
+    Ok(())
 }
 
 fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: &str) -> Result<T> {
