@@ -9,11 +9,11 @@
 //! retried run that sends again returns the event it sent the first time instead of sending a
 //! second one; each is recorded as an `event` step (`event:<n>` or `event:<key>`).
 
-use tokio_util::sync::CancellationToken;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

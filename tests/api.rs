@@ -491,6 +491,74 @@ async fn replay_retry_and_cancel_act_and_refuse_the_wrong_state(db: TestDb) {
     }
 }
 
+/// Pause and resume a job, cancel a run, through the API: a paused job's run waits, is cancelled,
+/// and a resumed job's runs run; the wrong state is a 409, an unknown id a 404.
+async fn pause_resume_and_cancel_through_the_api(db: TestDb) {
+    let f = fixture(db).await;
+    let (status, job) = f.call("POST", "/api/jobs/greet/pause", None).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["id"], "greet");
+    assert_eq!(job["paused"], true);
+    let jobs = f.get("/api/jobs").await;
+    let paused: Vec<(&str, bool)> = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|j| {
+            (
+                j["id"].as_str().expect("id"),
+                j["paused"].as_bool().expect("paused"),
+            )
+        })
+        .collect();
+    assert!(paused.contains(&("greet", true)), "{paused:?}");
+    assert!(paused.iter().filter(|(_, p)| *p).count() == 1, "{paused:?}");
+
+    let sent = f
+        .client
+        .send_event("user.created", &json!({"email": "held@example.com"}))
+        .await
+        .expect("send");
+    let kept = sent.run_ids[0].clone();
+    let other = f
+        .client
+        .send_event("user.created", &json!({"email": "cut@example.com"}))
+        .await
+        .expect("send");
+    let cut = other.run_ids[0].clone();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let run = f.get(&format!("/api/runs/{kept}")).await;
+    assert_eq!(run["status"], "queued", "a paused job's run waits: {run}");
+
+    let (status, run) = f
+        .call("POST", &format!("/api/runs/{cut}/cancel"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["status"], "cancelled");
+    let (status, body) = f
+        .call("POST", &format!("/api/runs/{cut}/cancel"), None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+
+    let (status, job) = f.call("POST", "/api/jobs/greet/resume", None).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["paused"], false);
+    sample::settle(&f.client).await;
+    let run = f.get(&format!("/api/runs/{kept}")).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    let run = f.get(&format!("/api/runs/{cut}")).await;
+    assert_eq!(run["status"], "cancelled", "{run}");
+
+    for uri in [
+        "/api/jobs/nope/pause",
+        "/api/jobs/nope/resume",
+        "/api/runs/nope/cancel",
+    ] {
+        let (status, body) = f.call("POST", uri, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}: {body}");
+    }
+}
+
 async fn bad_parameters_are_400_and_name_the_parameter(db: TestDb) {
     let f = fixture(db).await;
     for (uri, name) in [
@@ -610,7 +678,10 @@ async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
         "/api/runs",
         "/api/runs/{id}",
         "/api/runs/{id}/retry",
+        "/api/runs/{id}/cancel",
         "/api/jobs",
+        "/api/jobs/{id}/pause",
+        "/api/jobs/{id}/resume",
         "/api/stats",
         "/api/openapi.json",
         "/metrics",
@@ -898,6 +969,7 @@ backend_tests!(
     cursors_walk_every_page_once_newest_first,
     details_show_runs_children_logs_and_attempts,
     replay_retry_and_cancel_act_and_refuse_the_wrong_state,
+    pause_resume_and_cancel_through_the_api,
     bad_parameters_are_400_and_name_the_parameter,
     jobs_stats_metrics_and_the_openapi_document,
     nul_characters_in_ids_and_filters_are_400_or_404,

@@ -54,11 +54,12 @@ async fn run_of(client: &flare::Client, event_id: &str) -> flare::store::RunDeta
 /// Cancelled from another process (only the store is told): the heartbeat finds the lease gone,
 /// the job sees `io.cancelled()`, its success is refused and the run stays cancelled.
 async fn a_running_run_cancelled_elsewhere_is_told_and_its_success_refused(db: TestDb) {
-    let (client, clock) = db.client_with(EngineConfig {
-        lease: Duration::from_millis(300),
-        ..test_config()
-    })
-    .await;
+    let (client, clock) = db
+        .client_with(EngineConfig {
+            lease: Duration::from_millis(300),
+            ..test_config()
+        })
+        .await;
     let other = db.sender(&clock).await;
     let saw = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
@@ -71,7 +72,11 @@ async fn a_running_run_cancelled_elsewhere_is_told_and_its_success_refused(db: T
     })
     .await;
     let run_id = run_of(&client, &ev.id).await.run.id;
-    other.store().run_cancel(&run_id, clock.now_ms()).await.unwrap();
+    other
+        .store()
+        .run_cancel(&run_id, clock.now_ms())
+        .await
+        .unwrap();
     wait_for("the job to see the cancel", || async {
         saw.load(Ordering::SeqCst).then_some(())
     })
@@ -214,7 +219,71 @@ async fn a_cancelled_runs_lease_is_gone_and_its_completion_refused(db: TestDb) {
     sender.store().run_cancel(&run.id, now + 300).await.unwrap();
 }
 
+/// A paused job's runs are created (the event fans out) but wait; resumed, they run. Another
+/// job's runs are not held back meanwhile.
+async fn a_paused_jobs_runs_wait_until_it_is_resumed(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for id in ["held", "free"] {
+        let ran = Arc::clone(&ran);
+        client
+            .define_job(
+                Job::new(id, id, "1.0.0")
+                    .trigger(event_trigger("pause.todo"))
+                    .run(move |_p: Value, _io: Io| {
+                        let ran = Arc::clone(&ran);
+                        async move {
+                            ran.fetch_add(1, Ordering::SeqCst);
+                            Ok(json!("done"))
+                        }
+                    }),
+            )
+            .unwrap();
+    }
+    // The definitions are written in the background: wait for the row to pause.
+    wait_for("the job rows", || async {
+        client.store().job_pause("held", true).await.ok()
+    })
+    .await;
+    let jobs = client.store().jobs_list(chrono::Utc::now()).await.unwrap();
+    let paused: Vec<(&str, bool)> = jobs
+        .iter()
+        .map(|j| (j.job.id.as_str(), j.job.paused))
+        .collect();
+    assert_eq!(paused, vec![("free", false), ("held", true)]);
+
+    let ev = client.send_event("pause.todo", &json!({})).await.unwrap();
+    assert_eq!(ev.run_ids.len(), 2, "a paused job's runs are still created");
+    let status_of = |job: &'static str| {
+        let client = client.clone();
+        let ev = ev.id.clone();
+        async move {
+            let d = client.store().event_detail(&ev).await.unwrap().unwrap();
+            d.runs.iter().find(|r| r.job_id == job).unwrap().status
+        }
+    };
+    wait_for("the free job's run", || async {
+        (status_of("free").await == RunStatus::Succeeded).then_some(())
+    })
+    .await;
+    // Several claim passes later the paused job's run still waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(status_of("held").await, RunStatus::Queued);
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+
+    client.store().job_pause("held", false).await.unwrap();
+    wait_for("the resumed job's run", || async {
+        (status_of("held").await == RunStatus::Succeeded).then_some(())
+    })
+    .await;
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    let err = client.store().job_pause("nope", true).await.unwrap_err();
+    assert!(err.to_string().contains("not found"), "{err}");
+    client.shutdown().await;
+}
+
 backend_tests!(
+    a_paused_jobs_runs_wait_until_it_is_resumed,
     a_running_run_cancelled_elsewhere_is_told_and_its_success_refused,
     a_running_run_cancelled_here_stops_at_once,
     a_cancelled_runs_lease_is_gone_and_its_completion_refused,

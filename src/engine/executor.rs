@@ -48,7 +48,14 @@ pub enum Outcome {
 /// Starts executing `run` on its own task.
 pub(crate) fn spawn(shared: &Arc<Shared>, run: ClaimedRun) {
     let cancel = tokio_util::sync::CancellationToken::new();
-    track(shared, &run.id, run.token, &run.job_id, None, cancel.clone());
+    track(
+        shared,
+        &run.id,
+        run.token,
+        &run.job_id,
+        None,
+        cancel.clone(),
+    );
     let run_id = run.id.clone();
     let task = tokio::spawn(execute(Arc::clone(shared), run, cancel));
     set_abort(shared, &run_id, task.abort_handle());

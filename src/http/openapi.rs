@@ -147,6 +147,22 @@ fn paths() -> Value {
             "responses": { "200": ok("The jobs.", json!({ "type": "object", "properties": {
                 "jobs": { "type": "array", "items": schema_ref("JobSummary") } } })) }
         }},
+        "/api/jobs/{id}/pause": { "post": {
+            "summary": "Pause a job: events still arrive and create its runs, which wait (queued) until it is resumed",
+            "parameters": [id_param("job")],
+            "responses": {
+                "200": ok("The job, with paused: true.", schema_ref("JobSummary")),
+                "404": error("No such job."),
+            }
+        }},
+        "/api/jobs/{id}/resume": { "post": {
+            "summary": "Resume a paused job: its waiting runs are claimed again",
+            "parameters": [id_param("job")],
+            "responses": {
+                "200": ok("The job, with paused: false.", schema_ref("JobSummary")),
+                "404": error("No such job."),
+            }
+        }},
         "/api/stats": { "get": {
             "summary": "Events and run outcomes per time bucket, per job, and the queue",
             "parameters": [query("window", "`1h` (minute buckets) or `24h` (hour buckets).",
@@ -414,7 +430,10 @@ fn dashboard_paths() -> Value {
         "/runs": page("Runs with filters", none.clone()),
         "/runs/{id}": page("One run: payload, attempts on a timeline, logs, output", id("run")),
         "/runs/{id}/retry": post("Retry a failed or cancelled run", id("run")),
+        "/runs/{id}/cancel": post("Cancel a queued or running run", id("run")),
         "/jobs": page("Jobs: settings, load, success rates, where each runs", none.clone()),
+        "/jobs/{id}/pause": post("Pause a job: its runs wait until it is resumed", id("job")),
+        "/jobs/{id}/resume": post("Resume a paused job", id("job")),
         "/endpoints": endpoints,
         "/endpoints/{id}/index": post("Re-index an endpoint", id("endpoint")),
         "/endpoints/{id}/remove": remove,
@@ -540,6 +559,7 @@ fn schemas() -> Value {
             "id": string(), "name": string(), "version": string(), "event": string(),
             "filter": json_any, "maxAttempts": { "type": "integer" }, "timeoutMs": { "type": "integer" },
             "concurrency": nullable(json!({ "type": "integer" })), "updatedAt": time(),
+            "paused": { "type": "boolean", "description": "Its runs are created but not claimed until it is resumed." },
             "queued": { "type": "integer" }, "running": { "type": "integer" },
             "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes"),
             "placement": schema_ref("JobPlacement") } },

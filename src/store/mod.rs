@@ -582,6 +582,14 @@ impl Store {
         dispatch!(self, s => s.run_cancel(id.to_string(), now).await)
     }
 
+    /// Pauses (`true`) or resumes job `id`: a paused job's runs are still created by the events
+    /// that match it, but no worker claims them until it is resumed (runs already executing
+    /// finish). Not found when no job `id` is stored.
+    pub async fn job_pause(&self, id: &str, paused: bool) -> Result<()> {
+        unstorable_id("job", id)?;
+        dispatch!(self, s => s.job_pause(id.to_string(), paused).await)
+    }
+
     /// Queues a failed or cancelled run for one more attempt. Its attempt count is kept and its
     /// limit becomes `max(maxAttempts, attempt + 1)`: a run out of attempts gets exactly one more
     /// (3 of 3 becomes 3 of 4), and one that ended before using its attempts (cancelled, an

@@ -145,7 +145,8 @@ pub fn timeline(spans: &[Span], from: i64, to: i64) -> Markup {
     );
     for (i, s) in spans.iter().enumerate() {
         let w = ((s.end - s.start) as f64 / span_ms * (WIDTH - ROW_NAMES)).max(MIN_SPAN_WIDTH);
-        let x = (ROW_NAMES + (s.start - from) as f64 / span_ms * (WIDTH - ROW_NAMES)).min(WIDTH - w);
+        let x =
+            (ROW_NAMES + (s.start - from) as f64 / span_ms * (WIDTH - ROW_NAMES)).min(WIDTH - w);
         let y = 2.0 + i as f64 * row;
         let _ = write!(
             svg,

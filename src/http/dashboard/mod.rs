@@ -57,6 +57,8 @@ pub const ROUTES: &[&str] = &[
     "/runs/{id}/retry",
     "/runs/{id}/cancel",
     "/jobs",
+    "/jobs/{id}/pause",
+    "/jobs/{id}/resume",
     "/endpoints",
     "/endpoints/{id}/index",
     "/endpoints/{id}/remove",
@@ -92,6 +94,8 @@ pub fn routes() -> Router<AppState> {
         .route("/runs/{id}/retry", post(runs::retry))
         .route("/runs/{id}/cancel", post(runs::cancel))
         .route("/jobs", get(jobs::page))
+        .route("/jobs/{id}/pause", post(jobs::pause))
+        .route("/jobs/{id}/resume", post(jobs::resume))
         .route("/endpoints", get(endpoints::list).post(endpoints::add))
         .route("/endpoints/{id}/index", post(endpoints::reindex))
         .route(

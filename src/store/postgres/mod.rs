@@ -66,6 +66,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("0006_endpoints_nodes.sql")),
     (7, include_str!("0007_health.sql")),
     (8, include_str!("0008_steps.sql")),
+    (13, include_str!("0013_job_paused.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

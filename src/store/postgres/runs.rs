@@ -26,12 +26,14 @@ use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Re
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner
 /// select walks the partial index of runnable queue rows in due order and stops at the limit;
 /// the lease, token, attempt and node are set on those queue rows, the only rows written: the
-/// run and its event are read for what the worker needs.
+/// run and its event are read for what the worker needs. Paused jobs are taken off the list of
+/// jobs (once per claim), so their runs stay queued.
 pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
        UPDATE run_queue q SET lease_until = $2, lease_token = $3, attempt = q.attempt + 1, \
          started_at = $1, node = $6 \
        WHERE q.seq = ANY(ARRAY(SELECT seq FROM run_queue WHERE lease_until IS NULL AND run_at <= $1 \
-           AND job_id = ANY($4) ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
+           AND job_id = ANY(ARRAY(SELECT unnest($4::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
+           ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
        RETURNING q.seq, q.attempt) \
      SELECT r.id, r.event_id, e.name, r.job_id, q.attempt, r.max_attempts, e.payload \
      FROM q JOIN runs r ON r.seq = q.seq JOIN events e ON e.id = r.event_id";
@@ -268,7 +270,11 @@ impl PgStore {
     }
 
     /// See [`crate::store::Store::runs_heartbeat`].
-    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<Vec<String>> {
+    pub async fn runs_heartbeat(
+        &self,
+        leases: Vec<Lease>,
+        lease_until: i64,
+    ) -> Result<Vec<String>> {
         let ids: Vec<&str> = leases.iter().map(|l| l.run_id.as_str()).collect();
         let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
         let client = self.conn().await?;
@@ -380,7 +386,30 @@ impl PgStore {
             tx.commit().await?;
             return Ok(());
         }
-        run_state_error(&tx, &id, "cancelled", "only a queued or running run can be cancelled").await
+        run_state_error(
+            &tx,
+            &id,
+            "cancelled",
+            "only a queued or running run can be cancelled",
+        )
+        .await
+    }
+
+    /// See [`crate::store::Store::job_pause`].
+    pub async fn job_pause(&self, id: String, paused: bool) -> Result<()> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let n = tx
+            .execute("UPDATE jobs SET paused = $2 WHERE id = $1", &[&id, &paused])
+            .await?;
+        if n == 0 {
+            return Err(Error::NotFound { what: "job", id });
+        }
+        tx.commit().await?;
+        if !paused {
+            self.wake();
+        }
+        Ok(())
     }
 
     /// See [`crate::store::Store::run_retry`].

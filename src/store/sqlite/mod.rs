@@ -47,6 +47,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("0007_health.sql")),
     (8, include_str!("0008_rollups.sql")),
     (9, include_str!("0009_steps.sql")),
+    (13, include_str!("0013_job_paused.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

@@ -18,9 +18,11 @@ use crate::store::{
 
 /// The runs a claim takes: runnable runs of the given jobs (`?4`, a JSON array), oldest due first,
 /// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so
-/// its cost does not grow with the depth of the queue.
+/// its cost does not grow with the depth of the queue. Paused jobs are taken off the list of jobs
+/// (once per claim, not per run), so their runs stay queued.
 pub(super) const CLAIM_SELECT: &str = "SELECT seq FROM runs INDEXED BY runs_runnable \
-     WHERE status = 'queued' AND run_at <= ?1 AND job_id IN (SELECT value FROM json_each(?4)) \
+     WHERE status = 'queued' AND run_at <= ?1 AND job_id IN (SELECT value FROM json_each(?4) \
+       WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
      ORDER BY run_at, seq LIMIT ?5";
 
 /// A new run id: time-ordered, so ids sort by creation.
@@ -452,7 +454,11 @@ impl SqliteStore {
     }
 
     /// See [`crate::store::Store::runs_heartbeat`].
-    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<Vec<String>> {
+    pub async fn runs_heartbeat(
+        &self,
+        leases: Vec<Lease>,
+        lease_until: i64,
+    ) -> Result<Vec<String>> {
         self.write(move |ctx| {
             let mut stmt = ctx.conn.prepare_cached(
                 "UPDATE runs SET lease_until = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
@@ -529,6 +535,22 @@ impl SqliteStore {
     /// See [`crate::store::Store::run_cancel`].
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
         self.write(move |ctx| run_cancel_one(ctx, &id, now)).await
+    }
+
+    /// See [`crate::store::Store::job_pause`].
+    pub async fn job_pause(&self, id: String, paused: bool) -> Result<()> {
+        self.write(move |ctx| {
+            let n = ctx
+                .conn
+                .prepare_cached("UPDATE jobs SET paused = ?2 WHERE id = ?1")?
+                .execute(params![id, paused])?;
+            if n == 0 {
+                return Err(Error::NotFound { what: "job", id });
+            }
+            ctx.wake = !paused; // its due runs can be claimed now
+            Ok(())
+        })
+        .await
     }
 
     /// See [`crate::store::Store::run_retry`].
@@ -671,7 +693,12 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
         return run_state_error(ctx.conn, id, "cancelled", "");
     };
     if status != "queued" && status != "running" {
-        return run_state_error(ctx.conn, id, "cancelled", "only a queued or running run can be cancelled");
+        return run_state_error(
+            ctx.conn,
+            id,
+            "cancelled",
+            "only a queued or running run can be cancelled",
+        );
     }
     ctx.conn
         .prepare_cached(
@@ -680,7 +707,15 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
         .execute(params![id, now])?;
     ctx.tally.run(now, &job, "cancelled", 1);
     if status == "running" {
-        record_attempt(ctx.conn, id, attempt, "cancelled", started, now, Some("cancelled while running"))?;
+        record_attempt(
+            ctx.conn,
+            id,
+            attempt,
+            "cancelled",
+            started,
+            now,
+            Some("cancelled while running"),
+        )?;
     }
     Ok(())
 }
