@@ -292,6 +292,22 @@ impl Engine {
         Ok(())
     }
 
+    /// Cancels the queued or running runs `ids` in one transaction (see [`Store::runs_bulk`]),
+    /// stopping the ones executing here at once; returns how many were cancelled.
+    pub async fn runs_cancel(&self, ids: Vec<String>) -> Result<usize, crate::store::Error> {
+        let n = self
+            .shared
+            .store
+            .runs_bulk(
+                crate::store::BulkRunAction::Cancel,
+                ids.clone(),
+                self.shared.clock.now_ms(),
+            )
+            .await?;
+        cancel_local(&self.shared, &ids);
+        Ok(n)
+    }
+
     /// Wakes the worker (after a [`crate::ManualClock`] moved, for example).
     pub fn wake(&self) {
         self.shared.wake.notify_one();

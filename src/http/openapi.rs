@@ -142,6 +142,33 @@ fn paths() -> Value {
                 "409": error("The run is already finished."),
             }
         }},
+        "/api/runs/bulk": { "post": {
+            "summary": "Retry or cancel every run a filter selects (at most 10,000 per call, newest first); dryRun only counts",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["action"], "properties": {
+                    "action": { "enum": ["retry", "cancel"] },
+                    "filter": { "type": "object", "properties": {
+                        "jobId": string(), "status": string(), "eventId": string() } },
+                    "dryRun": { "type": "boolean" } } } } } },
+            "responses": {
+                "200": ok("What was selected (count) and changed (acted).", schema_ref("BulkOutcome")),
+                "400": error("Unknown action, field or status."),
+            }
+        }},
+        "/api/events/bulk": { "post": {
+            "summary": "Replay every event a filter selects (at most 10,000 per call, newest first); dryRun only counts",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["action"], "properties": {
+                    "action": { "enum": ["replay"] },
+                    "filter": { "type": "object", "properties": {
+                        "name": string(), "source": string(), "status": string(),
+                        "from": time(), "to": time(), "q": string() } },
+                    "dryRun": { "type": "boolean" } } } } } },
+            "responses": {
+                "200": ok("What was selected (count) and replayed (acted).", schema_ref("BulkOutcome")),
+                "400": error("Unknown action, field or status."),
+            }
+        }},
         "/api/jobs": { "get": {
             "summary": "Job definitions with current load and recent success rates",
             "responses": { "200": ok("The jobs.", json!({ "type": "object", "properties": {
@@ -555,6 +582,12 @@ fn schemas() -> Value {
             "waitUntil": nullable(time()),
             "output": json_any, "error": nullable(string()) } },
         "Outcomes": outcomes(),
+        "BulkOutcome": { "type": "object", "properties": {
+            "action": string(), "dryRun": { "type": "boolean" },
+            "count": { "type": "integer", "description": "Records selected: matched by the filter and subject to the action." },
+            "acted": { "type": "integer", "description": "Records changed (0 on a dry run)." },
+            "limit": { "type": "integer" },
+            "truncated": { "type": "boolean", "description": "More matched than limit: call again for the next ones." } } },
         "JobSummary": { "type": "object", "properties": {
             "id": string(), "name": string(), "version": string(), "event": string(),
             "filter": json_any, "maxAttempts": { "type": "integer" }, "timeoutMs": { "type": "integer" },

@@ -491,6 +491,18 @@ pub struct WebhookDelivery {
     pub raw_body: String,
 }
 
+/// What a bulk action does to each run it selects (see [`Store::runs_bulk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkRunAction {
+    /// Cancel queued or running runs.
+    Cancel,
+    /// Queue failed or cancelled runs again.
+    Retry,
+}
+
+/// Runs changed in one transaction of a bulk action.
+pub const BULK_CHUNK: usize = 500;
+
 /// The store: one of the backends.
 #[derive(Clone, Debug)]
 pub enum Store {
@@ -580,6 +592,22 @@ impl Store {
     pub async fn run_cancel(&self, id: &str, now: i64) -> Result<()> {
         unstorable_id("run", id)?;
         dispatch!(self, s => s.run_cancel(id.to_string(), now).await)
+    }
+
+    /// Cancels (queued or running) or retries (failed or cancelled) the runs `ids` in one
+    /// transaction, skipping the ones in another state or gone; returns how many it changed.
+    /// Callers bound `ids` (the API: [`BULK_CHUNK`] per call to this).
+    pub async fn runs_bulk(
+        &self,
+        action: BulkRunAction,
+        ids: Vec<String>,
+        now: i64,
+    ) -> Result<usize> {
+        let ids: Vec<String> = ids.into_iter().filter(|id| storable(id)).collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        dispatch!(self, s => s.runs_bulk(action, ids, now).await)
     }
 
     /// Pauses (`true`) or resumes job `id`: a paused job's runs are still created by the events

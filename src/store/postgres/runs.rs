@@ -395,6 +395,31 @@ impl PgStore {
         .await
     }
 
+    /// See [`crate::store::Store::runs_bulk`].
+    pub async fn runs_bulk(
+        &self,
+        action: crate::store::BulkRunAction,
+        mut ids: Vec<String>,
+        now: i64,
+    ) -> Result<usize> {
+        // One order for every bulk write, so two of them never wait for each other.
+        ids.sort();
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let mut n = 0;
+        for id in &ids {
+            n += match action {
+                crate::store::BulkRunAction::Cancel => run_cancel_in(&tx, id, now).await?,
+                crate::store::BulkRunAction::Retry => run_retry_in(&tx, id, now).await?,
+            };
+        }
+        tx.commit().await?;
+        if n > 0 && action == crate::store::BulkRunAction::Retry {
+            self.wake();
+        }
+        Ok(n)
+    }
+
     /// See [`crate::store::Store::job_pause`].
     pub async fn job_pause(&self, id: String, paused: bool) -> Result<()> {
         let mut client = self.conn().await?;
@@ -418,20 +443,7 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         // The run no longer counts as failed or cancelled in its minute: the rates describe each
         // run's current outcome, as on SQLite.
-        let n = rows(
-            &tx,
-            "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
-                 WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
-               r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
-                 FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
-               q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
-               o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
-                 WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
-             SELECT 1 FROM r",
-            &[&id, &now],
-        )
-        .await?
-        .len();
+        let n = run_retry_in(&tx, &id, now).await?;
         if n == 1 {
             tx.commit().await?;
             self.wake();
@@ -512,6 +524,25 @@ pub(super) async fn run_cancel_in<C: GenericClient>(tx: &C, id: &str, now: i64) 
             tally_sql!("c"),
             ") SELECT 1 FROM c"
         ),
+        &[&id, &now],
+    )
+    .await?
+    .len())
+}
+
+/// Queues run `id` again if it is failed or cancelled, inside `tx` (see `run_retry`). Returns 1
+/// when it was queued, 0 when it was in another state.
+pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
+    Ok(rows(
+        tx,
+        "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
+             WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
+           r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
+             FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
+           q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
+           o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
+             WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
+         SELECT 1 FROM r",
         &[&id, &now],
     )
     .await?

@@ -555,31 +555,31 @@ impl SqliteStore {
 
     /// See [`crate::store::Store::run_retry`].
     pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
+        self.write(move |ctx| run_retry_one(ctx, &id, now)).await
+    }
+
+    /// See [`crate::store::Store::runs_bulk`].
+    pub async fn runs_bulk(
+        &self,
+        action: crate::store::BulkRunAction,
+        ids: Vec<String>,
+        now: i64,
+    ) -> Result<usize> {
         self.write(move |ctx| {
-            // What the run counted as in the per-minute counts, which it leaves.
-            let finished: Option<(i64, String, String)> = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT finished_at, job_id, status FROM runs \
-                     WHERE id = ?1 AND status IN ('failed', 'cancelled') AND finished_at IS NOT NULL",
-                )?
-                .query_row([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()?;
-            let n = ctx
-                .conn
-                .prepare_cached(
-                    "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
-                     WHERE id = ?1 AND status IN ('failed', 'cancelled')",
-                )?
-                .execute(params![id, now])?;
-            if n == 1 {
-                if let Some((at, job, status)) = finished {
-                    ctx.tally.run(at, &job, &status, -1);
+            let mut n = 0;
+            for id in &ids {
+                // A run in another state (or gone) is skipped; both checks write nothing then.
+                let done = match action {
+                    crate::store::BulkRunAction::Cancel => run_cancel_one(ctx, id, now),
+                    crate::store::BulkRunAction::Retry => run_retry_one(ctx, id, now),
+                };
+                match done {
+                    Ok(()) => n += 1,
+                    Err(Error::Conflict(_) | Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
                 }
-                ctx.wake = true;
-                return Ok(());
             }
-            run_state_error(ctx.conn, &id, "retried", "only a failed or cancelled run can be retried")
+            Ok(n)
         })
         .await
     }
@@ -718,6 +718,40 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
         )?;
     }
     Ok(())
+}
+
+/// Queues failed or cancelled run `id` again inside the caller's write (see `run_retry`); a run
+/// in another state is a conflict, and nothing is written then.
+pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
+    // What the run counted as in the per-minute counts, which it leaves.
+    let finished: Option<(i64, String, String)> = ctx
+        .conn
+        .prepare_cached(
+            "SELECT finished_at, job_id, status FROM runs \
+             WHERE id = ?1 AND status IN ('failed', 'cancelled') AND finished_at IS NOT NULL",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let n = ctx
+        .conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
+             WHERE id = ?1 AND status IN ('failed', 'cancelled')",
+        )?
+        .execute(params![id, now])?;
+    if n == 1 {
+        if let Some((at, job, status)) = finished {
+            ctx.tally.run(at, &job, &status, -1);
+        }
+        ctx.wake = true;
+        return Ok(());
+    }
+    run_state_error(
+        ctx.conn,
+        id,
+        "retried",
+        "only a failed or cancelled run can be retried",
+    )
 }
 
 fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: &str) -> Result<T> {
