@@ -441,6 +441,11 @@ fn dashboard_paths() -> Value {
     endpoints["post"] = action("Add an endpoint (form: url, secret)", none.clone());
     let mut remove = page("Confirm removing an endpoint", id("endpoint"));
     remove["post"] = action("Remove an endpoint", id("endpoint"));
+    let mut send_form = page(
+        "The send-an-event form: name, JSON payload, optional delay",
+        none.clone(),
+    );
+    send_form["post"] = action("Send an event (form: name, payload, delay)", none.clone());
     let mut login = page("The sign-in form", none.clone());
     login["get"]["security"] = json!([]);
     login["post"] = action(
@@ -454,7 +459,10 @@ fn dashboard_paths() -> Value {
         "/events/{id}": page("One event: payload, runs, chain, actions", id("event")),
         "/events/{id}/replay": post("Replay the event (form: payload, optional)", id("event")),
         "/events/{id}/cancel": post("Cancel a scheduled event", id("event")),
+        "/events/bulk": post("Replay all events a filter selects (form: action=replay, the list's filter, confirm): first a count to confirm, then the replays", none.clone()),
+        "/send": send_form,
         "/runs": page("Runs with filters", none.clone()),
+        "/runs/bulk": post("Retry or cancel all runs a filter selects (form: action, the list's filter, confirm): first a count to confirm, then the action", none.clone()),
         "/runs/{id}": page("One run: payload, attempts on a timeline, logs, output", id("run")),
         "/runs/{id}/retry": post("Retry a failed or cancelled run", id("run")),
         "/runs/{id}/cancel": post("Cancel a queued or running run", id("run")),

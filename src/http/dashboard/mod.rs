@@ -24,6 +24,7 @@
 //!   none of them and no `Authorization` header.
 //! - **Lists** are keyset-paginated by the store; a page links to the next with its cursor.
 
+pub mod bulk;
 pub mod cache;
 pub mod charts;
 pub mod endpoints;
@@ -33,6 +34,7 @@ pub mod login;
 pub mod overview;
 pub mod page;
 pub mod runs;
+pub mod send;
 pub mod webhooks;
 
 use axum::extract::Path;
@@ -49,10 +51,13 @@ use super::AppState;
 pub const ROUTES: &[&str] = &[
     "/",
     "/events",
+    "/events/bulk",
     "/events/{id}",
     "/events/{id}/replay",
     "/events/{id}/cancel",
+    "/send",
     "/runs",
+    "/runs/bulk",
     "/runs/{id}",
     "/runs/{id}/retry",
     "/runs/{id}/cancel",
@@ -86,10 +91,13 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(overview::page))
         .route("/events", get(events::list))
+        .route("/events/bulk", post(bulk::events))
         .route("/events/{id}", get(events::detail))
         .route("/events/{id}/replay", post(events::replay))
         .route("/events/{id}/cancel", post(events::cancel))
+        .route("/send", get(send::page).post(send::send))
         .route("/runs", get(runs::list))
+        .route("/runs/bulk", post(bulk::runs))
         .route("/runs/{id}", get(runs::detail))
         .route("/runs/{id}/retry", post(runs::retry))
         .route("/runs/{id}/cancel", post(runs::cancel))

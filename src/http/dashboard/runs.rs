@@ -67,6 +67,7 @@ pub async fn list(
             button type="submit" { "Filter" }
             a.clear href="/runs" { "Clear" }
         }
+        (super::bulk::buttons("/runs/bulk", &[("retry", "Retry all matching…"), ("cancel", "Cancel all matching…")], &filters))
         @let table = html! {
             @if runs.items.is_empty() {
                 p.muted.empty { "No run matches." }
