@@ -416,7 +416,7 @@ impl SqliteStore {
 
     /// See [`super::Store::rollups_drift`].
     pub async fn rollups_drift(&self) -> Result<Vec<String>> {
-        self.read(|c| rollups::drift(c)).await
+        self.read(rollups::drift).await
     }
 
     /// See [`super::Store::health_write`]: one upsert through the writer, in its next batch.

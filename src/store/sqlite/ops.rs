@@ -503,7 +503,7 @@ impl SqliteStore {
     /// See [`crate::store::Store::runs_rescue`].
     pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
         self.write(move |ctx| {
-            let rescued: Vec<(String, u32, Option<i64>, String, String, Option<i64>)> = ctx
+            let rescued: Vec<Rescued> = ctx
                 .conn
                 .prepare_cached(
                     "UPDATE runs SET \
@@ -753,6 +753,9 @@ pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resul
         "only a failed or cancelled run can be retried",
     )
 }
+
+/// A rescued run: id, attempt, started, error, job, finished (when it failed).
+type Rescued = (String, u32, Option<i64>, String, String, Option<i64>);
 
 fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: &str) -> Result<T> {
     let status: Option<String> = conn
