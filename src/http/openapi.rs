@@ -728,6 +728,7 @@ mod tests {
         ("trigger", include_str!("trigger.rs")),
         ("compat", include_str!("compat.rs")),
         ("webhooks", include_str!("webhooks.rs")),
+        ("bulk", include_str!("bulk.rs")),
         ("dashboard", include_str!("dashboard/mod.rs")),
     ];
 

@@ -2,7 +2,8 @@
 //!
 //! One module per screen, each with the reads it needs (all through [`crate::store::Store`]'s read
 //! side or, for endpoints, [`crate::endpoints::Registry`]; never SQL): [`overview`] (`/`), [`events`] (`/events`, `/events/{id}` and its replay and
-//! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry), [`jobs`] (`/jobs`: each job's
+//! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry, cancel), [`send`] (`/send`: send an
+//! event), [`bulk`] (retry / cancel / replay all matching, with a count to confirm), [`jobs`] (`/jobs`: each job's
 //! settings, load, success rates and where it runs), [`endpoints`] (`/endpoints`: the HTTP job
 //! endpoints with their health and recent errors; add, re-index, remove), [`webhooks`]
 //! (`/webhooks`) and [`login`] (`/login`, `/logout`). [`charts`] draws inline SVG; [`page`] holds
