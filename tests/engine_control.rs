@@ -240,11 +240,13 @@ async fn a_paused_jobs_runs_wait_until_it_is_resumed(db: TestDb) {
             )
             .unwrap();
     }
-    // The definitions are written in the background: wait for the row to pause.
+    // The definitions are written in the background: wait for both rows.
     wait_for("the job rows", || async {
-        client.store().job_pause("held", true).await.ok()
+        let jobs = client.store().jobs_list(chrono::Utc::now()).await.ok()?;
+        (jobs.len() == 2).then_some(())
     })
     .await;
+    client.store().job_pause("held", true).await.unwrap();
     let jobs = client.store().jobs_list(chrono::Utc::now()).await.unwrap();
     let paused: Vec<(&str, bool)> = jobs
         .iter()
