@@ -13,6 +13,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -104,6 +105,7 @@ pub struct Io {
     clock: SharedClock,
     calls: Arc<AtomicU32>,
     steps: Arc<Steps>,
+    cancel: CancellationToken,
 }
 
 impl Io {
@@ -115,6 +117,7 @@ impl Io {
         attempt: u32,
         store: Store,
         clock: SharedClock,
+        cancel: CancellationToken,
     ) -> Self {
         let run_id = lease.run_id.as_str();
         Self {
@@ -127,7 +130,36 @@ impl Io {
             store,
             clock,
             calls: Arc::default(),
+            cancel,
         }
+    }
+
+    /// Whether this run was cancelled (or its lease lost) while it executes. Its outcome will not
+    /// be recorded: the run stays cancelled whatever the job returns, and the engine stops the
+    /// execution (drops its future) at its next await. Check it between units of work to stop
+    /// cleanly.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Completes when this run is cancelled (see [`Io::is_cancelled`]), for a `select!` around
+    /// long work:
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// tokio::select! {
+    ///     () = io.cancelled() => return Err(flare::JobError::fatal("cancelled")),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// The execution's cancellation (the executor stops the job when it trips).
+    pub(crate) fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
     }
 
     /// This execution's steps (the executor watches them for a suspension).

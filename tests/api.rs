@@ -491,6 +491,199 @@ async fn replay_retry_and_cancel_act_and_refuse_the_wrong_state(db: TestDb) {
     }
 }
 
+/// Pause and resume a job, cancel a run, through the API: a paused job's run waits, is cancelled,
+/// and a resumed job's runs run; the wrong state is a 409, an unknown id a 404.
+async fn pause_resume_and_cancel_through_the_api(db: TestDb) {
+    let f = fixture(db).await;
+    let (status, job) = f.call("POST", "/api/jobs/greet/pause", None).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["id"], "greet");
+    assert_eq!(job["paused"], true);
+    let jobs = f.get("/api/jobs").await;
+    let paused: Vec<(&str, bool)> = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|j| {
+            (
+                j["id"].as_str().expect("id"),
+                j["paused"].as_bool().expect("paused"),
+            )
+        })
+        .collect();
+    assert!(paused.contains(&("greet", true)), "{paused:?}");
+    assert!(paused.iter().filter(|(_, p)| *p).count() == 1, "{paused:?}");
+
+    let sent = f
+        .client
+        .send_event("user.created", &json!({"email": "held@example.com"}))
+        .await
+        .expect("send");
+    let kept = sent.run_ids[0].clone();
+    let other = f
+        .client
+        .send_event("user.created", &json!({"email": "cut@example.com"}))
+        .await
+        .expect("send");
+    let cut = other.run_ids[0].clone();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let run = f.get(&format!("/api/runs/{kept}")).await;
+    assert_eq!(run["status"], "queued", "a paused job's run waits: {run}");
+
+    let (status, run) = f
+        .call("POST", &format!("/api/runs/{cut}/cancel"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["status"], "cancelled");
+    let (status, body) = f
+        .call("POST", &format!("/api/runs/{cut}/cancel"), None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+
+    let (status, job) = f.call("POST", "/api/jobs/greet/resume", None).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(job["paused"], false);
+    sample::settle(&f.client).await;
+    let run = f.get(&format!("/api/runs/{kept}")).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    let run = f.get(&format!("/api/runs/{cut}")).await;
+    assert_eq!(run["status"], "cancelled", "{run}");
+
+    for uri in [
+        "/api/jobs/nope/pause",
+        "/api/jobs/nope/resume",
+        "/api/runs/nope/cancel",
+    ] {
+        let (status, body) = f.call("POST", uri, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}: {body}");
+    }
+}
+
+/// Bulk actions select what the list's filter selects; a dry run counts exactly what the action
+/// then changes, and nothing outside the filter is touched.
+async fn bulk_actions_act_on_what_the_filter_selects(db: TestDb) {
+    let f = fixture(db).await;
+    // Retry: the one failed run (order.placed's explode).
+    let body = json!({"action": "retry", "filter": {"status": "failed"}, "dryRun": true});
+    let (status, dry) = f.call("POST", "/api/runs/bulk", Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{dry}");
+    assert_eq!(
+        (dry["count"].as_u64(), dry["acted"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(dry["limit"], 10_000);
+    assert_eq!(dry["truncated"], false);
+    let body = json!({"action": "retry", "filter": {"status": "failed"}});
+    let (status, done) = f.call("POST", "/api/runs/bulk", Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(
+        (done["count"].as_u64(), done["acted"].as_u64()),
+        (Some(1), Some(1))
+    );
+    sample::settle(&f.client).await;
+    let order = f.get(&format!("/api/events/{}", f.order)).await;
+    assert_eq!(order["runs"][0]["status"], "succeeded", "{order}");
+
+    // Cancel: three queued runs of a paused job, none of another job.
+    f.call("POST", "/api/jobs/greet/pause", None).await;
+    for i in 0..3 {
+        f.client
+            .send_event(
+                "user.created",
+                &json!({"email": format!("b{i}@example.com")}),
+            )
+            .await
+            .expect("send");
+    }
+    let upload = f
+        .client
+        .send_event("file.uploaded", &json!({"file": "b.png"}))
+        .await
+        .expect("send");
+    let filter = json!({"jobId": "greet"});
+    let (_, dry) = f
+        .call(
+            "POST",
+            "/api/runs/bulk",
+            Some(json!({"action": "cancel", "filter": filter, "dryRun": true})),
+        )
+        .await;
+    assert_eq!(dry["count"], 3, "{dry}");
+    let (_, done) = f
+        .call(
+            "POST",
+            "/api/runs/bulk",
+            Some(json!({"action": "cancel", "filter": filter})),
+        )
+        .await;
+    assert_eq!(
+        (done["count"].as_u64(), done["acted"].as_u64()),
+        (Some(3), Some(3)),
+        "{done}"
+    );
+    let cancelled = f.get("/api/runs?status=cancelled&jobId=greet").await;
+    assert_eq!(cancelled["runs"].as_array().expect("runs").len(), 3);
+    f.call("POST", "/api/jobs/greet/resume", None).await;
+    sample::settle(&f.client).await;
+    let upload = f.get(&format!("/api/events/{}", upload.id)).await;
+    assert_eq!(
+        upload["runs"][0]["status"], "succeeded",
+        "outside the filter: {upload}"
+    );
+    // A second cancel finds nothing left to cancel.
+    let (_, again) = f
+        .call(
+            "POST",
+            "/api/runs/bulk",
+            Some(json!({"action": "cancel", "filter": filter, "dryRun": true})),
+        )
+        .await;
+    assert_eq!(again["count"], 0);
+
+    // Replay: the audit events (one), newest first; the copies are new events.
+    let filter = json!({"name": "audit.noted"});
+    let (_, dry) = f
+        .call(
+            "POST",
+            "/api/events/bulk",
+            Some(json!({"action": "replay", "filter": filter, "dryRun": true})),
+        )
+        .await;
+    assert_eq!(dry["count"], 1, "{dry}");
+    let (_, done) = f
+        .call(
+            "POST",
+            "/api/events/bulk",
+            Some(json!({"action": "replay", "filter": filter})),
+        )
+        .await;
+    assert_eq!(
+        (done["count"].as_u64(), done["acted"].as_u64()),
+        (Some(1), Some(1)),
+        "{done}"
+    );
+    let replayed = f
+        .event_ids(&format!("/api/events?source=replay:{}", f.audit))
+        .await;
+    assert_eq!(replayed.len(), 1);
+
+    for (uri, body) in [
+        ("/api/runs/bulk", json!({"action": "replay"})),
+        (
+            "/api/runs/bulk",
+            json!({"action": "retry", "filter": {"status": "bogus"}}),
+        ),
+        (
+            "/api/runs/bulk",
+            json!({"action": "retry", "filter": {"nope": 1}}),
+        ),
+        ("/api/events/bulk", json!({"action": "retry"})),
+    ] {
+        let (status, answer) = f.call("POST", uri, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri} {body}: {answer}");
+    }
+}
+
 async fn bad_parameters_are_400_and_name_the_parameter(db: TestDb) {
     let f = fixture(db).await;
     for (uri, name) in [
@@ -610,7 +803,12 @@ async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
         "/api/runs",
         "/api/runs/{id}",
         "/api/runs/{id}/retry",
+        "/api/runs/{id}/cancel",
         "/api/jobs",
+        "/api/jobs/{id}/pause",
+        "/api/runs/bulk",
+        "/api/events/bulk",
+        "/api/jobs/{id}/resume",
         "/api/stats",
         "/api/openapi.json",
         "/metrics",
@@ -898,6 +1096,8 @@ backend_tests!(
     cursors_walk_every_page_once_newest_first,
     details_show_runs_children_logs_and_attempts,
     replay_retry_and_cancel_act_and_refuse_the_wrong_state,
+    pause_resume_and_cancel_through_the_api,
+    bulk_actions_act_on_what_the_filter_selects,
     bad_parameters_are_400_and_name_the_parameter,
     jobs_stats_metrics_and_the_openapi_document,
     nul_characters_in_ids_and_filters_are_400_or_404,

@@ -1363,3 +1363,150 @@ async fn the_jobs_page_shows_a_schedule_and_its_next_run() {
     assert!(row.contains("next <time"), "{row}");
     assert!(row.contains(&format!(">{next}</time>")), "{row}");
 }
+
+/// The control actions' forms: send an event (kept edits and the error on a mistake), pause and
+/// resume a job, cancel a run, and a bulk retry that shows its count before acting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_forms_send_pause_cancel_and_bulk_retry() {
+    let f = fixture().await;
+    let cookie = f.login().await;
+    let before = f.event_count().await;
+
+    // Send: cross-site refused; a bad payload keeps the edit and says why; a good one is sent.
+    let body = form(&[
+        ("name", "note.added"),
+        ("payload", "{\"a\": 1}"),
+        ("delay", ""),
+    ]);
+    let a = f.post("/send", &cookie, "http://evil.example", &body).await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    let page = f
+        .request("GET", "/send", Auth::Cookie(&cookie), None, None)
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("id=\"send-payload\""));
+    let bad = form(&[
+        ("name", "note.added"),
+        ("payload", "{\"a\": 1,}"),
+        ("delay", ""),
+    ]);
+    let a = f.post("/send", &cookie, ORIGIN, &bad).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("id=\"send-error\""), "{}", a.body);
+    assert!(a.body.contains("not valid JSON"));
+    assert!(a.body.contains("{&quot;a&quot;: 1,}"), "the edit is kept");
+    assert!(a.body.contains("value=\"note.added\""), "the name is kept");
+    let bad_delay = form(&[("name", "note.added"), ("payload", "{}"), ("delay", "soon")]);
+    let a = f.post("/send", &cookie, ORIGIN, &bad_delay).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("delay"), "{}", a.body);
+    let bad_name = form(&[
+        ("name", "no spaces allowed"),
+        ("payload", "{}"),
+        ("delay", ""),
+    ]);
+    let a = f.post("/send", &cookie, ORIGIN, &bad_name).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+    assert_eq!(f.event_count().await, before, "nothing was sent");
+    let good = form(&[
+        ("name", "note.added"),
+        ("payload", "{\"a\": 1}"),
+        ("delay", "5m"),
+    ]);
+    let a = f.post("/send", &cookie, ORIGIN, &good).await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    let id = a
+        .location()
+        .strip_prefix("/events/")
+        .expect("to the event")
+        .to_string();
+    let sent = f
+        .client
+        .store()
+        .event_get(&id)
+        .await
+        .expect("get")
+        .expect("sent");
+    assert_eq!(sent.name, "note.added");
+    assert_eq!(sent.payload, json!({"a": 1}));
+    assert_eq!(
+        sent.deliver_at.map(|t| t.timestamp_millis()),
+        Some(flare::Clock::now_ms(&f.clock) + 300_000)
+    );
+
+    // Pause: the jobs page shows it and offers Resume; a run of the paused job waits.
+    let a = f.post("/jobs/greet/pause", &cookie, ORIGIN, "").await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    let jobs = f
+        .request("GET", "/jobs", Auth::Cookie(&cookie), None, None)
+        .await;
+    let greet = row(&jobs.body, "data-job", "greet");
+    assert!(greet.contains("paused"), "{greet}");
+    assert!(greet.contains("/jobs/greet/resume"), "{greet}");
+    let held = f
+        .client
+        .send_inserted(
+            SendEvent::new("user.created", &json!({"email": "p@example.com"})),
+            Source::Api,
+        )
+        .await
+        .expect("send");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let run = f.run_of(&held.event.id).await;
+    assert_eq!(run.status, RunStatus::Queued);
+
+    // Cancel that queued run from its page.
+    let run_page = f
+        .request(
+            "GET",
+            &format!("/runs/{}", run.id),
+            Auth::Cookie(&cookie),
+            None,
+            None,
+        )
+        .await;
+    assert!(run_page.body.contains("id=\"cancel-run\""));
+    let a = f
+        .post(&format!("/runs/{}/cancel", run.id), &cookie, ORIGIN, "")
+        .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    assert_eq!(f.run_status(&run.id).await, RunStatus::Cancelled);
+    let a = f.post("/jobs/greet/resume", &cookie, ORIGIN, "").await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    let jobs = f
+        .request("GET", "/jobs", Auth::Cookie(&cookie), None, None)
+        .await;
+    assert!(row(&jobs.body, "data-job", "greet").contains("/jobs/greet/pause"));
+
+    // Bulk retry of the failed runs: the count first, then the action.
+    let list = f
+        .request(
+            "GET",
+            "/runs?status=failed",
+            Auth::Cookie(&cookie),
+            None,
+            None,
+        )
+        .await;
+    assert!(list.body.contains("data-bulk=\"retry\""), "{}", list.body);
+    let ask = form(&[("action", "retry"), ("status", "failed")]);
+    let a = f.post("/runs/bulk", &cookie, ORIGIN, &ask).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert!(a.body.contains("data-count=\"1\""), "{}", a.body);
+    assert!(a.body.contains("id=\"bulk-confirm\""));
+    assert_eq!(
+        f.run_of(&f.order).await.status,
+        RunStatus::Failed,
+        "not yet"
+    );
+    let confirm = form(&[("action", "retry"), ("status", "failed"), ("confirm", "1")]);
+    let a = f.post("/runs/bulk", &cookie, ORIGIN, &confirm).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert!(a.body.contains("data-acted=\"1\""), "{}", a.body);
+    sample::settle(&f.client).await;
+    assert_eq!(f.run_of(&f.order).await.status, RunStatus::Succeeded);
+    let a = f
+        .post("/runs/bulk", &cookie, "http://evil.example", &confirm)
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+}

@@ -670,6 +670,80 @@ async fn an_operator_finds_out_what_happened_in_the_browser() {
     );
     shot(&b, "webhooks").await;
 
+    // Pause a job from the jobs page, send it an event from the send form (a bad payload first:
+    // the error is shown and the edit kept): its run waits; resume: it runs.
+    b.goto(&format!("{base}/jobs")).await.expect("goto");
+    click_to(&b, "tr[data-job='record-payment'] button.pause", |p| {
+        p == "/jobs"
+    })
+    .await;
+    wait("the job to show paused", || async {
+        text(&b, "tr[data-job='record-payment'] td.state")
+            .await
+            .contains("paused")
+            .then_some(())
+    })
+    .await;
+    b.goto(&format!("{base}/events")).await.expect("goto");
+    click_to(&b, "#send-link", |p| p == "/send").await;
+    b.find(Locator::Id("send-name"))
+        .await
+        .expect("name")
+        .send_keys("payment.processed")
+        .await
+        .expect("type");
+    let editor = b.find(Locator::Id("send-payload")).await.expect("editor");
+    editor.clear().await.expect("clear");
+    editor
+        .send_keys(r#"{"amount": 12, "currency": "EUR", "customerId": "c_1",}"#)
+        .await
+        .expect("type");
+    click_to(&b, "#send-submit", |p| p == "/send").await;
+    assert!(text(&b, "#send-error").await.contains("not valid JSON"));
+    let kept = b
+        .find(Locator::Id("send-payload"))
+        .await
+        .expect("editor")
+        .prop("value")
+        .await
+        .expect("value")
+        .unwrap_or_default();
+    assert!(
+        kept.contains("\"customerId\": \"c_1\","),
+        "the edit is kept: {kept}"
+    );
+    let editor = b.find(Locator::Id("send-payload")).await.expect("editor");
+    editor.clear().await.expect("clear");
+    editor
+        .send_keys(r#"{"amount": 12, "currency": "EUR", "customerId": "c_1"}"#)
+        .await
+        .expect("type");
+    let sent_path = click_to(&b, "#send-submit", |p| p.starts_with("/events/evt")).await;
+    shot(&b, "sent-event").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    b.goto(&format!("{base}{sent_path}")).await.expect("goto");
+    let waiting = page_text(&b).await;
+    assert!(
+        text(&b, "#event-status").await.contains("running") && waiting.contains("queued"),
+        "the paused job's run waits: {waiting}"
+    );
+    b.goto(&format!("{base}/jobs")).await.expect("goto");
+    click_to(&b, "tr[data-job='record-payment'] button.pause", |p| {
+        p == "/jobs"
+    })
+    .await;
+    assert!(!text(&b, "tr[data-job='record-payment'] td.state")
+        .await
+        .contains("paused"));
+    b.goto(&format!("{base}{sent_path}")).await.expect("goto");
+    wait("the resumed job's run to succeed", || async {
+        text(&b, "#event-status")
+            .await
+            .contains("succeeded")
+            .then_some(())
+    })
+    .await;
+
     // Log out: back to the form, and the pages want a session again.
     click_to(&b, "form.logout button", |p| p == "/login").await;
     b.goto(&format!("{base}/jobs")).await.expect("goto");

@@ -6,12 +6,15 @@
 //! fatal ([`crate::JobError::fatal`], or a payload that does not deserialize into the job's type);
 //! a panic or a timeout counts as an error. A job that reached an `io.wait` not yet due is
 //! suspended: its future is dropped and the run goes back to the queue, due when the wait is,
-//! without counting the attempt (see [`super::steps`]).
+//! without counting the attempt (see [`super::steps`]). A run cancelled while it executes (its
+//! lease gone, noticed by the heartbeat or by [`super::Engine::run_cancel`]) is stopped the same
+//! way: its future is dropped, and its completion is refused by the store (fencing).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
 
 use super::{finish, set_abort, track, Registered, Shared};
 use crate::engine::steps::Suspension;
@@ -44,13 +47,21 @@ pub enum Outcome {
 
 /// Starts executing `run` on its own task.
 pub(crate) fn spawn(shared: &Arc<Shared>, run: ClaimedRun) {
-    track(shared, &run.id, run.token, &run.job_id, None);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    track(
+        shared,
+        &run.id,
+        run.token,
+        &run.job_id,
+        None,
+        cancel.clone(),
+    );
     let run_id = run.id.clone();
-    let task = tokio::spawn(execute(Arc::clone(shared), run));
+    let task = tokio::spawn(execute(Arc::clone(shared), run, cancel));
     set_abort(shared, &run_id, task.abort_handle());
 }
 
-async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
+async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken) {
     let job = shared
         .jobs
         .read()
@@ -67,6 +78,7 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
         run.attempt,
         shared.store.clone(),
         shared.clock.clone(),
+        cancel,
     );
     let logger = io.logger.clone();
     let outcome = match job {
@@ -119,12 +131,21 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun) {
 /// suspends itself (an `io.wait` not yet due; its future is then dropped).
 pub(crate) async fn perform(job: &Registered, payload: serde_json::Value, io: Io) -> Outcome {
     let steps = io.steps();
+    let cancel = io.cancel_token();
     let handler = Arc::clone(&job.handler);
     let body = AssertUnwindSafe(async move { handler(payload, io).await }).catch_unwind();
+    // The body is polled before the cancellation: a job that notices it and returns ends with
+    // its own outcome (refused by the store like any completion of a run whose lease is gone).
     let ended = tokio::select! {
         biased;
         () = steps.suspended() => None,
         ended = tokio::time::timeout(job.spec.timeout, body) => Some(ended),
+        () = cancel.cancelled() => {
+            return Outcome::Failed {
+                message: "cancelled while running".into(),
+                retryable: false,
+            }
+        }
     };
     let Some(ended) = ended else {
         return match steps.suspension() {

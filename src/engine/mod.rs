@@ -89,6 +89,9 @@ pub(crate) struct InFlight {
     token: i64,
     job_id: String,
     abort: Option<AbortHandle>,
+    /// Tripped when the run's lease is found gone (cancelled, or rescued): the job sees it through
+    /// `io`, and the executor stops the execution.
+    cancel: CancellationToken,
 }
 
 pub(crate) struct Shared {
@@ -277,6 +280,33 @@ impl Engine {
     /// Whether this node led maintenance (scheduler, rescuer, pruner) at its last attempt.
     pub fn is_leader(&self) -> bool {
         self.shared.leading.load(Ordering::SeqCst)
+    }
+
+    /// Cancels run `id` (queued or running; see [`Store::run_cancel`]) and, when this process is
+    /// executing it, stops the execution at once rather than at the next heartbeat.
+    pub async fn run_cancel(&self, id: &str) -> Result<(), crate::store::Error> {
+        self.shared
+            .store
+            .run_cancel(id, self.shared.clock.now_ms())
+            .await?;
+        cancel_local(&self.shared, &[id.to_string()]);
+        Ok(())
+    }
+
+    /// Cancels the queued or running runs `ids` in one transaction (see [`Store::runs_bulk`]),
+    /// stopping the ones executing here at once; returns how many were cancelled.
+    pub async fn runs_cancel(&self, ids: Vec<String>) -> Result<usize, crate::store::Error> {
+        let n = self
+            .shared
+            .store
+            .runs_bulk(
+                crate::store::BulkRunAction::Cancel,
+                ids.clone(),
+                self.shared.clock.now_ms(),
+            )
+            .await?;
+        cancel_local(&self.shared, &ids);
+        Ok(n)
     }
 
     /// Wakes the worker (after a [`crate::ManualClock`] moved, for example).
@@ -517,6 +547,7 @@ pub(crate) fn track(
     token: i64,
     job_id: &str,
     abort: Option<AbortHandle>,
+    cancel: CancellationToken,
 ) {
     if let Ok(mut m) = shared.inflight.lock() {
         m.insert(
@@ -525,8 +556,22 @@ pub(crate) fn track(
                 token,
                 job_id: job_id.to_string(),
                 abort,
+                cancel,
             },
         );
+    }
+}
+
+/// Stops the executions of `runs` in this process, whose leases are gone (a cancel): their jobs
+/// see `io.is_cancelled()`, their executors drop them.
+pub(crate) fn cancel_local(shared: &Shared, runs: &[String]) {
+    if let Ok(m) = shared.inflight.lock() {
+        for id in runs {
+            if let Some(f) = m.get(id) {
+                tracing::info!(run = %id, job = %f.job_id, "the run's lease is gone (cancelled); stopping its execution");
+                f.cancel.cancel();
+            }
+        }
     }
 }
 
@@ -657,8 +702,9 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
         }
         let until = shared.clock.now_ms() + ms(shared.config.lease);
         let _writing = shared.lease_writes.lock().await;
-        if let Err(e) = shared.store.runs_heartbeat(leases, until).await {
-            tracing::warn!(error = %e, "extending leases failed");
+        match shared.store.runs_heartbeat(leases, until).await {
+            Ok(lost) => cancel_local(&shared, &lost),
+            Err(e) => tracing::warn!(error = %e, "extending leases failed"),
         }
     }
 }

@@ -38,7 +38,10 @@ pub fn routes() -> Router<AppState> {
         .route("/api/runs", get(runs_list))
         .route("/api/runs/{id}", get(run_detail))
         .route("/api/runs/{id}/retry", post(run_retry))
+        .route("/api/runs/{id}/cancel", post(run_cancel))
         .route("/api/jobs", get(jobs_list))
+        .route("/api/jobs/{id}/pause", post(job_pause_route))
+        .route("/api/jobs/{id}/resume", post(job_resume_route))
         .route("/api/stats", get(stats))
         .route("/api/openapi.json", get(openapi_document))
         .route("/metrics", get(metrics))
@@ -294,6 +297,58 @@ pub(crate) async fn retry(state: &AppState, id: &str) -> Result<crate::model::Ru
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("run {id:?} not found")))?;
     Ok(detail.run)
+}
+
+async fn run_cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(cancel(&state, &id).await?).into_response())
+}
+
+/// Cancels queued or running run `id` (a running one is stopped: see
+/// [`crate::engine::Engine::run_cancel`]); returns the run. Shared by the API and the dashboard.
+pub(crate) async fn cancel(state: &AppState, id: &str) -> Result<crate::model::Run, ApiError> {
+    state.client.engine().run_cancel(id).await?;
+    let detail = state
+        .client
+        .store()
+        .run_detail(id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("run {id:?} not found")))?;
+    Ok(detail.run)
+}
+
+async fn job_pause_route(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(job_pause(&state, &id, true).await?).into_response())
+}
+
+async fn job_resume_route(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(job_pause(&state, &id, false).await?).into_response())
+}
+
+/// Pauses (`paused`) or resumes job `id`; returns its summary as `/api/jobs` lists it. Shared by
+/// the API and the dashboard.
+pub(crate) async fn job_pause(
+    state: &AppState,
+    id: &str,
+    paused: bool,
+) -> Result<crate::store::query::JobSummary, ApiError> {
+    let store = state.client.store();
+    store.job_pause(id, paused).await?;
+    let now = crate::model::ms_to_time(state.client.clock().now_ms());
+    store
+        .jobs_list(now)
+        .await?
+        .into_iter()
+        .find(|j| j.job.id == id)
+        .ok_or_else(|| ApiError::NotFound(format!("job {id:?} not found")))
 }
 
 async fn jobs_list(

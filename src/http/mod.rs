@@ -20,6 +20,7 @@
 pub mod api;
 pub mod auth;
 pub mod body;
+pub mod bulk;
 pub mod compat;
 pub mod connections;
 pub mod dashboard;
@@ -123,6 +124,7 @@ pub fn public_routes() -> Router<AppState> {
 pub fn protected_routes() -> Router<AppState> {
     Router::new()
         .merge(api::routes())
+        .merge(bulk::routes())
         .merge(endpoints::routes())
         .merge(trigger::routes())
         .merge(compat::routes())

@@ -133,10 +133,62 @@ fn paths() -> Value {
                 "409": error("The run is not failed or cancelled."),
             }
         }},
+        "/api/runs/{id}/cancel": { "post": {
+            "summary": "Cancel a queued or running run; a running one is told through io and its late outcome is refused",
+            "parameters": [id_param("run")],
+            "responses": {
+                "200": ok("The cancelled run.", schema_ref("Run")),
+                "404": error("No such run."),
+                "409": error("The run is already finished."),
+            }
+        }},
+        "/api/runs/bulk": { "post": {
+            "summary": "Retry or cancel every run a filter selects (at most 10,000 per call, newest first); dryRun only counts",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["action"], "properties": {
+                    "action": { "enum": ["retry", "cancel"] },
+                    "filter": { "type": "object", "properties": {
+                        "jobId": string(), "status": string(), "eventId": string() } },
+                    "dryRun": { "type": "boolean" } } } } } },
+            "responses": {
+                "200": ok("What was selected (count) and changed (acted).", schema_ref("BulkOutcome")),
+                "400": error("Unknown action, field or status."),
+            }
+        }},
+        "/api/events/bulk": { "post": {
+            "summary": "Replay every event a filter selects (at most 10,000 per call, newest first); dryRun only counts",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["action"], "properties": {
+                    "action": { "enum": ["replay"] },
+                    "filter": { "type": "object", "properties": {
+                        "name": string(), "source": string(), "status": string(),
+                        "from": time(), "to": time(), "q": string() } },
+                    "dryRun": { "type": "boolean" } } } } } },
+            "responses": {
+                "200": ok("What was selected (count) and replayed (acted).", schema_ref("BulkOutcome")),
+                "400": error("Unknown action, field or status."),
+            }
+        }},
         "/api/jobs": { "get": {
             "summary": "Job definitions with current load and recent success rates",
             "responses": { "200": ok("The jobs.", json!({ "type": "object", "properties": {
                 "jobs": { "type": "array", "items": schema_ref("JobSummary") } } })) }
+        }},
+        "/api/jobs/{id}/pause": { "post": {
+            "summary": "Pause a job: events still arrive and create its runs, which wait (queued) until it is resumed",
+            "parameters": [id_param("job")],
+            "responses": {
+                "200": ok("The job, with paused: true.", schema_ref("JobSummary")),
+                "404": error("No such job."),
+            }
+        }},
+        "/api/jobs/{id}/resume": { "post": {
+            "summary": "Resume a paused job: its waiting runs are claimed again",
+            "parameters": [id_param("job")],
+            "responses": {
+                "200": ok("The job, with paused: false.", schema_ref("JobSummary")),
+                "404": error("No such job."),
+            }
         }},
         "/api/stats": { "get": {
             "summary": "Events and run outcomes per time bucket, per job, and the queue",
@@ -393,6 +445,11 @@ fn dashboard_paths() -> Value {
     endpoints["post"] = action("Add an endpoint (form: url, secret)", none.clone());
     let mut remove = page("Confirm removing an endpoint", id("endpoint"));
     remove["post"] = action("Remove an endpoint", id("endpoint"));
+    let mut send_form = page(
+        "The send-an-event form: name, JSON payload, optional delay",
+        none.clone(),
+    );
+    send_form["post"] = action("Send an event (form: name, payload, delay)", none.clone());
     let mut login = page("The sign-in form", none.clone());
     login["get"]["security"] = json!([]);
     login["post"] = action(
@@ -406,10 +463,16 @@ fn dashboard_paths() -> Value {
         "/events/{id}": page("One event: payload, runs, chain, actions", id("event")),
         "/events/{id}/replay": post("Replay the event (form: payload, optional)", id("event")),
         "/events/{id}/cancel": post("Cancel a scheduled event", id("event")),
+        "/events/bulk": post("Replay all events a filter selects (form: action=replay, the list's filter, confirm): first a count to confirm, then the replays", none.clone()),
+        "/send": send_form,
         "/runs": page("Runs with filters", none.clone()),
+        "/runs/bulk": post("Retry or cancel all runs a filter selects (form: action, the list's filter, confirm): first a count to confirm, then the action", none.clone()),
         "/runs/{id}": page("One run: payload, attempts on a timeline, logs, output", id("run")),
         "/runs/{id}/retry": post("Retry a failed or cancelled run", id("run")),
+        "/runs/{id}/cancel": post("Cancel a queued or running run", id("run")),
         "/jobs": page("Jobs: settings, load, success rates, where each runs", none.clone()),
+        "/jobs/{id}/pause": post("Pause a job: its runs wait until it is resumed", id("job")),
+        "/jobs/{id}/resume": post("Resume a paused job", id("job")),
         "/endpoints": endpoints,
         "/endpoints/{id}/index": post("Re-index an endpoint", id("endpoint")),
         "/endpoints/{id}/remove": remove,
@@ -468,7 +531,7 @@ fn schemas() -> Value {
         "queued": { "type": "integer" }, "running": { "type": "integer" },
         "succeeded": { "type": "integer" }, "failed": { "type": "integer" },
         "cancelled": { "type": "integer" } } });
-    json!({
+    let events = json!({
         "Error": { "type": "object", "required": ["error"], "properties": { "error": string() } },
         "EventStatus": { "type": "string",
             "enum": ["scheduled", "cancelled", "no_runs", "running", "failed", "succeeded"],
@@ -503,6 +566,8 @@ fn schemas() -> Value {
             "status": schema_ref("EventStatus"), "runCounts": schema_ref("RunCounts"),
             "runs": { "type": "array", "items": schema_ref("Run") },
             "children": { "type": "array", "items": schema_ref("Event") } } }] },
+    });
+    let runs = json!({
         "Run": { "type": "object", "properties": {
             "id": string(), "eventId": string(), "jobId": string(), "jobVersion": string(),
             "status": schema_ref("RunStatus"), "attempt": { "type": "integer" },
@@ -535,10 +600,17 @@ fn schemas() -> Value {
             "waitUntil": nullable(time()),
             "output": json_any, "error": nullable(string()) } },
         "Outcomes": outcomes(),
+        "BulkOutcome": { "type": "object", "properties": {
+            "action": string(), "dryRun": { "type": "boolean" },
+            "count": { "type": "integer", "description": "Records selected: matched by the filter and subject to the action." },
+            "acted": { "type": "integer", "description": "Records changed (0 on a dry run)." },
+            "limit": { "type": "integer" },
+            "truncated": { "type": "boolean", "description": "More matched than limit: call again for the next ones." } } },
         "JobSummary": { "type": "object", "properties": {
             "id": string(), "name": string(), "version": string(), "event": string(),
             "filter": json_any, "maxAttempts": { "type": "integer" }, "timeoutMs": { "type": "integer" },
             "concurrency": nullable(json!({ "type": "integer" })), "updatedAt": time(),
+            "paused": { "type": "boolean", "description": "Its runs are created but not claimed until it is resumed." },
             "queued": { "type": "integer" }, "running": { "type": "integer" },
             "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes"),
             "placement": schema_ref("JobPlacement"),
@@ -560,7 +632,9 @@ fn schemas() -> Value {
             "queue": { "type": "object", "properties": {
                 "ready": { "type": "integer" }, "delayed": { "type": "integer" },
                 "running": { "type": "integer" }, "scheduledEvents": { "type": "integer" } } } } },
-    })
+    });
+    // Two objects: one would pass the json! macro's recursion limit.
+    merged(events, runs)
 }
 
 /// Adds to every operation the answers that the layers around the routes may give (access
@@ -751,6 +825,7 @@ mod tests {
         ("compat", include_str!("compat.rs")),
         ("trigger_dev_v2", include_str!("trigger_dev_v2.rs")),
         ("webhooks", include_str!("webhooks.rs")),
+        ("bulk", include_str!("bulk.rs")),
         ("dashboard", include_str!("dashboard/mod.rs")),
     ];
 

@@ -542,6 +542,18 @@ pub(crate) fn tick_due(
     (tick, next)
 }
 
+/// What a bulk action does to each run it selects (see [`Store::runs_bulk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkRunAction {
+    /// Cancel queued or running runs.
+    Cancel,
+    /// Queue failed or cancelled runs again.
+    Retry,
+}
+
+/// Runs changed in one transaction of a bulk action.
+pub const BULK_CHUNK: usize = 500;
+
 /// The store: one of the backends.
 #[derive(Clone, Debug)]
 pub enum Store {
@@ -627,8 +639,13 @@ impl Store {
         dispatch!(self, s => s.runs_complete(completions).await)
     }
 
-    /// Extends the leases of running runs. Returns how many were extended.
-    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+    /// Extends the leases of running runs. Returns the ids of the runs whose lease is no longer
+    /// held (cancelled, or rescued after it expired): their executions should stop.
+    pub async fn runs_heartbeat(
+        &self,
+        leases: Vec<Lease>,
+        lease_until: i64,
+    ) -> Result<Vec<String>> {
         dispatch!(self, s => s.runs_heartbeat(leases, lease_until).await)
     }
 
@@ -642,10 +659,36 @@ impl Store {
         dispatch!(self, s => s.runs_rescue(now).await)
     }
 
-    /// Cancels a queued run.
+    /// Cancels a queued or running run: final (counted as cancelled) in one transaction that also
+    /// removes its lease, so the completion of an attempt still executing is refused (fencing);
+    /// the engine running it notices at its next heartbeat and stops it.
     pub async fn run_cancel(&self, id: &str, now: i64) -> Result<()> {
         unstorable_id("run", id)?;
         dispatch!(self, s => s.run_cancel(id.to_string(), now).await)
+    }
+
+    /// Cancels (queued or running) or retries (failed or cancelled) the runs `ids` in one
+    /// transaction, skipping the ones in another state or gone; returns how many it changed.
+    /// Callers bound `ids` (the API: [`BULK_CHUNK`] per call to this).
+    pub async fn runs_bulk(
+        &self,
+        action: BulkRunAction,
+        ids: Vec<String>,
+        now: i64,
+    ) -> Result<usize> {
+        let ids: Vec<String> = ids.into_iter().filter(|id| storable(id)).collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        dispatch!(self, s => s.runs_bulk(action, ids, now).await)
+    }
+
+    /// Pauses (`true`) or resumes job `id`: a paused job's runs are still created by the events
+    /// that match it, but no worker claims them until it is resumed (runs already executing
+    /// finish). Not found when no job `id` is stored.
+    pub async fn job_pause(&self, id: &str, paused: bool) -> Result<()> {
+        unstorable_id("job", id)?;
+        dispatch!(self, s => s.job_pause(id.to_string(), paused).await)
     }
 
     /// Queues a failed or cancelled run for one more attempt. Its attempt count is kept and its

@@ -335,6 +335,8 @@ pub struct JobDefinition {
     pub concurrency: Option<u32>,
     /// When the definition was last stored.
     pub updated_at: DateTime<Utc>,
+    /// Paused: its runs are created but not claimed until it is resumed.
+    pub paused: bool,
 }
 
 /// Runs that finished in a time window, with rates.

@@ -36,6 +36,13 @@ impl<T> Default for Cache<T> {
 }
 
 impl<T: Clone + Send + 'static> Cache<T> {
+    /// Drops the value of `key`, so the next read computes it (after an action that changes it).
+    pub fn forget(&self, key: &str) {
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.remove(key);
+        }
+    }
+
     /// The value for `key` and when it was computed (ms): cached, or computed by `compute`.
     pub async fn get<F, Fut>(&self, key: String, now: i64, compute: F) -> store::Result<(T, i64)>
     where

@@ -123,6 +123,15 @@ pub async fn list(
         ("q", query.q.clone()),
         ("within", within_param.map(|w| w.as_str().to_string())),
     ];
+    // What a bulk replay selects: the list's rows, the search window included.
+    let bulk_filters = [
+        ("name", query.name.clone()),
+        ("source", query.source.clone()),
+        ("status", query.status.map(|s| s.as_str().to_string())),
+        ("from", query.from.map(page::input_time)),
+        ("to", query.to.map(page::input_time)),
+        ("q", query.q.clone()),
+    ];
     let widen = |w: Within| {
         let mut pairs: Vec<(&str, Option<String>)> = filters
             .iter()
@@ -136,7 +145,7 @@ pub async fn list(
     let shown = query.clone();
     let events = state.client.store().events_list(query).await?;
     let body = html! {
-        h1 { "Events" }
+        div.title-row { h1 { "Events" } a #send-link href="/send" { "Send an event" } }
         form.filters method="get" action="/events" {
             label { "Name " input name="name" value=[shown.name.as_deref()] placeholder="user.created"; }
             label { "Source "
@@ -157,6 +166,7 @@ pub async fn list(
             button type="submit" { "Filter" }
             a.clear href="/events" { "Clear" }
         }
+        (super::bulk::buttons("/events/bulk", &[("replay", "Replay all matching…")], &bulk_filters))
         @if let Some(w) = within {
             @let others: Vec<Within> = [Within::Hour, Within::Day, Within::All]
                 .into_iter()

@@ -6,13 +6,14 @@
 
 use std::sync::OnceLock;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 
 use super::cache::Cache;
 use super::charts;
-use super::page::{self, layout, PageResult};
-use crate::http::AppState;
+use super::page::{self, layout, PageError, PageResult};
+use crate::http::{api, AppState};
 use crate::model::ms_to_time;
 use crate::store::endpoints::JobPlacement;
 use crate::store::query::{JobSchedule, JobSummary};
@@ -20,14 +21,40 @@ use crate::store::query::{JobSchedule, JobSummary};
 /// What the "not served" flag says on hover.
 const NOT_SERVED: &str = "no live node or endpoint runs this job: its runs stay queued";
 
+/// The jobs page's rates, cached (see [`Cache`]); an action forgets them.
+fn cache() -> &'static Cache<Vec<JobSummary>> {
+    static CACHE: OnceLock<Cache<Vec<JobSummary>>> = OnceLock::new();
+    CACHE.get_or_init(Cache::default)
+}
+
+/// `POST /jobs/{id}/pause`: pauses the job, then shows the jobs page.
+pub async fn pause(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    set_paused(&state, &id, true).await
+}
+
+/// `POST /jobs/{id}/resume`: resumes the job, then shows the jobs page.
+pub async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    set_paused(&state, &id, false).await
+}
+
+async fn set_paused(state: &AppState, id: &str, paused: bool) -> Result<Response, PageError> {
+    api::job_pause(state, id, paused).await?;
+    cache().forget(&state.config.database_url);
+    Ok(Redirect::to(&format!("/jobs#job-{}", super::url_encode(id))).into_response())
+}
+
 /// `GET /jobs`.
 pub async fn page(State(state): State<AppState>) -> PageResult {
     let now = ms_to_time(state.client.clock().now_ms());
     let (jobs, as_of) = {
-        static CACHE: OnceLock<Cache<Vec<JobSummary>>> = OnceLock::new();
         let reader = state.client.store().clone();
-        CACHE
-            .get_or_init(Cache::default)
+        cache()
             .get(
                 state.config.database_url.clone(),
                 now.timestamp_millis(),
@@ -64,11 +91,11 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                 table.jobs {
                     thead { tr {
                         th { "Job" } th { "Version" } th { "Trigger" } th { "Filter" } th { "Runs on" } th { "Attempts" } th { "Timeout" }
-                        th { "Queued" } th { "Running" } th { "Last hour" } th { "Last 24 h" } th { "Updated" }
+                        th { "Queued" } th { "Running" } th { "Last hour" } th { "Last 24 h" } th { "Updated" } th { "State" }
                     } }
                     tbody {
                         @for j in &jobs {
-                            tr data-job=(j.job.id) {
+                            tr data-job=(j.job.id) id={ "job-" (j.job.id) } {
                                 td {
                                     a href={ "/runs?jobId=" (super::url_encode(&j.job.id)) } { b { (j.job.id) } }
                                     br; span.muted { (j.job.name) }
@@ -101,6 +128,15 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                     " " (page::percent(j.last_day.success_rate))
                                 }
                                 td { (page::time(j.job.updated_at)) }
+                                td.state {
+                                    @let action = if j.job.paused { "resume" } else { "pause" };
+                                    @if j.job.paused {
+                                        span.badge.st-paused title="its runs are created but not claimed until it is resumed" { "paused" } " "
+                                    }
+                                    form.inline method="post" action={ "/jobs/" (super::url_encode(&j.job.id)) "/" (action) } {
+                                        button.pause type="submit" data-action=(action) { @if j.job.paused { "Resume" } @else { "Pause" } }
+                                    }
+                                }
                             }
                         }
                     }

@@ -2,7 +2,8 @@
 //!
 //! One module per screen, each with the reads it needs (all through [`crate::store::Store`]'s read
 //! side or, for endpoints, [`crate::endpoints::Registry`]; never SQL): [`overview`] (`/`), [`events`] (`/events`, `/events/{id}` and its replay and
-//! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry), [`jobs`] (`/jobs`: each job's
+//! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry, cancel), [`send`] (`/send`: send an
+//! event), [`bulk`] (retry / cancel / replay all matching, with a count to confirm), [`jobs`] (`/jobs`: each job's
 //! settings, load, success rates and where it runs), [`endpoints`] (`/endpoints`: the HTTP job
 //! endpoints with their health and recent errors; add, re-index, remove), [`webhooks`]
 //! (`/webhooks`) and [`login`] (`/login`, `/logout`). [`charts`] draws inline SVG; [`page`] holds
@@ -24,6 +25,7 @@
 //!   none of them and no `Authorization` header.
 //! - **Lists** are keyset-paginated by the store; a page links to the next with its cursor.
 
+pub mod bulk;
 pub mod cache;
 pub mod charts;
 pub mod endpoints;
@@ -33,6 +35,7 @@ pub mod login;
 pub mod overview;
 pub mod page;
 pub mod runs;
+pub mod send;
 pub mod webhooks;
 
 use axum::extract::Path;
@@ -49,13 +52,19 @@ use super::AppState;
 pub const ROUTES: &[&str] = &[
     "/",
     "/events",
+    "/events/bulk",
     "/events/{id}",
     "/events/{id}/replay",
     "/events/{id}/cancel",
+    "/send",
     "/runs",
+    "/runs/bulk",
     "/runs/{id}",
     "/runs/{id}/retry",
+    "/runs/{id}/cancel",
     "/jobs",
+    "/jobs/{id}/pause",
+    "/jobs/{id}/resume",
     "/endpoints",
     "/endpoints/{id}/index",
     "/endpoints/{id}/remove",
@@ -83,13 +92,19 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(overview::page))
         .route("/events", get(events::list))
+        .route("/events/bulk", post(bulk::events))
         .route("/events/{id}", get(events::detail))
         .route("/events/{id}/replay", post(events::replay))
         .route("/events/{id}/cancel", post(events::cancel))
+        .route("/send", get(send::page).post(send::send))
         .route("/runs", get(runs::list))
+        .route("/runs/bulk", post(bulk::runs))
         .route("/runs/{id}", get(runs::detail))
         .route("/runs/{id}/retry", post(runs::retry))
+        .route("/runs/{id}/cancel", post(runs::cancel))
         .route("/jobs", get(jobs::page))
+        .route("/jobs/{id}/pause", post(jobs::pause))
+        .route("/jobs/{id}/resume", post(jobs::resume))
         .route("/endpoints", get(endpoints::list).post(endpoints::add))
         .route("/endpoints/{id}/index", post(endpoints::reindex))
         .route(

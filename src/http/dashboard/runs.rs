@@ -67,6 +67,7 @@ pub async fn list(
             button type="submit" { "Filter" }
             a.clear href="/runs" { "Clear" }
         }
+        (super::bulk::buttons("/runs/bulk", &[("retry", "Retry all matching…"), ("cancel", "Cancel all matching…")], &filters))
         @let table = html! {
             @if runs.items.is_empty() {
                 p.muted.empty { "No run matches." }
@@ -204,6 +205,12 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 form.actions method="post" action={ (page::run_href(&run.id)) "/retry" } {
                     button #retry type="submit" { "Retry" }
                     span.muted { " queues it again: attempt " (run.attempt + 1) " of " (run.max_attempts.max(run.attempt + 1)) }
+                }
+            }
+            @if matches!(run.status, RunStatus::Queued | RunStatus::Running) {
+                form.actions method="post" action={ (page::run_href(&run.id)) "/cancel" } {
+                    button #cancel-run type="submit" { "Cancel" }
+                    span.muted { " stops it: a running job is told, and its outcome is not recorded" }
                 }
             }
             @if let Some(e) = &run.error {
@@ -354,6 +361,15 @@ pub async fn retry(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     api::retry(&state, &id).await?;
+    Ok(Redirect::to(&page::run_href(&id)).into_response())
+}
+
+/// `POST /runs/{id}/cancel`: cancels the queued or running run, then shows it.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    api::cancel(&state, &id).await?;
     Ok(Redirect::to(&page::run_href(&id)).into_response())
 }
 

@@ -262,7 +262,7 @@ impl PgStore {
         let mut defs = Vec::new();
         for r in rows(
             c,
-            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at \
+            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused \
              FROM jobs ORDER BY id",
             &[],
         )
@@ -280,6 +280,7 @@ impl PgStore {
                 timeout_ms: u64::try_from(r.try_get::<_, i64>(6)?).unwrap_or(0),
                 concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
                 updated_at: ms_to_time(r.try_get(8)?),
+                paused: r.try_get(9)?,
             });
         }
         let mut active: HashMap<String, RunCounts> = HashMap::new();

@@ -230,7 +230,8 @@ impl PgStore {
             .with_settings(
                 &conn,
                 super::runs::WALK_DUE,
-                "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND job_id = ANY($1) \
+                "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL \
+                         AND job_id = ANY(ARRAY(SELECT unnest($1::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
                          ORDER BY run_at LIMIT 1), \
                         (SELECT deliver_at FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
                          AND deliver_at IS NOT NULL ORDER BY deliver_at LIMIT 1)",

@@ -26,12 +26,14 @@ use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Re
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner
 /// select walks the partial index of runnable queue rows in due order and stops at the limit;
 /// the lease, token, attempt and node are set on those queue rows, the only rows written: the
-/// run and its event are read for what the worker needs.
+/// run and its event are read for what the worker needs. Paused jobs are taken off the list of
+/// jobs (once per claim), so their runs stay queued.
 pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
        UPDATE run_queue q SET lease_until = $2, lease_token = $3, attempt = q.attempt + 1, \
          started_at = $1, node = $6 \
        WHERE q.seq = ANY(ARRAY(SELECT seq FROM run_queue WHERE lease_until IS NULL AND run_at <= $1 \
-           AND job_id = ANY($4) ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
+           AND job_id = ANY(ARRAY(SELECT unnest($4::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
+           ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
        RETURNING q.seq, q.attempt) \
      SELECT r.id, r.event_id, e.name, r.job_id, q.attempt, r.max_attempts, e.payload \
      FROM q JOIN runs r ON r.seq = q.seq JOIN events e ON e.id = r.event_id";
@@ -268,7 +270,11 @@ impl PgStore {
     }
 
     /// See [`crate::store::Store::runs_heartbeat`].
-    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+    pub async fn runs_heartbeat(
+        &self,
+        leases: Vec<Lease>,
+        lease_until: i64,
+    ) -> Result<Vec<String>> {
         let ids: Vec<&str> = leases.iter().map(|l| l.run_id.as_str()).collect();
         let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
         let client = self.conn().await?;
@@ -280,13 +286,16 @@ impl PgStore {
                     "WITH hb AS (UPDATE run_queue q SET lease_until = $3 \
                      FROM ",
                     held_sql!("unnest($1::text[], $2::int8[]) AS u(id, token)"),
-                    " RETURNING 1) SELECT count(*) FROM hb"
+                    " RETURNING r.id) \
+                     SELECT x FROM unnest($1::text[]) AS x WHERE x <> ALL(ARRAY(SELECT id FROM hb))"
                 ),
                 &[&ids, &tokens, &lease_until],
             )
             .await?;
-        let n: i64 = n.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
-        Ok(usize::try_from(n).unwrap_or(0))
+        // The runs whose lease is no longer held (cancelled, or rescued after it expired).
+        n.iter()
+            .map(|r| r.try_get::<_, String>(0).map_err(Into::into))
+            .collect()
     }
 
     /// See [`crate::store::Store::runs_release`].
@@ -372,26 +381,60 @@ impl PgStore {
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        let n = rows(
-            &tx,
-            concat!(
-                "WITH q AS (DELETE FROM run_queue q USING runs r \
-                   WHERE r.id = $1 AND q.seq = r.seq AND q.lease_until IS NULL RETURNING q.seq, q.attempt), \
-                 c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, attempt = q.attempt \
-                   FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
-                 tally AS (",
-                tally_sql!("c"),
-                ") SELECT 1 FROM c"
-            ),
-            &[&id, &now],
-        )
-        .await?
-        .len();
+        let n = run_cancel_in(&tx, &id, now).await?;
         if n == 1 {
             tx.commit().await?;
             return Ok(());
         }
-        run_state_error(&tx, &id, "cancelled", "only a queued run can be cancelled").await
+        run_state_error(
+            &tx,
+            &id,
+            "cancelled",
+            "only a queued or running run can be cancelled",
+        )
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_bulk`].
+    pub async fn runs_bulk(
+        &self,
+        action: crate::store::BulkRunAction,
+        mut ids: Vec<String>,
+        now: i64,
+    ) -> Result<usize> {
+        // One order for every bulk write, so two of them never wait for each other.
+        ids.sort();
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let mut n = 0;
+        for id in &ids {
+            n += match action {
+                crate::store::BulkRunAction::Cancel => run_cancel_in(&tx, id, now).await?,
+                crate::store::BulkRunAction::Retry => run_retry_in(&tx, id, now).await?,
+            };
+        }
+        tx.commit().await?;
+        if n > 0 && action == crate::store::BulkRunAction::Retry {
+            self.wake();
+        }
+        Ok(n)
+    }
+
+    /// See [`crate::store::Store::job_pause`].
+    pub async fn job_pause(&self, id: String, paused: bool) -> Result<()> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let n = tx
+            .execute("UPDATE jobs SET paused = $2 WHERE id = $1", &[&id, &paused])
+            .await?;
+        if n == 0 {
+            return Err(Error::NotFound { what: "job", id });
+        }
+        tx.commit().await?;
+        if !paused {
+            self.wake();
+        }
+        Ok(())
     }
 
     /// See [`crate::store::Store::run_retry`].
@@ -400,20 +443,7 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         // The run no longer counts as failed or cancelled in its minute: the rates describe each
         // run's current outcome, as on SQLite.
-        let n = rows(
-            &tx,
-            "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
-                 WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
-               r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
-                 FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
-               q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
-               o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
-                 WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
-             SELECT 1 FROM r",
-            &[&id, &now],
-        )
-        .await?
-        .len();
+        let n = run_retry_in(&tx, &id, now).await?;
         if n == 1 {
             tx.commit().await?;
             self.wake();
@@ -471,4 +501,50 @@ pub(super) async fn cancel_queued_of_job<C: GenericClient>(
         .map(|r| r.try_get::<_, i64>(0))
         .transpose()?
         .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+}
+
+/// Cancels run `id` if it is queued or running, inside `tx`: its queue row (and with it any lease,
+/// so a late completion's token matches nothing and is refused) is deleted, the run row is made
+/// final and counted, and an attempt that was executing is recorded as `cancelled`. Returns 1 when
+/// it was cancelled, 0 when it was not queued or running.
+pub(super) async fn run_cancel_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
+    Ok(rows(
+        tx,
+        concat!(
+            "WITH q AS (DELETE FROM run_queue q USING runs r \
+               WHERE r.id = $1 AND q.seq = r.seq \
+               RETURNING q.seq, q.attempt, q.started_at, q.node, q.lease_until IS NOT NULL AS running), \
+             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, attempt = q.attempt, \
+                 started_at = CASE WHEN q.running THEN q.started_at ELSE r.started_at END, \
+                 node = CASE WHEN q.running THEN q.node ELSE r.node END \
+               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.id, r.job_id, r.status, r.finished_at, r.attempt, q.running, q.started_at), \
+             a AS (INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+               SELECT id, attempt, 'cancelled', started_at, $2, 'cancelled while running' FROM c WHERE running), \
+             tally AS (",
+            tally_sql!("c"),
+            ") SELECT 1 FROM c"
+        ),
+        &[&id, &now],
+    )
+    .await?
+    .len())
+}
+
+/// Queues run `id` again if it is failed or cancelled, inside `tx` (see `run_retry`). Returns 1
+/// when it was queued, 0 when it was in another state.
+pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
+    Ok(rows(
+        tx,
+        "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
+             WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
+           r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
+             FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
+           q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
+           o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
+             WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
+         SELECT 1 FROM r",
+        &[&id, &now],
+    )
+    .await?
+    .len())
 }

@@ -50,6 +50,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     // Versions need not be consecutive: numbers were handed out to changes made side by side.
     (11, include_str!("0011_endpoint_protocol.sql")),
     (12, include_str!("0012_schedules.sql")),
+    (13, include_str!("0013_job_paused.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

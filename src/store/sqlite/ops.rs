@@ -18,9 +18,11 @@ use crate::store::{
 
 /// The runs a claim takes: runnable runs of the given jobs (`?4`, a JSON array), oldest due first,
 /// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so
-/// its cost does not grow with the depth of the queue.
+/// its cost does not grow with the depth of the queue. Paused jobs are taken off the list of jobs
+/// (once per claim, not per run), so their runs stay queued.
 pub(super) const CLAIM_SELECT: &str = "SELECT seq FROM runs INDEXED BY runs_runnable \
-     WHERE status = 'queued' AND run_at <= ?1 AND job_id IN (SELECT value FROM json_each(?4)) \
+     WHERE status = 'queued' AND run_at <= ?1 AND job_id IN (SELECT value FROM json_each(?4) \
+       WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
      ORDER BY run_at, seq LIMIT ?5";
 
 /// A new run id: time-ordered, so ids sort by creation.
@@ -550,16 +552,22 @@ impl SqliteStore {
     }
 
     /// See [`crate::store::Store::runs_heartbeat`].
-    pub async fn runs_heartbeat(&self, leases: Vec<Lease>, lease_until: i64) -> Result<usize> {
+    pub async fn runs_heartbeat(
+        &self,
+        leases: Vec<Lease>,
+        lease_until: i64,
+    ) -> Result<Vec<String>> {
         self.write(move |ctx| {
             let mut stmt = ctx.conn.prepare_cached(
                 "UPDATE runs SET lease_until = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
             )?;
-            let mut n = 0;
+            let mut lost = Vec::new();
             for l in &leases {
-                n += stmt.execute(params![l.run_id, l.token, lease_until])?;
+                if stmt.execute(params![l.run_id, l.token, lease_until])? == 0 {
+                    lost.push(l.run_id.clone());
+                }
             }
-            Ok(n)
+            Ok(lost)
         })
         .await
     }
@@ -626,48 +634,52 @@ impl SqliteStore {
 
     /// See [`crate::store::Store::run_cancel`].
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
+        self.write(move |ctx| run_cancel_one(ctx, &id, now)).await
+    }
+
+    /// See [`crate::store::Store::job_pause`].
+    pub async fn job_pause(&self, id: String, paused: bool) -> Result<()> {
         self.write(move |ctx| {
-            let job: Option<String> = ctx
+            let n = ctx
                 .conn
-                .prepare_cached("UPDATE runs SET status = 'cancelled', finished_at = ?2 WHERE id = ?1 AND status = 'queued' RETURNING job_id")?
-                .query_row(params![id, now], |r| r.get(0))
-                .optional()?;
-            if let Some(job) = job {
-                ctx.tally.run(now, &job, "cancelled", 1);
-                return Ok(());
+                .prepare_cached("UPDATE jobs SET paused = ?2 WHERE id = ?1")?
+                .execute(params![id, paused])?;
+            if n == 0 {
+                return Err(Error::NotFound { what: "job", id });
             }
-            run_state_error(ctx.conn, &id, "cancelled", "only a queued run can be cancelled")
+            ctx.wake = !paused; // its due runs can be claimed now
+            Ok(())
         })
         .await
     }
 
     /// See [`crate::store::Store::run_retry`].
     pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
+        self.write(move |ctx| run_retry_one(ctx, &id, now)).await
+    }
+
+    /// See [`crate::store::Store::runs_bulk`].
+    pub async fn runs_bulk(
+        &self,
+        action: crate::store::BulkRunAction,
+        ids: Vec<String>,
+        now: i64,
+    ) -> Result<usize> {
         self.write(move |ctx| {
-            // What the run counted as in the per-minute counts, which it leaves.
-            let finished: Option<(i64, String, String)> = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT finished_at, job_id, status FROM runs \
-                     WHERE id = ?1 AND status IN ('failed', 'cancelled') AND finished_at IS NOT NULL",
-                )?
-                .query_row([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()?;
-            let n = ctx
-                .conn
-                .prepare_cached(
-                    "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
-                     WHERE id = ?1 AND status IN ('failed', 'cancelled')",
-                )?
-                .execute(params![id, now])?;
-            if n == 1 {
-                if let Some((at, job, status)) = finished {
-                    ctx.tally.run(at, &job, &status, -1);
+            let mut n = 0;
+            for id in &ids {
+                // A run in another state (or gone) is skipped; both checks write nothing then.
+                let done = match action {
+                    crate::store::BulkRunAction::Cancel => run_cancel_one(ctx, id, now),
+                    crate::store::BulkRunAction::Retry => run_retry_one(ctx, id, now),
+                };
+                match done {
+                    Ok(()) => n += 1,
+                    Err(Error::Conflict(_) | Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
                 }
-                ctx.wake = true;
-                return Ok(());
             }
-            run_state_error(ctx.conn, &id, "retried", "only a failed or cancelled run can be retried")
+            Ok(n)
         })
         .await
     }
@@ -765,6 +777,81 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// Cancels one queued or running run inside the caller's write: final and counted, its lease
+/// removed, so the completion of an attempt still executing no longer matches (fencing) and is
+/// refused. A running run's attempt is recorded as `cancelled`.
+pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
+    // Read before the write (RETURNING shows the new row): whether an attempt is executing.
+    let found: Option<(String, String, u32, Option<i64>)> = ctx
+        .conn
+        .prepare_cached("SELECT status, job_id, attempt, started_at FROM runs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    let Some((status, job, attempt, started)) = found else {
+        return run_state_error(ctx.conn, id, "cancelled", "");
+    };
+    if status != "queued" && status != "running" {
+        return run_state_error(
+            ctx.conn,
+            id,
+            "cancelled",
+            "only a queued or running run can be cancelled",
+        );
+    }
+    ctx.conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'cancelled', finished_at = ?2, lease_until = NULL, lease_token = NULL WHERE id = ?1",
+        )?
+        .execute(params![id, now])?;
+    ctx.tally.run(now, &job, "cancelled", 1);
+    if status == "running" {
+        record_attempt(
+            ctx.conn,
+            id,
+            attempt,
+            "cancelled",
+            started,
+            now,
+            Some("cancelled while running"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Queues failed or cancelled run `id` again inside the caller's write (see `run_retry`); a run
+/// in another state is a conflict, and nothing is written then.
+pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
+    // What the run counted as in the per-minute counts, which it leaves.
+    let finished: Option<(i64, String, String)> = ctx
+        .conn
+        .prepare_cached(
+            "SELECT finished_at, job_id, status FROM runs \
+             WHERE id = ?1 AND status IN ('failed', 'cancelled') AND finished_at IS NOT NULL",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let n = ctx
+        .conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
+             WHERE id = ?1 AND status IN ('failed', 'cancelled')",
+        )?
+        .execute(params![id, now])?;
+    if n == 1 {
+        if let Some((at, job, status)) = finished {
+            ctx.tally.run(at, &job, &status, -1);
+        }
+        ctx.wake = true;
+        return Ok(());
+    }
+    run_state_error(
+        ctx.conn,
+        id,
+        "retried",
+        "only a failed or cancelled run can be retried",
+    )
 }
 
 fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: &str) -> Result<T> {

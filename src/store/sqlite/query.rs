@@ -267,7 +267,7 @@ impl SqliteStore {
     pub async fn jobs_list(&self, now: i64) -> Result<Vec<JobSummary>> {
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at \
+                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused \
                  FROM jobs ORDER BY id",
             )?;
             let mut rows = stmt.query([])?;
@@ -284,6 +284,7 @@ impl SqliteStore {
                     timeout_ms: u64::try_from(r.get::<_, i64>(6)?).unwrap_or(0),
                     concurrency: r.get(7)?,
                     updated_at: ms_to_time(r.get(8)?),
+                    paused: r.get(9)?,
                 });
             }
             let mut active: HashMap<String, RunCounts> = HashMap::new();

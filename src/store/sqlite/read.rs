@@ -63,7 +63,8 @@ pub(crate) fn event_by_id(conn: &Connection, id: &str) -> Result<Option<StoredEv
 /// [`super::ops::CLAIM_SELECT`]; without it this walks every run the jobs ever had.
 pub(super) const NEXT_RUN_SQL: &str =
     "SELECT run_at FROM runs INDEXED BY runs_runnable WHERE status = 'queued' \
-     AND job_id IN (SELECT value FROM json_each(?1)) ORDER BY run_at LIMIT 1";
+     AND job_id IN (SELECT value FROM json_each(?1) \
+       WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) ORDER BY run_at LIMIT 1";
 
 pub(super) const RUN_COLUMNS: &str =
     "id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, \
