@@ -11,6 +11,9 @@
 
 use serde_json::{json, Value};
 
+mod compat;
+use compat::{ingest_paths, trigger_dev_v2_paths};
+
 fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
 }
@@ -314,111 +317,6 @@ fn endpoint_paths() -> Value {
     })
 }
 
-/// Health, the webhook routes and the compatible ingest routes (`src/http/{mod,webhooks,compat}.rs`).
-fn ingest_paths() -> Value {
-    let open = json!([]);
-    let status = |value: &str| json!({ "type": "object", "required": ["status"], "properties": { "status": { "const": value } } });
-    let raw_json = json!({ "required": true, "content": { "application/json": { "schema": {
-        "description": "The provider's JSON body, verified byte for byte." } } } });
-    let received = ok(
-        "Verified and recorded, or a delivery recorded before (`duplicate`: nothing new started).",
-        json!({ "type": "object", "required": ["received", "eventIds", "duplicate"], "properties": {
-            "received": { "const": true }, "eventIds": { "type": "array", "items": string() },
-            "duplicate": { "type": "boolean" } } }),
-    );
-    let header = |name: &str, description: &str| json!({ "name": name, "in": "header", "required": false, "description": description, "schema": string() });
-    let td_event = json!({ "type": "object", "required": ["name"], "properties": {
-        "name": string(), "payload": { "description": "Any JSON value." },
-        "context": { "description": "Any JSON value." }, "id": string(),
-        "timestamp": { "description": "Ignored: Flare stamps the time it received the event." } } });
-    let td_options = json!({ "type": "object", "properties": {
-        "deliverAt": time(), "deliverAfter": { "type": "integer", "minimum": 0, "description": "Seconds." } } });
-    json!({
-        "/healthz": { "get": {
-            "summary": "The process is up", "security": open,
-            "responses": { "200": ok("Up.", status("ok")) }
-        }},
-        "/readyz": { "get": {
-            "summary": "Storage answers a read and takes a write", "security": open,
-            "responses": { "200": ok("Ready.", status("ready")),
-                "503": error("Not ready: says whether reads or writes failed.") }
-        }},
-        "/webhooks/payments": { "post": {
-            "summary": "A Stripe webhook (signed with STRIPE_WEBHOOK_SECRET); becomes events of source webhook:payments",
-            "security": open,
-            "parameters": [header("Stripe-Signature", "`t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`.")],
-            "requestBody": raw_json.clone(),
-            "responses": { "200": received.clone(),
-                "400": error("Missing or wrong signature, a timestamp older than 5 minutes, or a body that is not a Stripe event; nothing stored."),
-                "503": error("No secret configured, or storage unavailable; the provider retries.") }
-        }},
-        "/webhooks/auth": { "post": {
-            "summary": "A Clerk webhook (Svix / Standard Webhooks, CLERK_WEBHOOK_SECRET); becomes events of source webhook:auth",
-            "security": open,
-            "parameters": [
-                header("svix-id", "The delivery id (or `webhook-id`)."),
-                header("svix-timestamp", "Unix seconds (or `webhook-timestamp`)."),
-                header("svix-signature", "`v1,<base64 HMAC-SHA256>` (or `webhook-signature`)."),
-            ],
-            "requestBody": raw_json,
-            "responses": { "200": received,
-                "400": error("Missing or wrong signature, a stale timestamp, or a body that is not a Clerk event; nothing stored."),
-                "503": error("No secret configured, or storage unavailable; the provider retries.") }
-        }},
-        "/api/v1/events": { "post": {
-            "summary": "Trigger.dev v2 sendEvent: store one event (source trigger.dev)",
-            "requestBody": { "required": true, "content": { "application/json": { "schema": {
-                "type": "object", "required": ["event"], "properties": {
-                    "event": td_event.clone(), "options": td_options.clone() } } } } },
-            "responses": { "200": ok("The event, as Trigger.dev's ApiEventLog.", schema_ref("TriggerDevEvent")),
-                "400": error("Bad body, name, id or time."), "415": error("Not sent as application/json.") }
-        }},
-        "/api/v1/events/bulk": { "post": {
-            "summary": "Trigger.dev v2 sendEvents: store several events in one transaction (all or none)",
-            "requestBody": { "required": true, "content": { "application/json": { "schema": {
-                "type": "object", "required": ["events"], "properties": {
-                    "events": { "type": "array", "items": td_event }, "options": td_options } } } } },
-            "responses": { "200": ok("The events, in the order sent.", json!({ "type": "array", "items": schema_ref("TriggerDevEvent") })),
-                "400": error("A bad event: nothing was stored."), "415": error("Not sent as application/json.") }
-        }},
-        "/api/v1/events/{id}": { "get": {
-            "summary": "Trigger.dev getEvent: the event with its runs",
-            "parameters": [id_param("event")],
-            "responses": { "200": ok("The event.", schema_ref("TriggerDevEventRuns")), "404": error("No such event.") }
-        }},
-        "/api/v2/events/{id}": { "get": {
-            "summary": "Trigger.dev getEvent (v2 path): the event with its runs",
-            "parameters": [id_param("event")],
-            "responses": { "200": ok("The event.", schema_ref("TriggerDevEventRuns")), "404": error("No such event.") }
-        }},
-        "/api/v1/events/{id}/cancel": { "post": {
-            "summary": "Trigger.dev cancelEvent: cancel a scheduled event (again: unchanged)",
-            "parameters": [id_param("event")],
-            "responses": { "200": ok("The cancelled event.", schema_ref("TriggerDevEvent")),
-                "404": error("No such event."), "409": error("Already delivered.") }
-        }},
-        "/e/{key}": { "post": {
-            "summary": "Inngest send: one event or an array, stored in one transaction (source inngest)",
-            "security": open,
-            "parameters": [{ "name": "key", "in": "path", "required": true, "schema": string(),
-                "description": "The event key: FLARE_API_KEY when one is set, anything otherwise." },
-                header("x-inngest-event-id-seed", "The SDK's seed: events without an id get ids derived from it, so its retries store once.")],
-            "requestBody": { "required": true, "content": { "application/json": { "schema": {
-                "oneOf": [schema_ref("InngestEvent"), { "type": "array", "items": schema_ref("InngestEvent") }] } } } },
-            "responses": {
-                "200": ok("The ids, in the order sent.", json!({ "type": "object", "required": ["ids", "status"], "properties": {
-                    "ids": { "type": "array", "items": string() }, "status": { "const": 200 },
-                    "duplicates": { "type": "array", "items": string(), "description": "Ids stored already (only when there are any)." },
-                    "conflicts": { "type": "array", "description": "Ids stored already with another name or data (only when there are any).",
-                        "items": { "type": "object", "properties": { "id": string(),
-                            "conflictingFields": { "type": "array", "items": { "enum": ["name", "payload"] } } } } } } })),
-                "400": error("A bad event: nothing was stored."),
-                "401": error("FLARE_API_KEY is set and the key in the path is not it."),
-            }
-        }},
-    })
-}
-
 /// The dashboard (`src/http/dashboard/`): HTML pages and their form actions, under the same key
 /// (or a session cookie from `/login`).
 fn dashboard_paths() -> Value {
@@ -682,83 +580,6 @@ fn with_common_responses(mut paths: Value) -> Value {
     paths
 }
 
-/// A path parameter named `name`.
-fn path_param(name: &str, description: &str) -> Value {
-    json!({ "name": name, "in": "path", "required": true, "description": description, "schema": string() })
-}
-
-/// The Trigger.dev v2 platform routes the SDK calls (`http/trigger_dev_v2.rs`, docs/trigger-dev-v2.md).
-fn trigger_dev_v2_paths() -> Value {
-    let run = path_param("run", "The run id.");
-    let task = path_param("id", "The task id Flare gave.");
-    let object = json!({ "type": "object" });
-    let body = json!({ "required": true, "content": { "application/json": { "schema": object } } });
-    let not_executing =
-        error("The run is not executing now: only its current execution writes its tasks.");
-    let unsupported = |feature: &str| {
-        json!({ "post": {
-        "summary": format!("Trigger.dev v2 {feature}: not in Flare (any method)"),
-        "responses": { "501": error(&format!("Flare does not have {feature}; the message names it.")) } } })
-    };
-    json!({
-        "/api/v1/endpoints": { "post": {
-            "summary": "Trigger.dev v2 CLI: register an endpoint {url, name} (PING, then INDEX_ENDPOINT)",
-            "requestBody": { "required": true, "content": { "application/json": { "schema": {
-                "type": "object", "required": ["url", "name"], "properties": { "url": string(), "name": string() } } } } },
-            "responses": { "200": ok("The endpoint, as /api/endpoints/{id} shows it.", object.clone()),
-                "400": error("Bad url or name."), "502": error("The endpoint's PING or index failed; the message says how.") }
-        }},
-        "/api/v1/runs/{run}/tasks": { "post": {
-            "summary": "Trigger.dev v2 io.runTask: create a task, or return the stored one for its idempotency key",
-            "parameters": [run.clone()], "requestBody": body.clone(),
-            "responses": { "200": ok("The task (ServerTask), with cached tasks when the SDK asks for them.", object.clone()),
-                "400": error("Bad task."), "404": error("No such run."), "409": not_executing.clone() }
-        }},
-        "/api/v1/runs/{run}/tasks/{id}/complete": { "post": {
-            "summary": "Trigger.dev v2: a task completed with its output",
-            "parameters": [run.clone(), task.clone()], "requestBody": body.clone(),
-            "responses": { "200": ok("The task.", object.clone()), "404": error("No such task."),
-                "409": not_executing.clone(), "413": error("The output is over the limit.") }
-        }},
-        "/api/v1/runs/{run}/tasks/{id}/fail": { "post": {
-            "summary": "Trigger.dev v2: a task failed with its error",
-            "parameters": [run.clone(), task], "requestBody": body,
-            "responses": { "200": ok("The task.", object.clone()), "404": error("No such task."), "409": not_executing }
-        }},
-        "/api/v2/runs/{run}": { "get": {
-            "summary": "Trigger.dev v2 getRun", "parameters": [run.clone()],
-            "responses": { "200": ok("The run.", object.clone()), "404": error("No such run.") }
-        }},
-        "/api/v2/runs/{run}/statuses": { "get": {
-            "summary": "Trigger.dev v2 getRunStatuses", "parameters": [run.clone()],
-            "responses": { "200": ok("The run's status and statuses.", object.clone()), "404": error("No such run.") }
-        }},
-        "/api/v1/runs/{run}/cancel": { "post": {
-            "summary": "Trigger.dev v2 cancelRun", "parameters": [run],
-            "responses": { "200": ok("The run.", object.clone()), "404": error("No such run."), "409": error("The run has finished.") }
-        }},
-        "/api/v1/jobs/{job}/runs": { "get": {
-            "summary": "Trigger.dev v2 getRuns: a job's runs, newest first",
-            "parameters": [path_param("job", "The job id.")],
-            "responses": { "200": ok("The runs.", object.clone()) }
-        }},
-        "/api/v1/events/{id}/cancel-runs": { "post": {
-            "summary": "Trigger.dev v2 cancelRunsForEvent", "parameters": [id_param("event")],
-            "responses": { "200": ok("The runs cancelled and those that could not be.", object), "404": error("No such event.") }
-        }},
-        "/api/v1/jobs/{job}/invoke": unsupported("invokeJob"),
-        "/api/v1/jobs/{job}/cancel-runs": unsupported("cancelJobRuns"),
-        "/api/v1/runs/{run}/statuses/{id}": unsupported("io.createStatus"),
-        "/api/v1/store/{key}": unsupported("io.store"),
-        "/api/v1/event-dispatchers/ephemeral": unsupported("io.waitForEvent"),
-        "/api/v1/webhooks/{key}": unsupported("webhook triggers"),
-        "/api/v1/{client}/auth/{id}": unsupported("integrations"),
-        "/api/v1/{client}/schedules/{rest}": unsupported("dynamic schedules"),
-        "/api/v2/{client}/sources/{rest}": unsupported("external sources"),
-        "/api/v2/{client}/triggers/{rest}": unsupported("dynamic triggers"),
-    })
-}
-
 /// The document.
 pub fn document() -> Value {
     json!({
@@ -818,15 +639,15 @@ mod tests {
     /// The modules whose `routes()` make up the router ([`crate::http::public_routes`] and
     /// [`crate::http::protected_routes`]), with their source.
     const ROUTE_MODULES: &[(&str, &str)] = &[
-        ("mod", include_str!("mod.rs")),
-        ("api", include_str!("api.rs")),
-        ("endpoints", include_str!("endpoints.rs")),
-        ("trigger", include_str!("trigger.rs")),
-        ("compat", include_str!("compat.rs")),
-        ("trigger_dev_v2", include_str!("trigger_dev_v2.rs")),
-        ("webhooks", include_str!("webhooks.rs")),
-        ("bulk", include_str!("bulk.rs")),
-        ("dashboard", include_str!("dashboard/mod.rs")),
+        ("mod", include_str!("../mod.rs")),
+        ("api", include_str!("../api.rs")),
+        ("endpoints", include_str!("../endpoints.rs")),
+        ("trigger", include_str!("../trigger.rs")),
+        ("compat", include_str!("../compat.rs")),
+        ("trigger_dev_v2", include_str!("../trigger_dev_v2.rs")),
+        ("webhooks", include_str!("../webhooks.rs")),
+        ("bulk", include_str!("../bulk.rs")),
+        ("dashboard", include_str!("../dashboard/mod.rs")),
     ];
 
     /// The `(method, path)` of every `.route(path, get(..).post(..))` in `source`; a path given
