@@ -87,6 +87,33 @@ macro_rules! tally_sql {
     };
 }
 
+/// Log lines as the columns of an `UNNEST` insert (`$run, $attempt, $level, $message, $fields,
+/// $at`), for the statements that end an attempt.
+#[derive(Default)]
+pub(super) struct LogColumns<'a> {
+    pub(super) run: Vec<&'a str>,
+    pub(super) attempt: Vec<i32>,
+    pub(super) level: Vec<&'a str>,
+    pub(super) message: Vec<&'a str>,
+    pub(super) fields: Vec<Option<String>>,
+    pub(super) at: Vec<i64>,
+}
+
+impl<'a> LogColumns<'a> {
+    /// Adds the lines `run_id` wrote.
+    pub(super) fn add(&mut self, run_id: &'a str, lines: &'a [crate::model::LogLine]) {
+        for line in lines {
+            self.run.push(run_id);
+            self.attempt
+                .push(i32::try_from(line.attempt).unwrap_or(i32::MAX));
+            self.level.push(line.level.as_str());
+            self.message.push(line.message.as_str());
+            self.fields.push(line.fields.as_ref().map(Value::to_string));
+            self.at.push(line.at.timestamp_millis());
+        }
+    }
+}
+
 /// Records a batch of finished attempts in one statement: each run is written only while its
 /// queue row still holds the lease token it was claimed with (fencing); run rows, attempts, logs
 /// and outcome counts are written for those alone. A success's attempt is the run row itself
@@ -210,14 +237,7 @@ impl PgStore {
         let mut errors: Vec<Option<&str>> = Vec::with_capacity(n);
         let mut attempts = Vec::with_capacity(n);
         let mut started = Vec::with_capacity(n);
-        let (mut l_run, mut l_attempt, mut l_level, mut l_message, mut l_fields, mut l_at) = (
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-        );
+        let mut logs = LogColumns::default();
         let mut retry = false;
         for c in completions {
             let (status, due, output, error) = match &c.finish {
@@ -239,14 +259,7 @@ impl PgStore {
             finished.push(c.finished_at);
             attempts.push(i32::try_from(c.attempt).unwrap_or(i32::MAX));
             started.push(c.started_at);
-            for line in &c.logs {
-                l_run.push(c.run_id.as_str());
-                l_attempt.push(i32::try_from(line.attempt).unwrap_or(i32::MAX));
-                l_level.push(line.level.as_str());
-                l_message.push(line.message.as_str());
-                l_fields.push(line.fields.as_ref().map(Value::to_string));
-                l_at.push(line.at.timestamp_millis());
-            }
+            logs.add(&c.run_id, &c.logs);
         }
         let client = self.conn().await?;
         let held: HashSet<String> = self
@@ -255,8 +268,21 @@ impl PgStore {
                 GENERIC_PLAN,
                 COMPLETE_SQL,
                 &[
-                    &ids, &tokens, &statuses, &run_at, &finished, &outputs, &errors, &attempts,
-                    &started, &l_run, &l_attempt, &l_level, &l_message, &l_fields, &l_at,
+                    &ids,
+                    &tokens,
+                    &statuses,
+                    &run_at,
+                    &finished,
+                    &outputs,
+                    &errors,
+                    &attempts,
+                    &started,
+                    &logs.run,
+                    &logs.attempt,
+                    &logs.level,
+                    &logs.message,
+                    &logs.fields,
+                    &logs.at,
                 ],
             )
             .await?

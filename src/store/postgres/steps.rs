@@ -141,14 +141,7 @@ impl PgStore {
             Vec::with_capacity(n),
             Vec::with_capacity(n),
         );
-        let (mut l_run, mut l_attempt, mut l_level, mut l_message, mut l_fields, mut l_at) = (
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-        );
+        let mut logs = super::runs::LogColumns::default();
         for c in waits {
             let Finish::Wait {
                 key,
@@ -164,14 +157,7 @@ impl PgStore {
             until.push(*due);
             since.push(*called);
             finished.push(c.finished_at);
-            for line in &c.logs {
-                l_run.push(c.run_id.as_str());
-                l_attempt.push(i32::try_from(line.attempt).unwrap_or(i32::MAX));
-                l_level.push(line.level.as_str());
-                l_message.push(line.message.as_str());
-                l_fields.push(line.fields.as_ref().map(Value::to_string));
-                l_at.push(line.at.timestamp_millis());
-            }
+            logs.add(&c.run_id, &c.logs);
         }
         let client = self.conn().await?;
         let held = self
@@ -180,8 +166,18 @@ impl PgStore {
                 GENERIC_PLAN,
                 SUSPEND_SQL,
                 &[
-                    &ids, &tokens, &keys, &until, &since, &finished, &l_run, &l_attempt, &l_level,
-                    &l_message, &l_fields, &l_at,
+                    &ids,
+                    &tokens,
+                    &keys,
+                    &until,
+                    &since,
+                    &finished,
+                    &logs.run,
+                    &logs.attempt,
+                    &logs.level,
+                    &logs.message,
+                    &logs.fields,
+                    &logs.at,
                 ],
             )
             .await?
