@@ -59,7 +59,7 @@ fn live_node_jobs(conn: &Connection, since: i64) -> Result<HashSet<String>> {
 /// Cancels the queued runs of `jobs` with the "removed" message; returns how many.
 fn cancel_queued(ctx: &mut WriteCtx<'_>, jobs: &[String], url: &str, now: i64) -> Result<u64> {
     let mut stmt = ctx.conn.prepare_cached(
-        "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 \
+        "UPDATE runs INDEXED BY runs_runnable SET status = 'cancelled', finished_at = ?2, error = ?3 \
          WHERE job_id = ?1 AND status = 'queued'",
     )?;
     let mut n = 0;

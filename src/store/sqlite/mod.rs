@@ -51,6 +51,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("0011_endpoint_protocol.sql")),
     (12, include_str!("0012_schedules.sql")),
     (13, include_str!("0013_job_paused.sql")),
+    (16, include_str!("0016_lean_run_indexes.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

@@ -115,9 +115,18 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<SqlValue>) {
         let p = w.param(job.clone());
         w.cond(format!("job_id = {p}"));
     }
+    // The state is written as a literal (it is one of five words), so the planner can use the
+    // partial indexes whose condition it implies (`0016_lean_run_indexes.sql`).
+    let mut index = "";
     if let Some(status) = q.status {
-        let p = w.param(status.as_str().to_string());
-        w.cond(format!("status = {p}"));
+        w.cond(format!("status = '{}'", status.as_str()));
+        // Queued and running runs are as many as the queue holds: read them off the queue and
+        // lease indexes and sort them, rather than walk the whole history newest first.
+        index = match status {
+            RunStatus::Queued if q.event_id.is_none() => "INDEXED BY runs_runnable",
+            RunStatus::Running if q.event_id.is_none() => "INDEXED BY runs_leased",
+            _ => "",
+        };
     }
     if let Some(event) = &q.event_id {
         let p = w.param(event.clone());
@@ -130,7 +139,7 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<SqlValue>) {
     let limit = clamp_limit(q.limit) + 1;
     let sql = format!(
         "SELECT {RUN_COLUMNS}, seq, (SELECT e.name FROM events e WHERE e.id = runs.event_id) \
-         FROM runs {} ORDER BY seq DESC LIMIT {limit}",
+         FROM runs {index} {} ORDER BY seq DESC LIMIT {limit}",
         w.sql()
     );
     (sql, w.params)
@@ -156,6 +165,14 @@ fn run_counts_of(conn: &Connection, ids: &[String]) -> Result<HashMap<String, Ru
     }
     Ok(counts)
 }
+
+/// Queued runs per job, counted on the queue index (which carries the job): no row is read.
+const QUEUED_BY_JOB: &str =
+    "SELECT job_id, count(*) FROM runs INDEXED BY runs_runnable WHERE status = 'queued' GROUP BY job_id";
+
+/// Running runs per job, counted on the lease index.
+const RUNNING_BY_JOB: &str =
+    "SELECT job_id, count(*) FROM runs INDEXED BY runs_leased WHERE status = 'running' GROUP BY job_id";
 
 /// Finished runs of the minutes in `[?1, ?2)` (ms) by job and state, from the per-minute counts
 /// (`rollups.rs`).
@@ -288,18 +305,14 @@ impl SqliteStore {
                 });
             }
             let mut active: HashMap<String, RunCounts> = HashMap::new();
-            let mut stmt = c.prepare_cached(
-                "SELECT job_id, status, count(*) FROM runs WHERE status IN ('queued', 'running') \
-                 GROUP BY job_id, status",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let status: String = r.get(1)?;
-                if let Some(s) = RunStatus::parse(&status) {
+            for (sql, status) in [(QUEUED_BY_JOB, RunStatus::Queued), (RUNNING_BY_JOB, RunStatus::Running)] {
+                let mut stmt = c.prepare_cached(sql)?;
+                let mut rows = stmt.query([])?;
+                while let Some(r) = rows.next()? {
                     active
                         .entry(r.get(0)?)
                         .or_default()
-                        .add(s, r.get::<_, u64>(2)?);
+                        .add(status, r.get::<_, u64>(1)?);
                 }
             }
             let mut hour = outcomes_by_job(c, StatsWindow::Hour.bounds(now).0, None)?;
@@ -497,7 +510,14 @@ mod tests {
                     status: Some(RunStatus::Failed),
                     ..RunQuery::default()
                 },
-                "runs_status",
+                "runs_unsuccessful",
+            ),
+            (
+                RunQuery {
+                    status: Some(RunStatus::Cancelled),
+                    ..RunQuery::default()
+                },
+                "runs_unsuccessful",
             ),
             (
                 RunQuery {
@@ -505,14 +525,30 @@ mod tests {
                     status: Some(RunStatus::Failed),
                     ..RunQuery::default()
                 },
-                "runs_job_status",
+                "runs_job_unsuccessful",
+            ),
+            (
+                RunQuery {
+                    job_id: job(),
+                    status: Some(RunStatus::Succeeded),
+                    ..RunQuery::default()
+                },
+                "runs_job ",
+            ),
+            (
+                RunQuery {
+                    status: Some(RunStatus::Succeeded),
+                    cursor: Some(Cursor::after(100)),
+                    ..RunQuery::default()
+                },
+                "INTEGER PRIMARY KEY (rowid<?)",
             ),
             (
                 RunQuery {
                     event_id: Some("evt_1".into()),
                     ..RunQuery::default()
                 },
-                "runs_event_status",
+                "runs_event ",
             ),
         ];
         for (q, index) in cases {
@@ -522,6 +558,35 @@ mod tests {
             if q.event_id.is_none() {
                 assert!(!p.contains("TEMP B-TREE"), "{q:?}: {p}");
             }
+        }
+        // Queued and running runs come off the queue and lease indexes (sorted: they are as
+        // many as the queue holds), never from a walk of the history.
+        for (status, index) in [
+            (RunStatus::Queued, "runs_runnable"),
+            (RunStatus::Running, "runs_leased"),
+        ] {
+            for job_id in [None, job()] {
+                let q = RunQuery {
+                    status: Some(status),
+                    job_id,
+                    ..RunQuery::default()
+                };
+                let (sql, args) = runs_sql(&q);
+                let p = plan(&conn, &sql, &args);
+                assert!(p.contains(index), "{q:?} should use {index}: {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn per_job_queue_counts_read_only_the_queue_and_lease_indexes() {
+        let (_dir, conn) = db();
+        for (sql, index) in [
+            (QUEUED_BY_JOB, "runs_runnable"),
+            (RUNNING_BY_JOB, "runs_leased"),
+        ] {
+            let p = plan(&conn, sql, &[]);
+            assert!(p.contains(&format!("COVERING INDEX {index}")), "{p}");
         }
     }
 
@@ -554,12 +619,10 @@ mod tests {
     #[test]
     fn the_claim_walks_the_queue_index_in_due_order() {
         let (_dir, conn) = db();
-        let sql = super::super::ops::CLAIM_SELECT
-            .replace("?4", "?2")
-            .replace("?5", "?3");
+        let sql = super::super::ops::CLAIM_SELECT;
         let p = plan(
             &conn,
-            &sql,
+            sql,
             &[
                 SqlValue::Integer(0),
                 SqlValue::Text("[\"a\"]".into()),
