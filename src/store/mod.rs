@@ -342,7 +342,8 @@ impl RunDetail {
 /// The job definitions fan-out matches against, shared by every part of the process.
 #[derive(Debug, Default)]
 pub struct Triggers {
-    specs: RwLock<HashMap<String, JobSpec>>,
+    /// Shared, so the fan-out of every event takes references, not copies.
+    specs: RwLock<HashMap<String, Arc<JobSpec>>>,
     /// Ids of jobs defined in this process.
     local: RwLock<std::collections::HashSet<String>>,
     /// The stored job table's revision last loaded (count, latest update), so definitions written
@@ -368,7 +369,7 @@ impl Triggers {
             local.insert(spec.id.clone());
         }
         if let Ok(mut specs) = self.specs.write() {
-            specs.insert(spec.id.clone(), spec);
+            specs.insert(spec.id.clone(), Arc::new(spec));
         }
     }
 
@@ -391,7 +392,7 @@ impl Triggers {
             specs.retain(|id, _| local.contains(id));
             for spec in stored {
                 if !local.contains(&spec.id) {
-                    specs.insert(spec.id.clone(), spec);
+                    specs.insert(spec.id.clone(), Arc::new(spec));
                 }
             }
         }
@@ -408,16 +409,16 @@ impl Triggers {
             return;
         }
         if let Ok(mut specs) = self.specs.write() {
-            specs.insert(spec.id.clone(), spec);
+            specs.insert(spec.id.clone(), Arc::new(spec));
         }
     }
 
     /// The jobs an event starts, ordered by job id.
-    pub fn matching(&self, name: &str, payload: &Value) -> Vec<JobSpec> {
+    pub fn matching(&self, name: &str, payload: &Value) -> Vec<Arc<JobSpec>> {
         let Ok(specs) = self.specs.read() else {
             return Vec::new();
         };
-        let mut hits: Vec<JobSpec> = specs
+        let mut hits: Vec<Arc<JobSpec>> = specs
             .values()
             .filter(|s| s.matches(name, payload))
             .cloned()
@@ -431,7 +432,7 @@ impl Triggers {
         let Ok(specs) = self.specs.read() else {
             return Vec::new();
         };
-        let mut all: Vec<JobSpec> = specs.values().cloned().collect();
+        let mut all: Vec<JobSpec> = specs.values().map(|s| JobSpec::clone(s)).collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));
         all
     }

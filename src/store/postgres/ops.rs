@@ -87,8 +87,8 @@ impl NewRuns {
             let id = new_run_id();
             self.ids.push(id.clone());
             self.event_ids.push(event_id.to_string());
-            self.job_ids.push(job.id);
-            self.versions.push(job.version);
+            self.job_ids.push(job.id.clone());
+            self.versions.push(job.version.clone());
             self.max_attempts
                 .push(i32::try_from(job.retry.max_attempts).unwrap_or(i32::MAX));
             self.at.push(now);

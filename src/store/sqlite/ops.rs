@@ -20,10 +20,16 @@ use crate::store::{
 /// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so
 /// its cost does not grow with the depth of the queue. Paused jobs are taken off the list of jobs
 /// (once per claim, not per run), so their runs stay queued.
-pub(super) const CLAIM_SELECT: &str = "SELECT seq FROM runs INDEXED BY runs_runnable \
-     WHERE status = 'queued' AND run_at <= ?1 AND job_id IN (SELECT value FROM json_each(?4) \
+///
+/// It reads each run with its event's name and payload in one pass; the claim then updates the
+/// runs one by one by rowid. (`UPDATE … WHERE seq IN (…) RETURNING` gathers the keys and the
+/// returned rows in two ephemeral tables, and the payloads needed a lookup per run after it.)
+pub(super) const CLAIM_SELECT: &str =
+    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
+     FROM runs r INDEXED BY runs_runnable JOIN events e ON e.id = r.event_id \
+     WHERE r.status = 'queued' AND r.run_at <= ?1 AND r.job_id IN (SELECT value FROM json_each(?2) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
-     ORDER BY run_at, seq LIMIT ?5";
+     ORDER BY r.run_at, r.seq LIMIT ?3";
 
 /// A new run id: time-ordered, so ids sort by creation.
 pub(crate) fn new_run_id() -> String {
@@ -443,26 +449,36 @@ impl SqliteStore {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        self.write(move |ctx| {
+        type Row = (i64, String, String, String, u32, u32, String, String);
+        let now = p.now;
+        let claimed: Vec<Row> = self.write(move |ctx| {
             let mut claimed = Vec::new();
             for (jobs, limit) in &groups {
-                let mut stmt = ctx.conn.prepare_cached(&format!(
-                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?1, lease_until = ?2, lease_token = ?3, node = ?6 \
-                     WHERE seq IN ({CLAIM_SELECT}) RETURNING id, event_id, job_id, attempt, max_attempts"
-                ))?;
-                let rows: Vec<(String, String, String, u32, u32)> = stmt
-                    .query_map(
-                        params![p.now, p.lease_until, token, jobs, *limit as i64, p.node],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-                    )?
-                    .collect::<rusqlite::Result<_>>()?;
-                let mut ev = ctx
+                let rows: Vec<Row> = ctx
                     .conn
-                    .prepare_cached("SELECT name, payload FROM events WHERE id = ?1")?;
-                for (id, event_id, job_id, attempt, max_attempts) in rows {
-                    let (event_name, payload): (String, String) =
-                        ev.query_row([&event_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                    claimed.push(ClaimedRun {
+                    .prepare_cached(CLAIM_SELECT)?
+                    .query_map(params![p.now, jobs, *limit as i64], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                let mut take = ctx.conn.prepare_cached(
+                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
+                     WHERE seq = ?1",
+                )?;
+                for row in rows {
+                    take.execute(params![row.0, p.now, p.lease_until, token, p.node])?;
+                    claimed.push(row);
+                }
+            }
+            Ok(claimed)
+        })
+        .await?;
+        // The payloads are parsed here, on the caller's task, not on the writer thread.
+        claimed
+            .into_iter()
+            .map(
+                |(_, id, event_id, job_id, attempt, max_attempts, event_name, payload)| {
+                    Ok(ClaimedRun {
                         id,
                         event_id,
                         event_name,
@@ -471,13 +487,11 @@ impl SqliteStore {
                         max_attempts,
                         token,
                         payload: json_text(&payload)?,
-                        started_at: p.now,
-                    });
-                }
-            }
-            Ok(claimed)
-        })
-        .await
+                        started_at: now,
+                    })
+                },
+            )
+            .collect()
     }
 
     /// See [`crate::store::Store::runs_complete`].
