@@ -5,6 +5,10 @@
 //!   one no-op run, with 1 and with 64 concurrent senders, workers off (ingest only);
 //! - **e2e**: no-op runs per second from the first send until the last run is `succeeded`, workers
 //!   on;
+//! - **drain**: `--events` no-op runs already queued (stored with workers off), then workers
+//!   started: runs/s from their start until the last run is `succeeded`, and the seeding rate;
+//!   in `all` on SQLite, as `drain` also on PostgreSQL with `--database-url postgres://…` (see
+//!   `src/bench/drain.rs`);
 //! - **latency**: send → run-start latency at a paced rate (default 1,000 events/s for 10 s);
 //! - **memory**: resident memory of an idle `flare serve` (the real binary on a temp database);
 //! - **dashboard** (not part of `all`): seeds `--events` events with their runs, then times the
@@ -25,7 +29,9 @@
 //! during the repetition (`VmHWM`, reset before each one). Output is a table, or with `--json` one
 //! JSON line per scenario variant.
 
+mod backend;
 mod dashboard;
+mod drain;
 mod endpoint;
 mod report;
 mod scale;
@@ -65,13 +71,17 @@ pub enum Scenario {
     Send,
     /// End-to-end no-op runs per second, workers on.
     E2e,
+    /// Runs per second emptying `--events` queued no-op runs, from the workers' start to the last
+    /// completion, and the seeding rate; on SQLite, and on PostgreSQL too with `--database-url`
+    /// (in `all`: SQLite only).
+    Drain,
     /// Send → run-start latency at a paced rate.
     Latency,
     /// Idle memory of `flare serve`.
     Memory,
     /// Server time of the dashboard's pages over `--events` seeded events (not part of `all`).
     Dashboard,
-    /// All of the above except dashboard and pg-scale.
+    /// All of the above except dashboard and pg-scale (drain on SQLite only).
     All,
     /// Worker processes on a shared database (`--database-url`, `--workers`): drain
     /// throughput and send → start latency.
@@ -102,16 +112,16 @@ pub struct Args {
     /// Seconds each send measurement lasts.
     #[arg(long, default_value_t = 5.0)]
     pub send_secs: f64,
-    /// Events of the end-to-end scenario (each starts one no-op run).
+    /// Events of the end-to-end and drain scenarios (each starts one no-op run).
     #[arg(long, default_value_t = 100_000)]
     pub events: usize,
     /// Concurrent senders in the end-to-end scenario.
     #[arg(long, default_value_t = 64)]
     pub e2e_senders: usize,
-    /// Engine concurrency (runs executing at once) for e2e and latency.
+    /// Engine concurrency (runs executing at once) for e2e, drain and latency.
     #[arg(long, default_value_t = 1000)]
     pub concurrency: usize,
-    /// Engine claim batch (most runs claimed per transaction) for e2e and latency.
+    /// Engine claim batch (most runs claimed per transaction) for e2e, drain and latency.
     #[arg(long, default_value_t = 1000)]
     pub claim_batch: usize,
     /// Events per second in the latency scenario.
@@ -239,6 +249,35 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
             Figure::new("e2e", format!("{} events", args.events), settings, samples),
         ));
     }
+    if want(Scenario::Drain) {
+        let backends = match args.scenario {
+            Scenario::Drain => backend::Backend::selected(&args),
+            _ => vec![backend::Backend::Sqlite],
+        };
+        for backend in backends {
+            let settings = serde_json::json!({
+                "store": backend.name(), "events": args.events, "engine": engine,
+            });
+            let mut samples = Vec::new();
+            for rep in 0..reps {
+                let pb = bar(
+                    format!("drain, {}, rep {}/{reps}", backend.name(), rep + 1),
+                    Some(args.events as u64),
+                );
+                samples.push(measured(drain::run(&args, backend, &pb)).await?);
+                pb.finish_and_clear();
+            }
+            figures.push(emit(
+                &args,
+                Figure::new(
+                    "drain",
+                    format!("{}, {} events", backend.name(), args.events),
+                    settings,
+                    samples,
+                ),
+            ));
+        }
+    }
     if want(Scenario::Latency) {
         let settings = serde_json::json!({ "rate": args.latency_rate, "secs": args.latency_secs, "engine": engine });
         let total = u64::from(args.latency_rate) * args.latency_secs;
@@ -288,14 +327,7 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
         figures.extend(pg_scale(&args, reps).await?);
     }
     if args.scenario == Scenario::Steps {
-        let mut backends = vec![steps::Backend::Sqlite];
-        if args
-            .database_url
-            .as_deref()
-            .is_some_and(crate::store::postgres::is_postgres_url)
-        {
-            backends.push(steps::Backend::Postgres);
-        }
+        let backends = backend::Backend::selected(&args);
         for backend in backends {
             for &k in &args.steps {
                 let settings = serde_json::json!({

@@ -111,7 +111,7 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("max_ms", "ms max"),
         ],
         "memory" => &[("idle_rss_mb", "MB RSS"), ("idle_hwm_mb", "MB peak RSS")],
-        "pg-scale drain" => &[
+        "pg-scale drain" | "drain" => &[
             ("runs_per_s", "runs/s"),
             ("seed_events_per_s", "events/s seeding"),
         ],

@@ -24,7 +24,7 @@ fn join_error(e: tokio::task::JoinError) -> Error {
 }
 
 /// A job on [`EVENT`] that does nothing but call `on_start` with the payload.
-fn noop_job(on_start: impl Fn(&Value) + Send + Sync + 'static) -> Job {
+pub(super) fn noop_job(on_start: impl Fn(&Value) + Send + Sync + 'static) -> Job {
     let on_start = Arc::new(on_start);
     Job::new(JOB, "Benchmark no-op", "1.0.0")
         .trigger(event_trigger(EVENT))
@@ -34,7 +34,7 @@ fn noop_job(on_start: impl Fn(&Value) + Send + Sync + 'static) -> Job {
         })
 }
 
-fn engine_config(args: &Args) -> EngineConfig {
+pub(super) fn engine_config(args: &Args) -> EngineConfig {
     EngineConfig {
         concurrency: args.concurrency,
         claim_batch: args.claim_batch,
@@ -42,7 +42,7 @@ fn engine_config(args: &Args) -> EngineConfig {
     }
 }
 
-fn count(counts: &std::collections::HashMap<RunStatus, u64>, status: RunStatus) -> u64 {
+pub(super) fn count(counts: &std::collections::HashMap<RunStatus, u64>, status: RunStatus) -> u64 {
     counts.get(&status).copied().unwrap_or(0)
 }
 

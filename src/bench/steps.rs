@@ -17,30 +17,13 @@ use indicatif::ProgressBar;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
+use super::backend::{Backend, Place};
 use super::report::quantile;
-use super::{db_url, Args, Error, Sample};
+use super::{Args, Error, Sample};
 use crate::{event_trigger, Client, EngineConfig, Io, Job, JobError, RunStatus};
 
 const EVENT: &str = "bench.steps";
 const JOB: &str = "bench-steps";
-
-/// Where a repetition runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Backend {
-    /// A temporary SQLite file.
-    Sqlite,
-    /// A fresh database on the server of `--database-url`.
-    Postgres,
-}
-
-impl Backend {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres => "postgres",
-        }
-    }
-}
 
 /// Step-call latencies (ms) of one repetition: the first step of each execution, the others.
 #[derive(Default)]
@@ -73,50 +56,6 @@ fn job(steps: usize, latencies: Arc<Mutex<Latencies>>, done: Arc<AtomicUsize>) -
         })
 }
 
-/// A fresh PostgreSQL database on the server of `url`, dropped by [`drop_database`].
-async fn create_database(url: &str) -> Result<(String, String), Error> {
-    let name = format!("flare_bench_steps_{:016x}", rand::random::<u64>());
-    let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .map_err(|e| Error::Stalled(format!("cannot connect to {url}: {e}")))?;
-    let task = tokio::spawn(conn);
-    let created = admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await;
-    drop(admin);
-    let _ = task.await;
-    created.map_err(|e| Error::Stalled(format!("cannot create a database: {e}")))?;
-    Ok((with_database(url, &name), name))
-}
-
-async fn drop_database(url: &str, name: &str) {
-    if let Ok((admin, conn)) = tokio_postgres::connect(url, tokio_postgres::NoTls).await {
-        let task = tokio::spawn(conn);
-        if let Err(e) = admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .await
-        {
-            tracing::warn!(error = %e, database = name, "could not drop the benchmark's database");
-        }
-        drop(admin);
-        let _ = task.await;
-    }
-}
-
-/// `url` with its database name replaced by `db` (query parameters kept).
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, format!("?{q}")),
-        None => (url, String::new()),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    format!("{host}/{db}{query}")
-}
-
 /// One repetition with `steps` no-op steps per run on `backend`.
 pub(super) async fn run(
     args: &Args,
@@ -124,22 +63,9 @@ pub(super) async fn run(
     steps: usize,
     pb: &ProgressBar,
 ) -> Result<Sample, Error> {
-    let dir = tempfile::tempdir()?;
-    let (url, pg_database) = match backend {
-        Backend::Sqlite => (db_url(dir.path()), None),
-        Backend::Postgres => {
-            let server = args
-                .database_url
-                .as_deref()
-                .ok_or_else(|| Error::Stalled("steps on PostgreSQL needs --database-url".into()))?;
-            let (url, name) = create_database(server).await?;
-            (url, Some((server.to_string(), name)))
-        }
-    };
-    let result = measure(args, &url, steps, pb).await;
-    if let Some((server, name)) = pg_database {
-        drop_database(&server, &name).await;
-    }
+    let place = Place::new(args, backend, "flare_bench_steps").await?;
+    let result = measure(args, place.url(), steps, pb).await;
+    place.remove().await;
     result
 }
 

@@ -1,0 +1,112 @@
+//! `flare bench drain`: how fast the workers empty a backlog, comparable to the peer queues'
+//! drain phase (N jobs already queued, a worker started, time from its start to the N-th
+//! completion).
+//!
+//! Each repetition, on a temporary SQLite file and (with `--database-url postgres://…`) on a fresh
+//! PostgreSQL database: a send-only client (workers off) stores `--events` events, each starting
+//! one run of the no-op job, through
+//! [`Store::event_insert_many`](crate::store::Store::event_insert_many) in batches of
+//! [`SEED_BATCH`] (timed: the seeding rate); then a client with workers (`--concurrency`,
+//! `--claim-batch`) is started, and the clock runs from its start until the store counts every run
+//! `succeeded`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use serde_json::json;
+
+use super::backend::{Backend, Place};
+use super::scenarios::{count, engine_config, noop_job, EVENT};
+use super::{Args, Error, Sample};
+use crate::store::NewEvent;
+use crate::{Client, RunStatus};
+
+/// Events stored per transaction while seeding.
+const SEED_BATCH: usize = 5_000;
+
+/// One repetition on `backend`.
+pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Result<Sample, Error> {
+    let place = Place::new(args, backend, "flare_bench_drain").await?;
+    let result = measure(args, place.url(), pb).await;
+    place.remove().await;
+    result
+}
+
+/// Stores `n` events with workers off; returns the seconds it took.
+async fn seed(client: &Client, n: usize) -> Result<f64, Error> {
+    let start = Instant::now();
+    let mut from = 0;
+    while from < n {
+        let to = (from + SEED_BATCH).min(n);
+        let now = client.clock().now_ms();
+        let batch = (from..to)
+            .map(|i| NewEvent {
+                id: format!("evt_drain_{i:08}"),
+                name: EVENT.to_string(),
+                payload: json!({ "i": i }),
+                context: None,
+                source: "api".into(),
+                parent_run_id: None,
+                deliver_at: None,
+                now,
+            })
+            .collect();
+        client.store().event_insert_many(batch).await?;
+        from = to;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+async fn measure(args: &Args, url: &str, pb: &ProgressBar) -> Result<Sample, Error> {
+    let n = args.events;
+    let seeder = Client::builder(url).workers(false).connect().await?;
+    seeder.register_job(noop_job(|_| {})).await?;
+    let seed_secs = seed(&seeder, n).await?;
+    let queued = count(&seeder.store().run_counts().await?, RunStatus::Queued);
+    if queued != n as u64 {
+        seeder.shutdown().await;
+        return Err(Error::Stalled(format!(
+            "{n} events were stored but {queued} runs are queued"
+        )));
+    }
+
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = Arc::clone(&started);
+    let start = Instant::now();
+    let worker = Client::builder(url)
+        .config(engine_config(args))
+        .connect()
+        .await?;
+    worker.define_job(noop_job(move |_| {
+        s.fetch_add(1, Ordering::Relaxed);
+    }))?;
+    let limit = Duration::from_secs(120).max(Duration::from_millis(n as u64));
+    // Counting every run is a scan of the table: only once every run has started.
+    let waited = loop {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let ran = started.load(Ordering::Relaxed);
+        pb.set_position(ran as u64);
+        if ran >= n && count(&worker.store().run_counts().await?, RunStatus::Succeeded) >= n as u64
+        {
+            break Ok(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            let counts = worker.store().run_counts().await?;
+            break Err(Error::Stalled(format!(
+                "drain did not finish in {limit:?}: {ran} of {n} started, counts {counts:?}"
+            )));
+        }
+    };
+    worker.shutdown().await;
+    seeder.shutdown().await;
+    let elapsed = waited?;
+    Ok(Sample::from([
+        ("events", n as f64),
+        ("seed_secs", seed_secs),
+        ("seed_events_per_s", n as f64 / seed_secs),
+        ("secs", elapsed.as_secs_f64()),
+        ("runs_per_s", n as f64 / elapsed.as_secs_f64()),
+    ]))
+}
