@@ -48,9 +48,21 @@ pub use error::ApiError;
 use crate::client::Client;
 use crate::config::ServeConfig;
 
-/// What the handlers share.
+/// What the handlers share. Cloned for every request (by each layer that takes the state), so it
+/// is one shared allocation: a clone is one reference count, not one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<SharedState>);
+
+impl std::ops::Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+/// The fields of [`AppState`].
+pub struct SharedState {
     /// The client (store, engine).
     pub client: Client,
     /// The server's configuration.
@@ -79,14 +91,14 @@ impl AppState {
         config: ServeConfig,
         endpoints: Arc<crate::endpoints::Registry>,
     ) -> Self {
-        Self {
+        Self(Arc::new(SharedState {
             webhooks: Arc::new(webhooks::Webhooks::from_config(&config)),
             client,
             config: Arc::new(config),
             endpoints,
             logins: Arc::default(),
             conflicts: Arc::default(),
-        }
+        }))
     }
 }
 
