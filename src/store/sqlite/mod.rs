@@ -109,6 +109,27 @@ trait WriteOp: Send {
     /// own: the whole transaction must be rolled back.
     fn apply(&mut self, ctx: &mut WriteCtx<'_>) -> Result<()>;
     fn finish(self: Box<Self>, commit: Result<()>);
+    /// Whether the operation must survive power loss once answered. See [`Commit`].
+    fn durable(&self) -> bool;
+}
+
+/// How a batch is committed.
+///
+/// Most writes are answered only once fsynced (`synchronous=FULL`). A claim is not: a claim lost
+/// with the power is an attempt that never started, and the run is simply taken again after the
+/// restart, which is what happens to a run whose worker died anyway (runs are at least once). A
+/// batch of claims alone is therefore committed without waiting for the disk
+/// (`synchronous=NORMAL`): its frames are written to the WAL but not synced. The next durable
+/// commit syncs the WAL, and with it every frame before its own, so what is durable is always a
+/// prefix of what was committed: a completion, a chained event or anything else that followed a
+/// claim can never survive without it. It saves the claim an fsync on the way from a send to the
+/// start of its run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Commit {
+    /// Answered after the fsync.
+    Durable,
+    /// May be lost with the power, not with a crash of the process (a claim).
+    Lazy,
 }
 
 /// How an operation is isolated from the others of its batch when it fails.
@@ -127,6 +148,7 @@ pub(crate) enum Guard {
 struct TypedOp<T, F> {
     f: Option<F>,
     guard: Guard,
+    sync: Commit,
     result: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
 }
@@ -166,6 +188,10 @@ impl<T: Send, F: FnOnce(&mut WriteCtx<'_>) -> Result<T> + Send> WriteOp for Type
             (None, Ok(())) => Err(Error::Closed),
         };
         let _ = self.reply.send(answer);
+    }
+
+    fn durable(&self) -> bool {
+        self.sync == Commit::Durable
     }
 }
 
@@ -358,10 +384,20 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut WriteCtx<'_>) -> Result<T> + Send + 'static,
     {
+        self.write_synced(guard, Commit::Durable, f).await
+    }
+
+    /// Like [`Self::write_guarded`], committed as `sync` says.
+    pub(crate) async fn write_synced<T, F>(&self, guard: Guard, sync: Commit, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut WriteCtx<'_>) -> Result<T> + Send + 'static,
+    {
         let (reply, rx) = oneshot::channel();
         let op = TypedOp {
             f: Some(f),
             guard,
+            sync,
             result: None,
             reply,
         };
@@ -456,6 +492,7 @@ fn writer_loop(
 ) {
     let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
     let mut wal = WalBound::new(&conn, WAL_LIMIT_BYTES);
+    let mut sync = Commit::Durable;
     while let Some(first) = rx.blocking_recv() {
         let mut pending = Some(first);
         loop {
@@ -463,7 +500,7 @@ fn writer_loop(
                 Some(Msg::Op(op)) => batch.push(op),
                 Some(Msg::ReadOnly(on, reply)) => {
                     // Control messages run between batches, outside any transaction.
-                    run_batch(&conn, &triggers, &work, &mut batch);
+                    run_batch(&conn, &mut sync, &triggers, &work, &mut batch);
                     let r = conn
                         .pragma_update(None, "query_only", on)
                         .map_err(Error::from);
@@ -479,7 +516,7 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
-        run_batch(&conn, &triggers, &work, &mut batch);
+        run_batch(&conn, &mut sync, &triggers, &work, &mut batch);
         wal.tick(&conn);
     }
     tracing::debug!("SQLite writer stopped");
@@ -487,12 +524,32 @@ fn writer_loop(
 
 fn run_batch(
     conn: &Connection,
+    sync: &mut Commit,
     triggers: &Triggers,
     work: &Notify,
     batch: &mut Vec<Box<dyn WriteOp>>,
 ) {
     if batch.is_empty() {
         return;
+    }
+    let wanted = if batch.iter().any(|op| op.durable()) {
+        Commit::Durable
+    } else {
+        Commit::Lazy
+    };
+    if wanted != *sync {
+        let level = match wanted {
+            Commit::Durable => "FULL",
+            Commit::Lazy => "NORMAL",
+        };
+        if let Err(e) = conn.pragma_update(None, "synchronous", level) {
+            // Stay durable: a claim committed with an fsync is only slower.
+            tracing::warn!(error = %e, level, "cannot change the commit's sync level");
+            let _ = conn.pragma_update(None, "synchronous", "FULL");
+            *sync = Commit::Durable;
+        } else {
+            *sync = wanted;
+        }
     }
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let err = Error::from(e);
@@ -609,6 +666,7 @@ mod tests {
         let op = TypedOp {
             f: Some(f),
             guard,
+            sync: Commit::Durable,
             result: None,
             reply,
         };
@@ -622,7 +680,7 @@ mod tests {
             .expect("table");
         let (triggers, work) = (Triggers::default(), Notify::new());
         let (mut batch, replies): (Vec<_>, Vec<_>) = ops.into_iter().unzip();
-        run_batch(&conn, &triggers, &work, &mut batch);
+        run_batch(&conn, &mut Commit::Durable, &triggers, &work, &mut batch);
         let answers = replies
             .into_iter()
             .map(|mut rx| rx.try_recv().expect("answered"))
@@ -635,6 +693,46 @@ mod tests {
             .collect::<rusqlite::Result<_>>()
             .expect("rows");
         (answers, rows)
+    }
+
+    /// An operation that answers the connection's `synchronous` level while it runs.
+    fn sync_probe(sync: Commit) -> (Box<dyn WriteOp>, oneshot::Receiver<Result<i64>>) {
+        let (reply, rx) = oneshot::channel();
+        let f = |ctx: &mut WriteCtx<'_>| -> Result<i64> {
+            Ok(ctx.conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?)
+        };
+        let op = TypedOp {
+            f: Some(f),
+            guard: Guard::Batch,
+            sync,
+            result: None,
+            reply,
+        };
+        (Box::new(op), rx)
+    }
+
+    #[test]
+    fn only_a_batch_of_lazy_operations_commits_without_the_fsync() {
+        const NORMAL: i64 = 1;
+        const FULL: i64 = 2;
+        let conn = Connection::open_in_memory().expect("open");
+        conn.pragma_update(None, "synchronous", "FULL")
+            .expect("full");
+        let (triggers, work) = (Triggers::default(), Notify::new());
+        let mut level = Commit::Durable;
+        let mut run = |ops: &[Commit]| -> Vec<i64> {
+            let (mut batch, replies): (Vec<_>, Vec<_>) = ops.iter().map(|s| sync_probe(*s)).unzip();
+            run_batch(&conn, &mut level, &triggers, &work, &mut batch);
+            replies
+                .into_iter()
+                .map(|mut rx| rx.try_recv().expect("answered").expect("ok"))
+                .collect()
+        };
+        assert_eq!(run(&[Commit::Lazy, Commit::Lazy]), [NORMAL, NORMAL]);
+        // One durable operation makes the whole batch durable, claims included.
+        assert_eq!(run(&[Commit::Lazy, Commit::Durable]), [FULL, FULL]);
+        assert_eq!(run(&[Commit::Lazy]), [NORMAL]);
+        assert_eq!(run(&[Commit::Durable]), [FULL]);
     }
 
     #[test]

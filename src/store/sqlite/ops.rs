@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::read::{event_by_id, json_text};
-use super::{Guard, SqliteStore, WriteCtx};
+use super::{Commit, Guard, SqliteStore, WriteCtx};
 use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
 use crate::job::JobSpec;
@@ -451,7 +451,8 @@ impl SqliteStore {
         }
         type Row = (i64, String, String, String, u32, u32, String, String);
         let now = p.now;
-        let claimed: Vec<Row> = self.write(move |ctx| {
+        // Committed without waiting for the disk: see `Commit::Lazy`.
+        let claimed: Vec<Row> = self.write_synced(Guard::Savepoint, Commit::Lazy, move |ctx| {
             let mut claimed = Vec::new();
             for (jobs, limit) in &groups {
                 let rows: Vec<Row> = ctx
