@@ -710,6 +710,25 @@ impl Store {
         dispatch!(self, s => s.next_due(jobs).await)
     }
 
+    /// Adds up to `limit` events not yet in the payload search's index to it; returns how many
+    /// (fewer than `limit`: caught up). SQLite indexes behind a watermark, off the insert path
+    /// (`sqlite/search.rs`; searches stay complete meanwhile); PostgreSQL's trigram index is kept
+    /// by the insert itself, so there this does nothing.
+    pub async fn search_index(&self, limit: usize) -> Result<usize> {
+        match self {
+            Store::Sqlite(s) => s.search_index(limit).await,
+            Store::Postgres(_) => Ok(0),
+        }
+    }
+
+    /// Events not in the payload search's index yet (searched by a scan meanwhile).
+    pub async fn search_backlog(&self) -> Result<u64> {
+        match self {
+            Store::Sqlite(s) => s.search_backlog().await,
+            Store::Postgres(_) => Ok(0),
+        }
+    }
+
     /// An event with its run ids.
     pub async fn event_get(&self, id: &str) -> Result<Option<StoredEvent>> {
         if !storable(id) {
