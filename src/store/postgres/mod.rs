@@ -70,6 +70,8 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("0011_endpoint_protocol.sql")),
     (12, include_str!("0012_schedules.sql")),
     (13, include_str!("0013_job_paused.sql")),
+    (14, include_str!("0014_search.sql")),
+    (15, include_str!("0015_event_counts.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.
@@ -344,7 +346,8 @@ impl PgStore {
         rows(c, "SELECT 1", &[]).await.map(|_| ())
     }
 
-    /// See [`super::Store::rollups_drift`]: `run_outcomes` against a count of the finished runs.
+    /// See [`super::Store::rollups_drift`]: `run_outcomes` against a count of the finished runs,
+    /// `event_counts` (summed over its shards) against a count of the events.
     pub async fn rollups_drift(&self) -> Result<Vec<String>> {
         let conn = self.conn().await?;
         let found = rows(
@@ -355,7 +358,13 @@ impl PgStore {
              SELECT 'runs ' || minute || ' ' || job_id || ' ' || status || ': stored ' \
                     || coalesce(o.n, 0) || ', counted ' || coalesce(c.n, 0) \
              FROM counted c FULL JOIN run_outcomes o USING (minute, job_id, status) \
-             WHERE coalesce(o.n, 0) <> coalesce(c.n, 0)",
+             WHERE coalesce(o.n, 0) <> coalesce(c.n, 0) \
+             UNION ALL \
+             SELECT 'events ' || minute || ': stored ' || coalesce(o.n, 0) || ', counted ' \
+                    || coalesce(c.n, 0) \
+             FROM (SELECT timestamp / 60000 AS minute, count(*) AS n FROM events GROUP BY 1) c \
+             FULL JOIN (SELECT minute, sum(n) AS n FROM event_counts GROUP BY 1) o USING (minute) \
+             WHERE coalesce(o.n, 0) <> coalesce(c.n, 0) OR o.n = 0",
             &[],
         )
         .await?;
