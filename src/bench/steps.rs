@@ -73,9 +73,10 @@ fn job(steps: usize, latencies: Arc<Mutex<Latencies>>, done: Arc<AtomicUsize>) -
         })
 }
 
-/// A fresh PostgreSQL database on the server of `url`, dropped by [`drop_database`].
-async fn create_database(url: &str) -> Result<(String, String), Error> {
-    let name = format!("flare_bench_steps_{:016x}", rand::random::<u64>());
+/// A fresh PostgreSQL database on the server of `url`, named `prefix` and a random suffix;
+/// returns its URL and name, for [`drop_database`].
+pub(super) async fn create_database(url: &str, prefix: &str) -> Result<(String, String), Error> {
+    let name = format!("{prefix}_{:016x}", rand::random::<u64>());
     let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .map_err(|e| Error::Stalled(format!("cannot connect to {url}: {e}")))?;
@@ -89,7 +90,7 @@ async fn create_database(url: &str) -> Result<(String, String), Error> {
     Ok((with_database(url, &name), name))
 }
 
-async fn drop_database(url: &str, name: &str) {
+pub(super) async fn drop_database(url: &str, name: &str) {
     if let Ok((admin, conn)) = tokio_postgres::connect(url, tokio_postgres::NoTls).await {
         let task = tokio::spawn(conn);
         if let Err(e) = admin
@@ -132,7 +133,7 @@ pub(super) async fn run(
                 .database_url
                 .as_deref()
                 .ok_or_else(|| Error::Stalled("steps on PostgreSQL needs --database-url".into()))?;
-            let (url, name) = create_database(server).await?;
+            let (url, name) = create_database(server, "flare_bench_steps").await?;
             (url, Some((server.to_string(), name)))
         }
     };
