@@ -62,7 +62,7 @@ pub(super) fn fetch_limit(q: &EventQuery) -> usize {
 
 /// The event list's SQL: columns of [`event_from_row`], then `seq`.
 fn events_sql(q: &EventQuery) -> (String, Vec<SqlValue>) {
-    let w = events_where(q);
+    let w = events_where(q, Walk::Table);
     let limit = fetch_limit(q);
     let sql = format!(
         "SELECT {EVENT_COLUMNS}, seq FROM events {} ORDER BY seq DESC LIMIT {limit}",
@@ -71,8 +71,20 @@ fn events_sql(q: &EventQuery) -> (String, Vec<SqlValue>) {
     (sql, w.params)
 }
 
+/// What reads the events of a list, for [`events_where`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Walk {
+    /// The primary key, newest first, possibly far (a filter few rows match): a time bound also
+    /// bounds `seq`, so the walk stops at the window's edge.
+    Table,
+    /// Something that bounds the walk already (the search index, or the unindexed tail): the
+    /// `seq` bound would only cost its own lookup, a read of every index entry in the window
+    /// (0.3 s for a day holding a million events).
+    Bounded,
+}
+
 /// The event list's conditions, on the unaliased `events` table.
-pub(super) fn events_where(q: &EventQuery) -> Where {
+pub(super) fn events_where(q: &EventQuery, walk: Walk) -> Where {
     let mut w = Where::default();
     if let Some(name) = &q.name {
         let p = w.param(name.clone());
@@ -91,6 +103,9 @@ pub(super) fn events_where(q: &EventQuery) -> Where {
     if let Some(from) = q.from {
         let p = w.param(from.timestamp_millis());
         w.cond(format!("timestamp >= {p}"));
+    }
+    if let (Some(from), Walk::Table) = (q.from, walk) {
+        let p = w.param(from.timestamp_millis());
         // The same rows, said so the newest-first walk on the primary key can stop: no row at or
         // after `from` has a smaller seq than the smallest such row, read off events_timestamp
         // (named, or the planner walks the table from its oldest row to find the minimum).

@@ -25,7 +25,7 @@
 
 use rusqlite::{params, params_from_iter, Connection};
 
-use super::query::{events_where, fetch_limit};
+use super::query::{events_where, fetch_limit, Walk};
 use super::read::EVENT_COLUMNS;
 use crate::store::query::EventQuery;
 use crate::store::Result;
@@ -112,7 +112,7 @@ pub(super) fn events_page<T>(
     let mut out = Vec::new();
 
     // The tail: events not indexed yet, the newest ones, walked by the primary key.
-    let mut w = events_where(q);
+    let mut w = events_where(q, Walk::Bounded);
     let p = w.param(indexed);
     w.cond(format!("seq > {p}"));
     let sql = format!(
@@ -130,7 +130,7 @@ pub(super) fn events_page<T>(
 
     // The indexed part: the FTS table drives (CROSS JOIN keeps it outer), newest first, and each
     // candidate is looked up by seq and checked by the list's conditions, `LIKE` included.
-    let mut w = events_where(q);
+    let mut w = events_where(q, Walk::Bounded);
     let m = w.param(phrase(text));
     let p = w.param(indexed);
     let conds = std::iter::once(format!(
@@ -290,11 +290,14 @@ mod tests {
         let (_dir, conn) = db();
         conn.execute("UPDATE search_progress SET indexed_seq = 10", [])
             .expect("watermark");
+        // A time bound is a filter here: the index bounds the walk, and finding the window's
+        // smallest seq would read every entry of events_timestamp in the window.
         let q = EventQuery {
             q: Some("needle".into()),
+            from: Some(crate::model::ms_to_time(1_000)),
             ..EventQuery::default()
         };
-        let mut w = events_where(&q);
+        let mut w = events_where(&q, Walk::Bounded);
         let m = w.param(phrase("needle"));
         let sql = format!(
             "EXPLAIN QUERY PLAN SELECT events.seq FROM event_search CROSS JOIN events \
@@ -316,5 +319,6 @@ mod tests {
             "{plan}"
         );
         assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        assert!(!plan.contains("events_timestamp"), "{plan}");
     }
 }
