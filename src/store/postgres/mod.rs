@@ -156,7 +156,16 @@ fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    let config: tokio_postgres::Config = url.parse().map_err(|_| bad())?;
+    let mut config: tokio_postgres::Config = url.parse().map_err(|_| bad())?;
+    // No JIT compilation: Flare's statements are short, and a statement whose estimated cost
+    // passes `jit_above_cost` (large tables before their first ANALYZE, the pruner's joins)
+    // spent 80-500 ms compiling to run in under a millisecond. First, so that the URL's own
+    // `options` can turn it back on.
+    let options = match config.get_options() {
+        Some(own) if !own.trim().is_empty() => format!("-c jit=off {own}"),
+        _ => "-c jit=off".to_string(),
+    };
+    config.options(options);
     Ok(Settings {
         config,
         listen,
@@ -369,6 +378,13 @@ impl PgStore {
         )
         .await?;
         Ok(found.iter().map(|r| r.get::<_, String>(0)).collect())
+    }
+
+    /// See [`super::Store::statistics_refresh`]: `ANALYZE` of the database.
+    pub async fn statistics_refresh(&self) -> Result<()> {
+        let conn = self.conn().await?;
+        conn.batch_execute("ANALYZE").await?;
+        Ok(())
     }
 
     /// See [`super::Store::health_write`]: one upsert in its own transaction.
@@ -584,6 +600,14 @@ async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_run_without_jit_unless_the_url_says_otherwise() {
+        let s = settings("postgres://u@localhost/db", None).expect("parse");
+        assert_eq!(s.config.get_options(), Some("-c jit=off"));
+        let s = settings("postgres://u@localhost/db?options=-c%20jit%3Don", None).expect("parse");
+        assert_eq!(s.config.get_options(), Some("-c jit=off -c jit=on"));
+    }
 
     #[test]
     fn urls_are_recognized_and_flare_parameters_removed() {
