@@ -195,6 +195,16 @@ async fn measure(
             start.elapsed().as_secs_f64()
         );
     }
+    // What autovacuum does some time after a bulk load: without it PostgreSQL plans the pages
+    // with guessed row counts (0.2-1.5 s each at a million events, BENCHMARKS.md).
+    let start = Instant::now();
+    client.store().statistics_refresh().await?;
+    if store == "postgres" {
+        eprintln!(
+            "{store}: ANALYZE after the seed took {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
+    }
     let failed_run = client
         .store()
         .runs_list(crate::store::query::RunQuery {
