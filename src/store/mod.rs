@@ -721,10 +721,11 @@ impl Store {
         }
     }
 
-    /// Refreshes the query planner's statistics now, as PostgreSQL's autovacuum does some time
-    /// after a bulk load (`ANALYZE`); SQLite's planner needs none. For benchmarks that measure
-    /// right after seeding: before the first ANALYZE the planner guesses row counts and picked
-    /// bitmap scans and sorts that made several pages take 0.2-1.5 s at a million events.
+    /// Does now what PostgreSQL's autovacuum does some time after a bulk load (`VACUUM
+    /// ANALYZE`: the planner's statistics, and the dead rows of the run queue's churn cleared);
+    /// SQLite needs neither. For benchmarks that measure right after seeding: before the first
+    /// ANALYZE the planner guesses row counts and picked bitmap scans and sorts that made several
+    /// pages take 0.2-1.5 s at a million events.
     #[doc(hidden)]
     pub async fn statistics_refresh(&self) -> Result<()> {
         match self {

@@ -380,10 +380,10 @@ impl PgStore {
         Ok(found.iter().map(|r| r.get::<_, String>(0)).collect())
     }
 
-    /// See [`super::Store::statistics_refresh`]: `ANALYZE` of the database.
+    /// See [`super::Store::statistics_refresh`]: `VACUUM ANALYZE` of the database.
     pub async fn statistics_refresh(&self) -> Result<()> {
         let conn = self.conn().await?;
-        conn.batch_execute("ANALYZE").await?;
+        conn.batch_execute("VACUUM ANALYZE").await?;
         Ok(())
     }
 
