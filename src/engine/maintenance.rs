@@ -8,7 +8,10 @@
 //!   ([`crate::schedule`]);
 //! - **rescuer**: requeues runs whose lease expired because their worker died;
 //! - **pruner**: deletes finished events, their runs and logs older than the retention, and the
-//!   webhook deliveries (raw bodies included) received before it, in bounded batches.
+//!   webhook deliveries (raw bodies included) received before it, in bounded batches;
+//! - **indexer**: adds new events to the payload search's index (SQLite; `store/sqlite/search.rs`),
+//!   a chunk per write and at most [`INDEX_CHUNKS_PER_PASS`] chunks per pass, so catching up on a
+//!   large history never holds up the other chores for long.
 //!
 //! With several nodes on one database only one of them does this work: the **leader**. Every
 //! tick, each node takes or renews the leader lease [`LEADER`] in the store (held for
@@ -25,6 +28,9 @@ use std::time::Duration;
 use super::{ms, Shared};
 
 const BATCH: usize = 1000;
+
+/// Most chunks of [`crate::store::sqlite::SEARCH_CHUNK`] events the indexer writes per pass.
+pub const INDEX_CHUNKS_PER_PASS: usize = 25;
 
 /// The name of the leader lease that maintenance runs under.
 pub const LEADER: &str = "maintenance";
@@ -145,6 +151,21 @@ impl Maintenance {
         }
     }
 
+    /// Adds events to the payload search's index, whether or not this node leads: chunks until
+    /// caught up or [`INDEX_CHUNKS_PER_PASS`] were written. Returns how many events.
+    pub async fn index_once(&self) -> crate::store::Result<usize> {
+        let chunk = crate::store::sqlite::SEARCH_CHUNK;
+        let mut total = 0;
+        for _ in 0..INDEX_CHUNKS_PER_PASS {
+            let n = self.shared.store.search_index(chunk).await?;
+            total += n;
+            if n < chunk {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
     /// Prunes finished data older than the retention, whether or not this node leads: events
     /// with their runs and logs, then webhook deliveries with their raw bodies. Returns how many
     /// events were deleted.
@@ -245,6 +266,9 @@ async fn chores(
         if let Err(e) = m.rescue_once().await {
             tracing::error!(error = %e, "rescuing expired runs failed");
         }
+    }
+    if let Err(e) = m.index_once().await {
+        tracing::error!(error = %e, "indexing events for the payload search failed");
     }
     if last_prune.elapsed() >= shared.config.prune_interval {
         *last_prune = tokio::time::Instant::now();

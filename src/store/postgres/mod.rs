@@ -70,6 +70,8 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("0011_endpoint_protocol.sql")),
     (12, include_str!("0012_schedules.sql")),
     (13, include_str!("0013_job_paused.sql")),
+    (14, include_str!("0014_search.sql")),
+    (15, include_str!("0015_event_counts.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.
@@ -154,7 +156,16 @@ fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    let config: tokio_postgres::Config = url.parse().map_err(|_| bad())?;
+    let mut config: tokio_postgres::Config = url.parse().map_err(|_| bad())?;
+    // No JIT compilation: Flare's statements are short, and a statement whose estimated cost
+    // passes `jit_above_cost` (large tables before their first ANALYZE, the pruner's joins)
+    // spent 80-500 ms compiling to run in under a millisecond. First, so that the URL's own
+    // `options` can turn it back on.
+    let options = match config.get_options() {
+        Some(own) if !own.trim().is_empty() => format!("-c jit=off {own}"),
+        _ => "-c jit=off".to_string(),
+    };
+    config.options(options);
     Ok(Settings {
         config,
         listen,
@@ -344,7 +355,8 @@ impl PgStore {
         rows(c, "SELECT 1", &[]).await.map(|_| ())
     }
 
-    /// See [`super::Store::rollups_drift`]: `run_outcomes` against a count of the finished runs.
+    /// See [`super::Store::rollups_drift`]: `run_outcomes` against a count of the finished runs,
+    /// `event_counts` (summed over its shards) against a count of the events.
     pub async fn rollups_drift(&self) -> Result<Vec<String>> {
         let conn = self.conn().await?;
         let found = rows(
@@ -355,11 +367,24 @@ impl PgStore {
              SELECT 'runs ' || minute || ' ' || job_id || ' ' || status || ': stored ' \
                     || coalesce(o.n, 0) || ', counted ' || coalesce(c.n, 0) \
              FROM counted c FULL JOIN run_outcomes o USING (minute, job_id, status) \
-             WHERE coalesce(o.n, 0) <> coalesce(c.n, 0)",
+             WHERE coalesce(o.n, 0) <> coalesce(c.n, 0) \
+             UNION ALL \
+             SELECT 'events ' || minute || ': stored ' || coalesce(o.n, 0) || ', counted ' \
+                    || coalesce(c.n, 0) \
+             FROM (SELECT timestamp / 60000 AS minute, count(*) AS n FROM events GROUP BY 1) c \
+             FULL JOIN (SELECT minute, sum(n) AS n FROM event_counts GROUP BY 1) o USING (minute) \
+             WHERE coalesce(o.n, 0) <> coalesce(c.n, 0) OR o.n = 0",
             &[],
         )
         .await?;
         Ok(found.iter().map(|r| r.get::<_, String>(0)).collect())
+    }
+
+    /// See [`super::Store::statistics_refresh`]: `VACUUM ANALYZE` of the database.
+    pub async fn statistics_refresh(&self) -> Result<()> {
+        let conn = self.conn().await?;
+        conn.batch_execute("VACUUM ANALYZE").await?;
+        Ok(())
     }
 
     /// See [`super::Store::health_write`]: one upsert in its own transaction.
@@ -575,6 +600,14 @@ async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_run_without_jit_unless_the_url_says_otherwise() {
+        let s = settings("postgres://u@localhost/db", None).expect("parse");
+        assert_eq!(s.config.get_options(), Some("-c jit=off"));
+        let s = settings("postgres://u@localhost/db?options=-c%20jit%3Don", None).expect("parse");
+        assert_eq!(s.config.get_options(), Some("-c jit=off -c jit=on"));
+    }
 
     #[test]
     fn urls_are_recognized_and_flare_parameters_removed() {

@@ -19,8 +19,8 @@ use crate::job::JobSpec;
 use crate::model::StoredEvent;
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
 
-/// Inserts a batch of events and, in the same statement, the runs of those that were new and
-/// their queue rows. Rows go in id order: two transactions inserting overlapping ids (writers in
+/// Inserts a batch of events and, in the same statement, the runs of those that were new, their
+/// queue rows and their per-minute counts (`event_counts`, `0015_event_counts.sql`). Rows go in id order: two transactions inserting overlapping ids (writers in
 /// flight at once, several nodes) then wait for each other in one order instead of deadlocking on
 /// the unique index.
 pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
@@ -29,7 +29,11 @@ pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
                             $7::int8[], $8::int8[], $9::int8[]) \
          AS u(id, name, payload, context, source, parent_run_id, ts, deliver_at, delivered_at) \
        ORDER BY u.id \
-       ON CONFLICT (id) DO NOTHING RETURNING id), \
+       ON CONFLICT (id) DO NOTHING RETURNING id, timestamp), \
+     c AS ( \
+       INSERT INTO event_counts (minute, shard, n) \
+       SELECT timestamp / 60000, pg_backend_pid() % 16, count(*) FROM ev GROUP BY 1 ORDER BY 1 \
+       ON CONFLICT (minute, shard) DO UPDATE SET n = event_counts.n + excluded.n), \
      r AS ( \
        INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
        SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
@@ -740,7 +744,10 @@ impl PgStore {
                  SELECT finished_at / 60000 AS minute, job_id, status, count(*) AS k FROM druns \
                  WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) d \
                WHERE o.minute = d.minute AND o.job_id = d.job_id AND o.status = d.status), \
-             dev AS (DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING 1) \
+             dev AS (DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING e.timestamp), \
+             dcount AS (INSERT INTO event_counts (minute, shard, n) \
+               SELECT timestamp / 60000, pg_backend_pid() % 16, -count(*) FROM dev GROUP BY 1 ORDER BY 1 \
+               ON CONFLICT (minute, shard) DO UPDATE SET n = event_counts.n + excluded.n) \
              SELECT count(*) FROM dev",
             &[&before, &limit],
         )
@@ -749,6 +756,15 @@ impl PgStore {
         exec(
             &tx,
             "DELETE FROM run_outcomes WHERE n <= 0 AND minute < $1::int8 / 60000",
+            &[&before],
+        )
+        .await?;
+        // Minutes whose events are all pruned: their shards add up to nothing.
+        exec(
+            &tx,
+            "DELETE FROM event_counts WHERE minute IN ( \
+               SELECT minute FROM event_counts WHERE minute < $1::int8 / 60000 \
+               GROUP BY minute HAVING sum(n) = 0)",
             &[&before],
         )
         .await?;

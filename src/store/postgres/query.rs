@@ -2,7 +2,7 @@
 //! [`crate::store::query`], with the same rules as the SQLite ones (keyset pages on `seq`, newest
 //! first, each filter on an index of the migrations). The payload search is a case-insensitive
 //! `ILIKE` over the payload text. Queue depths read `run_queue`; success and failure rates read the
-//! per-minute counters of `run_outcomes`.
+//! per-minute counters of `run_outcomes`, event rates those of `event_counts`.
 
 use std::collections::HashMap;
 
@@ -338,8 +338,8 @@ impl PgStore {
         let mut events = 0;
         for r in rows(
             c,
-            "SELECT (timestamp - $1) / $3, count(*) FROM events \
-             WHERE timestamp >= $1 AND timestamp < $2 GROUP BY 1",
+            "SELECT (minute * 60000 - $1) / $3, sum(n)::int8 FROM event_counts \
+             WHERE minute >= $1::int8 / 60000 AND minute < $2::int8 / 60000 GROUP BY 1",
             &[&from, &to, &width],
         )
         .await?

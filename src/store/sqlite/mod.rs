@@ -12,6 +12,7 @@ mod ops;
 mod query;
 mod read;
 mod rollups;
+mod search;
 mod steps;
 mod webhooks;
 
@@ -37,6 +38,9 @@ pub const WAL_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
 /// that does not get them in time is tried again a second later.
 pub const CHECKPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Events the payload search's indexer adds per write ([`SqliteStore::search_index`]).
+pub const SEARCH_CHUNK: usize = search::CHUNK;
+
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_read_indexes.sql")),
@@ -51,6 +55,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("0011_endpoint_protocol.sql")),
     (12, include_str!("0012_schedules.sql")),
     (13, include_str!("0013_job_paused.sql")),
+    (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
 ];
 
@@ -456,7 +461,23 @@ impl SqliteStore {
 
     /// See [`super::Store::rollups_drift`].
     pub async fn rollups_drift(&self) -> Result<Vec<String>> {
-        self.read(rollups::drift).await
+        self.read(|c| {
+            let mut lines = rollups::drift(c)?;
+            lines.extend(search::drift(c)?);
+            Ok(lines)
+        })
+        .await
+    }
+
+    /// See [`super::Store::search_index`]: one chunk through the writer, in its own savepoint.
+    pub async fn search_index(&self, limit: usize) -> Result<usize> {
+        self.write(move |ctx| search::index_chunk(ctx.conn, limit))
+            .await
+    }
+
+    /// See [`super::Store::search_backlog`].
+    pub async fn search_backlog(&self) -> Result<u64> {
+        self.read(|c| Ok(search::backlog(c)?.1)).await
     }
 
     /// See [`super::Store::health_write`]: one upsert through the writer, in its next batch.

@@ -787,6 +787,7 @@ impl SqliteStore {
                 [&list],
             )?;
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
+            super::search::forget(ctx.conn, &list)?;
             ctx.conn.execute("DELETE FROM events WHERE id IN (SELECT value FROM json_each(?1))", [&list])?;
             Ok(ids.len())
         })
