@@ -224,7 +224,11 @@ fn configure(conn: &Connection) -> Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.pragma_update(None, "cache_size", -65536)?;
+    // 8 MiB of pages per connection. The hot path touches the right-hand edges of a few tables
+    // and indexes; a larger cache only made each commit slower (SQLite walks the cache's hash
+    // table when a transaction ends): 64 MiB gave 33.0k e2e runs/s, 8 MiB 35.1k (means of 4,
+    // alternated, same binary). Other pages come from the OS's page cache.
+    conn.pragma_update(None, "cache_size", -8192)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // After a checkpoint resets the WAL, its file is truncated to this size.
     conn.pragma_update(None, "journal_size_limit", WAL_LIMIT_BYTES as i64)?;
