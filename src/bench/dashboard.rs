@@ -173,15 +173,13 @@ async fn measure(
     // catches up (searches scan the events it has not reached yet).
     let start = Instant::now();
     let mut indexed = 0;
-    loop {
-        let k = client
+    // Until nothing is left: right after the seed the indexer sees a busy writer and takes small
+    // chunks first.
+    while client.store().search_backlog().await? > 0 {
+        indexed += client
             .store()
             .search_index(crate::store::sqlite::SEARCH_CHUNK)
             .await?;
-        indexed += k;
-        if k < crate::store::sqlite::SEARCH_CHUNK {
-            break;
-        }
     }
     if store == "sqlite" {
         eprintln!(
