@@ -29,9 +29,9 @@ use super::{ms, Shared};
 
 const BATCH: usize = 1000;
 
-/// Most chunks of [`crate::store::sqlite::SEARCH_CHUNK`] events the indexer writes per pass.
-/// At 40 chunks of 250 events per pass (every `poll_interval`, 200 ms by default) it keeps up with
-/// 50,000 events/s; behind that, searches read the not-yet-indexed tail with a scan.
+/// Most chunks of [`crate::store::sqlite::SEARCH_CHUNK`] events the indexer writes per pass
+/// (10,000 events). On an otherwise idle writer it indexes about 8,000 events/s at a million
+/// events (BENCHMARKS.md); while it is behind, searches read the not-yet-indexed events by a scan.
 pub const INDEX_CHUNKS_PER_PASS: usize = 40;
 
 /// The name of the leader lease that maintenance runs under.

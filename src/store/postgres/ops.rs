@@ -20,9 +20,9 @@ use crate::model::StoredEvent;
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
 
 /// Inserts a batch of events and, in the same statement, the runs of those that were new, their
-/// queue rows and their per-minute counts (`event_counts`, `0015_event_counts.sql`). Rows go in id order: two transactions inserting overlapping ids (writers in
-/// flight at once, several nodes) then wait for each other in one order instead of deadlocking on
-/// the unique index.
+/// queue rows and their per-minute counts (`event_counts`, `0015_event_counts.sql`). Rows go in
+/// id order: two transactions inserting overlapping ids (writers in flight at once, several
+/// nodes) then wait for each other in one order instead of deadlocking on the unique index.
 pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
        INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
