@@ -234,13 +234,24 @@ where
     }
 }
 
+/// The text of `css`, waiting for it to be on the page. A form posted back to its own path, or a
+/// region the live refresh replaces every 2 s, can make an element missing for a moment, or gone
+/// between the moment it is found and the moment its text is read ("stale element reference").
 async fn text(b: &Browser, css: &str) -> String {
-    b.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"))
-        .text()
-        .await
-        .expect("text")
+    wait(&format!("the text of {css}"), || async {
+        b.find(Locator::Css(css)).await.ok()?.text().await.ok()
+    })
+    .await
+}
+
+/// Attribute `name` of every element matching `css`, or `None` when the page changed under the
+/// read (the live refresh): for [`wait`] loops.
+async fn attr_all(b: &Browser, css: &str, name: &str) -> Option<Vec<String>> {
+    let mut values = Vec::new();
+    for element in b.find_all(Locator::Css(css)).await.ok()? {
+        values.push(element.attr(name).await.ok()?.unwrap_or_default());
+    }
+    Some(values)
 }
 
 async fn page_text(b: &Browser) -> String {
@@ -256,13 +267,20 @@ async fn path(b: &Browser) -> String {
 }
 
 /// Clicks `css` and waits until the browser is on a page whose path satisfies `arrived`.
+/// A stale element (replaced by the live refresh after it was found) is found again.
 async fn click_to(b: &Browser, css: &str, arrived: impl Fn(&str) -> bool) -> String {
-    b.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"))
-        .click()
-        .await
-        .expect("click");
+    let mut attempts = 0;
+    loop {
+        let element = b
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css}: {e}"));
+        match element.click().await {
+            Ok(_) => break,
+            Err(e) if attempts < 5 && e.to_string().contains("stale element") => attempts += 1,
+            Err(e) => panic!("click {css}: {e}"),
+        }
+    }
     wait(&format!("the page after clicking {css}"), || async {
         let p = path(b).await;
         let ready = b
@@ -423,30 +441,18 @@ async fn an_operator_finds_out_what_happened_in_the_browser() {
     .await;
     assert!(filtered.starts_with("/events?"), "{filtered}");
     let rows = wait("only the failed event", || async {
-        let rows = b.find_all(Locator::Css("tr[data-event-id]")).await.ok()?;
-        (rows.len() == 1).then_some(rows)
+        let ids = attr_all(&b, "tr[data-event-id]", "data-event-id").await?;
+        (ids.len() == 1).then_some(ids)
     })
     .await;
-    assert_eq!(
-        rows[0].attr("data-event-id").await.expect("attr"),
-        Some(bad.clone())
-    );
+    assert_eq!(rows[0], bad);
     b.goto(&format!("{base}/events?q=cat.png"))
         .await
         .expect("goto");
-    let mut found = Vec::new();
-    for row in b
-        .find_all(Locator::Css("tr[data-event-id]"))
-        .await
-        .expect("rows")
-    {
-        found.push(
-            row.attr("data-event-id")
-                .await
-                .expect("attr")
-                .unwrap_or_default(),
-        );
-    }
+    let found = wait("the search's results", || {
+        attr_all(&b, "tr[data-event-id]", "data-event-id")
+    })
+    .await;
     assert!(
         found.contains(&upload),
         "the search finds the upload: {found:?}"
@@ -623,14 +629,16 @@ async fn an_operator_finds_out_what_happened_in_the_browser() {
     assert!(jobs.contains("process-upload") && jobs.contains("1.0.0"));
     let runs_on = text(&b, "tr[data-job='resize-image'] td.placement").await;
     assert!(runs_on.contains("called by 1 live node"), "{runs_on}");
-    let link = b
-        .find(Locator::Css("tr[data-job='resize-image'] a.endpoint"))
-        .await
-        .expect("a link to the endpoint");
-    assert_eq!(
-        link.attr("title").await.expect("title"),
-        Some(media.url.clone())
-    );
+    let title = wait("a link to the endpoint", || async {
+        b.find(Locator::Css("tr[data-job='resize-image'] a.endpoint"))
+            .await
+            .ok()?
+            .attr("title")
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(title, Some(media.url.clone()));
     shot(&b, "jobs").await;
 
     // Remove asks first, then says what it cancelled.
