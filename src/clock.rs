@@ -8,6 +8,15 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Converts stored milliseconds to a UTC time.
+pub fn ms_to_time(ms: i64) -> chrono::DateTime<chrono::Utc> {
+    use chrono::TimeZone;
+    chrono::Utc
+        .timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or_default()
+}
+
 /// A source of wall-clock time in milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
     /// Milliseconds since the Unix epoch.

@@ -23,80 +23,11 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::engine::retry::RetryPolicy;
-use crate::filter::{Filter, InvalidFilter};
+use crate::filter::Filter;
 use crate::io::Io;
 use crate::model::validate_event_name;
+pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
-
-/// A payload type that names its event, so a sender and a job cannot disagree on the name or shape.
-///
-/// ```
-/// #[derive(serde::Serialize, serde::Deserialize)]
-/// struct UserCreated { user_id: String }
-/// impl flare::Event for UserCreated { const NAME: &'static str = "user.created"; }
-/// ```
-pub trait Event: Serialize + DeserializeOwned + Send + 'static {
-    /// The event name this payload is sent under.
-    const NAME: &'static str;
-}
-
-/// The error a job's `run` returns. Any error converts into it with `?`; [`JobError::fatal`] marks
-/// one that must not be retried.
-pub struct JobError {
-    message: String,
-    retryable: bool,
-}
-
-impl JobError {
-    /// An error that skips the remaining attempts.
-    pub fn fatal(message: impl fmt::Display) -> Self {
-        Self {
-            message: message.to_string(),
-            retryable: false,
-        }
-    }
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-    /// Whether another attempt may be made.
-    pub fn is_retryable(&self) -> bool {
-        self.retryable
-    }
-}
-
-impl<E: Into<Box<dyn std::error::Error + Send + Sync>>> From<E> for JobError {
-    fn from(err: E) -> Self {
-        let err = err.into();
-        let mut message = err.to_string();
-        let mut source = err.source();
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        Self {
-            message,
-            retryable: true,
-        }
-    }
-}
-
-impl fmt::Debug for JobError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JobError")
-            .field("message", &self.message)
-            .field("retryable", &self.retryable)
-            .finish()
-    }
-}
-
-impl fmt::Display for JobError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
 
 /// What a job run produced, as the executor records it.
 pub(crate) type Outcome = Result<Value, JobError>;
@@ -212,64 +143,6 @@ impl fmt::Debug for Job {
             .field("trigger", &self.trigger)
             .finish_non_exhaustive()
     }
-}
-
-/// Why a job definition was refused.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum InvalidJob {
-    /// The id is not a slug.
-    #[error("invalid job id {0:?}: use 1-100 lowercase letters, digits and '-'")]
-    Id(String),
-    /// The version is not `MAJOR.MINOR.PATCH`.
-    #[error(
-        "job {job}: invalid version {version:?}: expected semver MAJOR.MINOR.PATCH ({reason})"
-    )]
-    Version {
-        /// The job.
-        job: String,
-        /// The refused version.
-        version: String,
-        /// The parser's reason.
-        reason: String,
-    },
-    /// No `.trigger(..)`.
-    #[error("job {0}: no trigger; add .trigger(event_trigger(\"entity.action\"))")]
-    NoTrigger(String),
-    /// No `.run(..)`.
-    #[error("job {0}: no run function; add .run(|payload, io| async move {{ .. }})")]
-    NoRun(String),
-    /// The trigger's schedule (cron expression, time zone, interval) is invalid.
-    #[error("job {job}: {source}")]
-    Schedule {
-        /// The job.
-        job: String,
-        /// The schedule problem.
-        source: InvalidSchedule,
-    },
-    /// The trigger's event name is invalid.
-    #[error("job {job}: {source}")]
-    EventName {
-        /// The job.
-        job: String,
-        /// The name problem.
-        source: crate::model::InvalidEventName,
-    },
-    /// The trigger's filter is invalid.
-    #[error("job {job}: {source}")]
-    Filter {
-        /// The job.
-        job: String,
-        /// The filter problem.
-        source: InvalidFilter,
-    },
-    /// The retry policy, timeout or concurrency is out of bounds.
-    #[error("job {job}: {reason}")]
-    Options {
-        /// The job.
-        job: String,
-        /// What is wrong.
-        reason: String,
-    },
 }
 
 impl Job {
@@ -443,38 +316,6 @@ impl Job {
             },
             handler,
         ))
-    }
-}
-
-/// A validated job definition without its body: what is stored and what fan-out matches against.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobSpec {
-    /// Job id.
-    pub id: String,
-    /// Display name.
-    pub name: String,
-    /// Semver version.
-    pub version: String,
-    /// The event name it listens for.
-    pub event: String,
-    /// Its payload filter.
-    pub filter: Option<Filter>,
-    /// Its schedule: the job then listens for `schedule.<id>`, which the scheduler sends at each
-    /// tick. `None` for an event trigger (and in definitions read back from the job table: the
-    /// schedule itself is kept in the `schedules` table).
-    pub schedule: Option<Schedule>,
-    /// Its retry policy.
-    pub retry: RetryPolicy,
-    /// Per-attempt timeout.
-    pub timeout: Duration,
-    /// Concurrency limit in one process.
-    pub concurrency: Option<u32>,
-}
-
-impl JobSpec {
-    /// True when an event with this name and payload should start this job.
-    pub fn matches(&self, name: &str, payload: &Value) -> bool {
-        self.event == name && self.filter.as_ref().is_none_or(|f| f.matches(payload))
     }
 }
 

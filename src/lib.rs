@@ -74,12 +74,11 @@ pub use client::{
     send_event, send_event_with, Client, ClientBuilder, Conflict, Error, SendEvent, Sent,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::retry::RetryPolicy;
 pub use engine::{Engine, EngineConfig};
 pub use filter::Filter;
 pub use io::{Io, Logger};
-pub use job::{
-    cron_trigger, event_trigger, interval_trigger, schedule_trigger, Event, Job, JobError, Trigger,
-};
+pub use job::{cron_trigger, event_trigger, interval_trigger, schedule_trigger, Job, Trigger};
+pub use model::RetryPolicy;
 pub use model::{Delay, Level, Run, RunStatus, Step, StepKind, StepStatus, StoredEvent};
+pub use model::{Event, JobError};
 pub use schedule::Schedule;

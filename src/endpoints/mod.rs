@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
 use crate::io::Io;
-use crate::job::JobError;
+use crate::model::JobError;
 use crate::store::endpoints::{
     EndpointIndex, EndpointReport, EndpointSummary, IndexApplied, NewEndpoint, Protocol,
     StoredEndpoint,

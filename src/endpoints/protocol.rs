@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::client::SendEvent;
-use crate::engine::retry::RetryPolicy;
-use crate::http::trigger::DelaySpec;
 use crate::job::{event_trigger, schedule_trigger, Job, Schedule};
+use crate::model::DelaySpec;
 use crate::model::Level;
+use crate::model::RetryPolicy;
 
 /// Largest `timeoutMs` an index may give: one day.
 pub const MAX_TIMEOUT_MS: u64 = 86_400_000;

@@ -38,7 +38,7 @@ use crate::client::SendEvent;
 use crate::clock::SharedClock;
 use crate::engine::steps::Steps;
 use crate::io::Io;
-use crate::job::JobError;
+use crate::model::JobError;
 use crate::model::{ms_to_time, Level, Source, Step, StepKind, StepStatus};
 use crate::store::Store;
 

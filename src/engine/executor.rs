@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::{finish, set_abort, track, Registered, Shared};
 use crate::engine::steps::Suspension;
 use crate::io::Io;
-use crate::job::JobError;
+use crate::model::JobError;
 use crate::store::{ClaimedRun, Completion, Finish, Lease};
 
 /// How an attempt ended, before the retry policy is applied.

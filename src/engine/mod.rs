@@ -14,8 +14,10 @@
 
 pub mod executor;
 pub mod maintenance;
-pub mod retry;
 pub mod steps;
+
+/// The retry policy, now a noun of [`crate::model`]; kept here for the old path.
+pub use crate::model::retry;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

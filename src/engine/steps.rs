@@ -25,7 +25,7 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::job::JobError;
+use crate::model::JobError;
 use crate::model::{Step, StepKind, StepStatus};
 use crate::store::{Lease, NewStep, Store};
 

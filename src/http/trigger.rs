@@ -13,8 +13,6 @@
 //! stored ones, also `"conflict": true` and `"conflictingFields"` (see [`super::duplicates`]).
 //! Errors are JSON: 400 (missing fields, bad JSON, bad name or delay), 415, 413, 503.
 
-use std::time::Duration;
-
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
@@ -26,7 +24,7 @@ use super::body::JsonObject;
 use super::duplicates;
 use super::{ApiError, AppState};
 use crate::client::SendEvent;
-use crate::model::{Delay, Source};
+use crate::model::{DelaySpec, Source};
 
 /// The routes of this module (protected).
 pub fn routes() -> Router<AppState> {
@@ -55,77 +53,6 @@ pub struct TriggerRequest {
     /// Caller context.
     #[serde(default)]
     pub context: Option<Value>,
-}
-
-/// A delay as sent over HTTP: `{"hours": 1, "minutes": 30}` or `"1h30m"`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum DelaySpec {
-    /// `"2h"`, `"90s"`, `"1d"`, `"1h30m"`.
-    Text(String),
-    /// Units that add up; each a number ≥ 0 (fractions allowed).
-    Units(DelayUnits),
-    /// Anything else: refused with a clear message.
-    Other(Value),
-}
-
-/// The object form of a delay.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DelayUnits {
-    /// Seconds.
-    #[serde(default)]
-    pub seconds: Option<f64>,
-    /// Minutes.
-    #[serde(default)]
-    pub minutes: Option<f64>,
-    /// Hours.
-    #[serde(default)]
-    pub hours: Option<f64>,
-    /// Days.
-    #[serde(default)]
-    pub days: Option<f64>,
-}
-
-const DELAY_SHAPE: &str =
-    "`delay` must be an object such as {\"hours\": 1, \"minutes\": 30} (seconds, minutes, hours, days; numbers ≥ 0) or a string such as \"2h\"";
-
-impl DelaySpec {
-    /// The delay, or a 400 message.
-    pub fn to_delay(&self) -> Result<Delay, String> {
-        match self {
-            DelaySpec::Text(text) => Delay::parse(text),
-            DelaySpec::Units(units) => units.to_delay(),
-            DelaySpec::Other(_) => Err(DELAY_SHAPE.into()),
-        }
-    }
-}
-
-impl DelayUnits {
-    /// Adds the units up; each must be a finite number ≥ 0, the total at most 365 days.
-    pub fn to_delay(&self) -> Result<Delay, String> {
-        let parts = [
-            ("seconds", self.seconds, 1.0),
-            ("minutes", self.minutes, 60.0),
-            ("hours", self.hours, 3600.0),
-            ("days", self.days, 86_400.0),
-        ];
-        let mut total = 0.0_f64;
-        for (unit, value, factor) in parts {
-            let Some(v) = value else { continue };
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!("`delay.{unit}` must be a number ≥ 0"));
-            }
-            total += v * factor;
-        }
-        let max = crate::model::MAX_DELAY.as_secs_f64();
-        if total > max {
-            return Err("the maximum delay is 365 days".into());
-        }
-        Duration::try_from_secs_f64(total)
-            .map(Delay::from)
-            .map_err(|_| DELAY_SHAPE.to_string())
-    }
 }
 
 /// Turns a request into the event to send, or a 400.
@@ -186,54 +113,4 @@ async fn trigger(
         "result": sent.event,
     });
     Ok(Json(duplicates::with_fields(answer, &sent)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn units(s: f64, m: f64, h: f64, d: f64) -> DelayUnits {
-        DelayUnits {
-            seconds: Some(s),
-            minutes: Some(m),
-            hours: Some(h),
-            days: Some(d),
-        }
-    }
-
-    #[test]
-    fn delay_units_add_up_and_refuse_negative_or_huge() {
-        assert_eq!(
-            units(1.0, 1.0, 1.0, 1.0).to_delay(),
-            Ok(Delay::seconds(86_400 + 3600 + 60 + 1))
-        );
-        assert_eq!(
-            DelayUnits {
-                hours: Some(1.5),
-                ..DelayUnits::default()
-            }
-            .to_delay(),
-            Ok(Delay::minutes(90))
-        );
-        assert!(units(-1.0, 0.0, 0.0, 0.0)
-            .to_delay()
-            .unwrap_err()
-            .contains("delay.seconds"));
-        assert!(units(0.0, 0.0, 0.0, 366.0)
-            .to_delay()
-            .unwrap_err()
-            .contains("365 days"));
-        assert!(units(0.0, 0.0, 0.0, f64::MAX).to_delay().is_err());
-        assert_eq!(DelayUnits::default().to_delay(), Ok(Delay::seconds(0)));
-    }
-
-    #[test]
-    fn delay_accepts_text_and_refuses_other_shapes() {
-        let text: DelaySpec = serde_json::from_value(json!("1h30m")).expect("parses");
-        assert_eq!(text.to_delay(), Ok(Delay::minutes(90)));
-        let number: DelaySpec = serde_json::from_value(json!(60)).expect("parses");
-        assert!(number.to_delay().unwrap_err().contains("must be an object"));
-        let unknown: DelaySpec = serde_json::from_value(json!({"weeks": 1})).expect("parses");
-        assert!(unknown.to_delay().is_err());
-    }
 }

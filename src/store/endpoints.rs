@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Error, Result, Store};
-use crate::job::JobSpec;
 use crate::model::ms_to_time;
+use crate::model::JobSpec;
 
 /// A node counts as live when it said so within this many ms (it does every few seconds).
 pub const NODE_LIVE_MS: i64 = 20_000;

@@ -28,7 +28,7 @@ use std::sync::{Arc, RwLock};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::job::JobSpec;
+use crate::model::JobSpec;
 use crate::model::{Attempt, LogLine, Run, RunStatus, Step, StepKind, StepStatus, StoredEvent};
 use query::{
     EventQuery, EventSummary, JobSummary, Page, QueueDepth, RunQuery, RunSummary, Stats, StatsQuery,

@@ -13,9 +13,9 @@ use tokio_postgres::Row;
 
 use super::read::{event_from_row, EVENT_SELECT};
 use super::{exec, rows, PgStore};
-use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
-use crate::job::JobSpec;
+use crate::model::JobSpec;
+use crate::model::RetryPolicy;
 use crate::model::StoredEvent;
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
 

@@ -119,7 +119,7 @@ fn configure(conn: &Connection) -> Result<()> {
 
 /// Opens, configures and migrates the database; returns the writer connection and the stored
 /// job definitions.
-fn open_migrated(path: &Path) -> Result<(Connection, Vec<crate::job::JobSpec>)> {
+fn open_migrated(path: &Path) -> Result<(Connection, Vec<crate::model::JobSpec>)> {
     let mut conn = Connection::open(path)?;
     configure(&conn)?;
     migrate(&mut conn)?;

@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use super::read::{event_by_id, json_text};
 use super::{Commit, Guard, SqliteStore, WriteCtx};
-use crate::engine::retry::RetryPolicy;
 use crate::filter::Filter;
-use crate::job::JobSpec;
+use crate::model::JobSpec;
+use crate::model::RetryPolicy;
 use crate::model::{StepKind, StepStatus, StoredEvent};
 use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, Inserted, Lease, NewEvent, Result,

@@ -1,0 +1,22 @@
+//! The nouns every layer shares: events, runs, steps, log lines, the stored job definition, its
+//! retry policy and the error a job returns, delays. Plain data and the rules on it (event names,
+//! delays, backoff); nothing here does I/O or knows the store, the engine or HTTP.
+//!
+//! Field names serialize in camelCase, as in the seed.
+
+pub mod delay;
+pub mod event;
+pub mod job;
+pub mod retry;
+pub mod run;
+pub mod step;
+
+pub use crate::clock::ms_to_time;
+pub use delay::{Delay, DelaySpec, DelayUnits, MAX_DELAY};
+pub use event::{
+    validate_event_name, Event, InvalidEventName, Source, StoredEvent, MAX_EVENT_NAME_LEN,
+};
+pub use job::{InvalidJob, JobError, JobSpec};
+pub use retry::RetryPolicy;
+pub use run::{Attempt, Level, LogLine, Run, RunStatus};
+pub use step::{Step, StepKind, StepStatus};
