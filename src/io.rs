@@ -11,126 +11,35 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::client::{send_with, Error, SendEvent};
-use crate::clock::SharedClock;
+use crate::engine::execution::Execution;
+pub use crate::engine::execution::Logger;
 use crate::engine::steps::{Steps, EVENT_KEY_PREFIX};
-use crate::job::{Event, JobError};
-use crate::model::{ms_to_time, Level, LogLine, Source, StoredEvent};
-use crate::store::{Lease, Store};
-
-/// The run's logger. Lines are stored with the run and shown on its page.
-#[derive(Clone, Debug)]
-pub struct Logger {
-    run_id: Arc<str>,
-    attempt: u32,
-    clock: SharedClock,
-    lines: Arc<Mutex<Vec<LogLine>>>,
-}
-
-impl Logger {
-    pub(crate) fn new(run_id: &str, attempt: u32, clock: SharedClock) -> Self {
-        Self {
-            run_id: Arc::from(run_id),
-            attempt,
-            clock,
-            lines: Arc::default(),
-        }
-    }
-
-    /// Writes a line with optional structured fields.
-    pub fn log(&self, level: Level, message: impl Into<String>, fields: Option<Value>) {
-        let message = message.into();
-        match level {
-            Level::Debug => tracing::debug!(run = %self.run_id, "{message}"),
-            Level::Info => tracing::info!(run = %self.run_id, "{message}"),
-            Level::Warn => tracing::warn!(run = %self.run_id, "{message}"),
-            Level::Error => tracing::error!(run = %self.run_id, "{message}"),
-        }
-        let line = LogLine {
-            attempt: self.attempt,
-            level,
-            message,
-            fields,
-            at: ms_to_time(self.clock.now_ms()),
-        };
-        if let Ok(mut lines) = self.lines.lock() {
-            lines.push(line);
-        }
-    }
-
-    /// Writes a debug line.
-    pub fn debug(&self, message: impl Into<String>) {
-        self.log(Level::Debug, message, None);
-    }
-    /// Writes an info line.
-    pub fn info(&self, message: impl Into<String>) {
-        self.log(Level::Info, message, None);
-    }
-    /// Writes a warning.
-    pub fn warn(&self, message: impl Into<String>) {
-        self.log(Level::Warn, message, None);
-    }
-    /// Writes an error line.
-    pub fn error(&self, message: impl Into<String>) {
-        self.log(Level::Error, message, None);
-    }
-
-    /// Takes the lines written so far.
-    pub(crate) fn take(&self) -> Vec<LogLine> {
-        self.lines
-            .lock()
-            .map(|mut l| std::mem::take(&mut *l))
-            .unwrap_or_default()
-    }
-}
+use crate::model::{Event, JobError, Source, StoredEvent};
+use crate::send::{prepare, send_with, Error, SendEvent};
 
 /// Handed to a job's `run` with the payload.
 #[derive(Clone, Debug)]
 pub struct Io {
     /// The run's logger.
     pub logger: Logger,
-    run_id: Arc<str>,
-    event_id: Arc<str>,
-    event_name: Arc<str>,
-    attempt: u32,
-    store: Store,
-    clock: SharedClock,
+    exec: Execution,
+    /// Chained sends so far in this execution (the key of one sent without an explicit id).
     calls: Arc<AtomicU32>,
-    steps: Arc<Steps>,
-    cancel: CancellationToken,
 }
 
 impl Io {
-    /// The `io` of the execution of `lease.run_id` claimed with `lease.token`.
-    pub(crate) fn new(
-        lease: Lease,
-        event_id: &str,
-        event_name: &str,
-        attempt: u32,
-        store: Store,
-        clock: SharedClock,
-        cancel: CancellationToken,
-    ) -> Self {
-        let run_id = lease.run_id.as_str();
+    /// The `io` of an execution.
+    pub(crate) fn new(exec: Execution) -> Self {
         Self {
-            logger: Logger::new(run_id, attempt, clock.clone()),
-            run_id: Arc::from(run_id),
-            event_id: Arc::from(event_id),
-            event_name: Arc::from(event_name),
-            attempt,
-            steps: Arc::new(Steps::new(store.clone(), clock.clone(), lease, attempt)),
-            store,
-            clock,
+            logger: exec.logger.clone(),
+            exec,
             calls: Arc::default(),
-            cancel,
         }
     }
 
@@ -139,7 +48,7 @@ impl Io {
     /// execution (drops its future) at its next await. Check it between units of work to stop
     /// cleanly.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
+        self.exec.cancel.is_cancelled()
     }
 
     /// Completes when this run is cancelled (see [`Io::is_cancelled`]), for a `select!` around
@@ -154,17 +63,12 @@ impl Io {
     /// # Ok(()) }
     /// ```
     pub async fn cancelled(&self) {
-        self.cancel.cancelled().await;
-    }
-
-    /// The execution's cancellation (the executor stops the job when it trips).
-    pub(crate) fn cancel_token(&self) -> CancellationToken {
-        self.cancel.clone()
+        self.exec.cancel.cancelled().await;
     }
 
     /// This execution's steps (the executor watches them for a suspension).
     pub(crate) fn steps(&self) -> Arc<Steps> {
-        Arc::clone(&self.steps)
+        Arc::clone(&self.exec.steps)
     }
 
     /// Runs `f` as the durable step `key` and returns its value. The value is stored as soon as
@@ -188,15 +92,15 @@ impl Io {
         F: FnOnce() -> Fut + Send,
         Fut: Future<Output = Result<T, JobError>> + Send,
     {
-        self.steps.task(key, f).await
+        self.exec.steps.task(key, f).await
     }
 
     /// Waits `duration` as the durable step `key`: see [`Io::wait_until`]. The due time is fixed
     /// when the wait is first reached (now + `duration`), not at each execution.
     pub async fn wait(&self, key: &str, duration: Duration) {
         let ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 2);
-        let until = self.clock.now_ms().saturating_add(ms);
-        self.steps.wait_until(key, until).await;
+        let until = self.exec.clock.now_ms().saturating_add(ms);
+        self.exec.steps.wait_until(key, until).await;
     }
 
     /// Waits until `at` as the durable step `key`. When `at` has passed (or the step already
@@ -216,27 +120,27 @@ impl Io {
     /// # Ok(()) }
     /// ```
     pub async fn wait_until(&self, key: &str, at: chrono::DateTime<chrono::Utc>) {
-        self.steps.wait_until(key, at.timestamp_millis()).await;
+        self.exec.steps.wait_until(key, at.timestamp_millis()).await;
     }
 
     /// This run's id.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        &self.exec.run_id
     }
 
     /// The id of the event that started this run.
     pub fn event_id(&self) -> &str {
-        &self.event_id
+        &self.exec.event_id
     }
 
     /// The name of the event that started this run.
     pub fn event_name(&self) -> &str {
-        &self.event_name
+        &self.exec.event_name
     }
 
     /// This attempt's number, from 1.
     pub fn attempt(&self) -> u32 {
-        self.attempt
+        self.exec.attempt
     }
 
     /// Sends a chained event whose parent is this run. Sent at most once per call position, even
@@ -260,20 +164,20 @@ impl Io {
         &self,
         events: Vec<(String, SendEvent)>,
     ) -> Result<Vec<StoredEvent>, Error> {
-        let now = self.clock.now_ms();
-        let source = Source::Job(self.run_id.to_string());
+        let now = self.exec.clock.now_ms();
+        let source = Source::Job(self.exec.run_id.to_string());
         let rows = events
             .into_iter()
             .map(|(key, event)| {
-                let event = event.id(format!("{}-{key}", self.run_id));
-                crate::client::prepare(event, &source, Some(self.run_id.to_string()), now)
+                let event = event.id(format!("{}-{key}", self.exec.run_id));
+                prepare(event, &source, Some(self.exec.run_id.to_string()), now)
             })
             .collect::<Result<Vec<_>, _>>()?;
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let inserted = self.store.event_insert_many(rows).await?;
-        inserted.iter().for_each(crate::metrics::event_inserted);
+        let inserted = self.exec.store.event_insert_many(rows).await?;
+        inserted.iter().for_each(crate::send::counted);
         Ok(inserted.into_iter().map(|i| i.event).collect())
     }
 
@@ -283,26 +187,29 @@ impl Io {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         let (key, step) = match &event.id {
             Some(key) => (
-                format!("{}-{key}", self.run_id),
+                format!("{}-{key}", self.exec.run_id),
                 format!("{EVENT_KEY_PREFIX}{key}"),
             ),
             None => (
-                format!("{}-{n}", self.run_id),
+                format!("{}-{n}", self.exec.run_id),
                 format!("{EVENT_KEY_PREFIX}{n}"),
             ),
         };
-        let started_at = self.clock.now_ms();
+        let started_at = self.exec.clock.now_ms();
         let event = event.id(key);
         let sent = send_with(
-            &self.store,
-            &self.clock,
+            &self.exec.store,
+            &self.exec.clock,
             event,
-            Source::Job(self.run_id.to_string()),
-            Some(self.run_id.to_string()),
+            Source::Job(self.exec.run_id.to_string()),
+            Some(self.exec.run_id.to_string()),
         )
         .await
         .map(|inserted| inserted.event)?;
-        self.steps.event_sent(&step, &sent.id, started_at).await;
+        self.exec
+            .steps
+            .event_sent(&step, &sent.id, started_at)
+            .await;
         Ok(sent)
     }
 }

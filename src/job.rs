@@ -15,7 +15,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,19 +22,12 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::engine::execution::{BoxFuture, Execution, Handler};
 use crate::filter::Filter;
 use crate::io::Io;
 use crate::model::validate_event_name;
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
-
-/// What a job run produced, as the executor records it.
-pub(crate) type Outcome = Result<Value, JobError>;
-
-pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
-
-/// A type-erased job body: takes the raw payload and the run's `io`.
-pub(crate) type Handler = Arc<dyn Fn(Value, Io) -> BoxFuture + Send + Sync>;
 
 /// What starts a job: an event (optionally narrowed by a payload filter), or a schedule (a cron
 /// expression in a time zone, or an interval).
@@ -177,18 +169,21 @@ impl Job {
     {
         let f = Arc::new(f);
         let job_id = self.id.clone();
-        self.handler = Some(Arc::new(move |payload: Value, io: Io| -> BoxFuture {
-            let f = Arc::clone(&f);
-            let job_id = job_id.clone();
-            Box::pin(async move {
-                let payload: T = serde_json::from_value(payload).map_err(|e| {
-                    JobError::fatal(format!("invalid payload for job '{job_id}': {e}"))
-                })?;
-                let out = f(payload, io).await?;
-                serde_json::to_value(out)
-                    .map_err(|e| JobError::fatal(format!("job output is not JSON: {e}")))
-            })
-        }));
+        self.handler = Some(Arc::new(
+            move |payload: Value, exec: Execution| -> BoxFuture {
+                let f = Arc::clone(&f);
+                let io = Io::new(exec);
+                let job_id = job_id.clone();
+                Box::pin(async move {
+                    let payload: T = serde_json::from_value(payload).map_err(|e| {
+                        JobError::fatal(format!("invalid payload for job '{job_id}': {e}"))
+                    })?;
+                    let out = f(payload, io).await?;
+                    serde_json::to_value(out)
+                        .map_err(|e| JobError::fatal(format!("job output is not JSON: {e}")))
+                })
+            },
+        ));
         self
     }
 

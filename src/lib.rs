@@ -60,6 +60,7 @@ pub mod model;
 pub mod reference_jobs;
 pub mod remote;
 pub mod schedule;
+pub mod send;
 pub mod server;
 pub mod store;
 pub mod webhooks;

@@ -20,9 +20,6 @@ use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
 };
 
-use crate::store::query::QueueDepth;
-use crate::store::{Finish, Inserted};
-
 /// Histogram buckets for attempt durations, seconds: jobs range from milliseconds to minutes.
 const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
@@ -98,35 +95,47 @@ pub fn source_kind(source: &str) -> &str {
     }
 }
 
-/// Counts a committed insert (only when the event is new).
-pub fn event_inserted(inserted: &Inserted) {
-    if let (true, Some(m)) = (inserted.created, METRICS.as_ref()) {
-        m.events
-            .with_label_values(&[source_kind(&inserted.event.source)])
-            .inc();
+/// Counts an event stored (a new id; call it after the commit) from `source`.
+pub fn event_received(source: &str) {
+    if let Some(m) = METRICS.as_ref() {
+        m.events.with_label_values(&[source_kind(source)]).inc();
     }
+}
+
+/// How an attempt ended, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// The run succeeded.
+    Succeeded,
+    /// The run failed for good.
+    Failed,
+    /// The attempt failed and the run was queued again.
+    Retried,
+    /// The run waits (an `io.wait` not yet due); not an outcome.
+    Waiting,
 }
 
 /// Counts a finished attempt of `job` (a final outcome, or a retry) and records how long it took
 /// (`millis`).
-pub fn attempt_finished(job: &str, finish: &Finish, millis: i64) {
+pub fn attempt_finished(job: &str, end: AttemptEnd, millis: i64) {
     let Some(m) = METRICS.as_ref() else { return };
-    match finish {
-        Finish::Succeeded(_) => m.finished.with_label_values(&[job, "succeeded"]).inc(),
-        Finish::Failed(_) => m.finished.with_label_values(&[job, "failed"]).inc(),
-        Finish::Retry { .. } => m.retries.with_label_values(&[job]).inc(),
-        Finish::Wait { .. } => {}
+    match end {
+        AttemptEnd::Succeeded => m.finished.with_label_values(&[job, "succeeded"]).inc(),
+        AttemptEnd::Failed => m.finished.with_label_values(&[job, "failed"]).inc(),
+        AttemptEnd::Retried => m.retries.with_label_values(&[job]).inc(),
+        AttemptEnd::Waiting => {}
     }
     m.duration
         .with_label_values(&[job])
         .observe(millis.max(0) as f64 / 1000.0);
 }
 
-/// Renders every metric in the Prometheus text format, with the queue gauges set to `queue`.
+/// Renders every metric in the Prometheus text format, with the queue gauges `flare_queue_depth`
+/// set to `queue` (state label → count, read from the store at scrape time).
 ///
 /// The gauges live in a registry of this scrape only, so two stores in one process (tests, or
 /// two servers) never see each other's queue.
-pub fn render(queue: &QueueDepth) -> String {
+pub fn render(queue: &[(&str, u64)]) -> String {
     let mut families = METRICS
         .as_ref()
         .map(|m| m.registry.gather())
@@ -142,7 +151,7 @@ pub fn render(queue: &QueueDepth) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-fn queue_family(queue: &QueueDepth) -> prometheus::Result<Vec<prometheus::proto::MetricFamily>> {
+fn queue_family(queue: &[(&str, u64)]) -> prometheus::Result<Vec<prometheus::proto::MetricFamily>> {
     let registry = Registry::new();
     let gauge = IntGaugeVec::new(
         Opts::new(
@@ -152,12 +161,7 @@ fn queue_family(queue: &QueueDepth) -> prometheus::Result<Vec<prometheus::proto:
         &["state"],
     )?;
     registry.register(Box::new(gauge.clone()))?;
-    for (state, n) in [
-        ("ready", queue.ready),
-        ("delayed", queue.delayed),
-        ("running", queue.running),
-        ("scheduled_events", queue.scheduled_events),
-    ] {
+    for &(state, n) in queue {
         gauge
             .with_label_values(&[state])
             .set(i64::try_from(n).unwrap_or(i64::MAX));
@@ -182,11 +186,8 @@ mod tests {
 
     #[test]
     fn attempts_and_the_queue_render_as_text() {
-        attempt_finished("metrics-unit-job", &Finish::Failed("x".into()), 1500);
-        let text = render(&QueueDepth {
-            ready: 3,
-            ..QueueDepth::default()
-        });
+        attempt_finished("metrics-unit-job", AttemptEnd::Failed, 1500);
+        let text = render(&[("ready", 3), ("running", 0)]);
         assert!(
             text.contains(
                 r#"flare_runs_finished_total{job="metrics-unit-job",outcome="failed"} 1"#

@@ -717,10 +717,9 @@ fn define(engine: &crate::Engine, target: &Arc<Target>, def: &JobDef) -> Result<
             .await
         }
     });
-    engine
-        .define_local(job)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    let (spec, handler) = job.validate().map_err(|e| e.to_string())?;
+    engine.define_local(spec, handler);
+    Ok(())
 }
 
 /// Defines the Trigger.dev v2 job `def` in `engine` with a body that executes it at `target`.
@@ -740,10 +739,9 @@ fn define_v2(
         let (job_id, version) = (job_id.clone(), version.clone());
         async move { v2_runs::execute(&target, (&job_id, &version), timeout, payload, io).await }
     });
-    engine
-        .define_local(job)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    let (spec, handler) = job.validate().map_err(|e| e.to_string())?;
+    engine.define_local(spec, handler);
+    Ok(())
 }
 
 /// One attempt of an endpoint job: the `run` call, then its answer's logs, events and outcome.

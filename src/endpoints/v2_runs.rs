@@ -390,7 +390,7 @@ impl Execution {
             } else {
                 event
             };
-            let sent = crate::client::send_with(
+            let sent = crate::send::send_with(
                 &self.store,
                 &self.clock,
                 event,

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::execution::Execution;
+use super::steps::Suspension;
 use super::{finish, set_abort, track, Registered, Shared};
-use crate::engine::steps::Suspension;
-use crate::io::Io;
+use crate::metrics::AttemptEnd;
 use crate::model::JobError;
 use crate::store::{ClaimedRun, Completion, Finish, Lease};
 
@@ -71,7 +72,7 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken
         run_id: run.id.clone(),
         token: run.token,
     };
-    let io = Io::new(
+    let exec = Execution::new(
         lease,
         &run.event_id,
         &run.event_name,
@@ -80,9 +81,9 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken
         shared.clock.clone(),
         cancel,
     );
-    let logger = io.logger.clone();
+    let logger = exec.logger.clone();
     let outcome = match job {
-        Some(job) => perform(&job, run.payload.clone(), io).await,
+        Some(job) => perform(&job, run.payload.clone(), exec).await,
         None => Outcome::Failed {
             message: format!("job {:?} is not defined in this process", run.job_id),
             retryable: true,
@@ -113,7 +114,13 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken
             Finish::Wait { key, until, since }
         }
     };
-    crate::metrics::attempt_finished(&run.job_id, &finish_as, finished_at - run.started_at);
+    let end = match &finish_as {
+        Finish::Succeeded(_) => AttemptEnd::Succeeded,
+        Finish::Failed(_) => AttemptEnd::Failed,
+        Finish::Retry { .. } => AttemptEnd::Retried,
+        Finish::Wait { .. } => AttemptEnd::Waiting,
+    };
+    crate::metrics::attempt_finished(&run.job_id, end, finished_at - run.started_at);
     let completion = Completion {
         run_id: run.id.clone(),
         job_id: run.job_id.clone(),
@@ -129,11 +136,15 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken
 
 /// Runs the job body once, catching panics and enforcing the timeout, until it returns or
 /// suspends itself (an `io.wait` not yet due; its future is then dropped).
-pub(crate) async fn perform(job: &Registered, payload: serde_json::Value, io: Io) -> Outcome {
-    let steps = io.steps();
-    let cancel = io.cancel_token();
+pub(crate) async fn perform(
+    job: &Registered,
+    payload: serde_json::Value,
+    exec: Execution,
+) -> Outcome {
+    let steps = Arc::clone(&exec.steps);
+    let cancel = exec.cancel.clone();
     let handler = Arc::clone(&job.handler);
-    let body = AssertUnwindSafe(async move { handler(payload, io).await }).catch_unwind();
+    let body = AssertUnwindSafe(async move { handler(payload, exec).await }).catch_unwind();
     // The body is polled before the cancellation: a job that notices it and returns ends with
     // its own outcome (refused by the store like any completion of a run whose lease is gone).
     let ended = tokio::select! {

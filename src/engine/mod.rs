@@ -12,6 +12,7 @@
 //! - the **maintenance** services ([`maintenance`]): scheduler (delayed events), rescuer (expired
 //!   leases), pruner (retention). Each has a `run_once` that tests call directly.
 
+pub mod execution;
 pub mod executor;
 pub mod maintenance;
 pub mod steps;
@@ -29,8 +30,10 @@ use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::job::{Handler, InvalidJob, Job, JobSpec};
+use crate::model::JobSpec;
 use crate::store::{ClaimGroup, ClaimParams, Completion, Lease, Store};
+use execution::Handler;
+pub use execution::Logger;
 
 /// Engine settings. Defaults suit a small service.
 #[derive(Debug, Clone)]
@@ -190,13 +193,12 @@ impl Engine {
         engine
     }
 
-    /// Validates and registers a job; fan-out sees it at once, the job table is written in the
-    /// background.
-    pub(crate) fn define(&self, job: Job) -> Result<JobSpec, InvalidJob> {
-        let spec = self.define_local(job)?;
+    /// Registers a job (checked by its builder, `crate::job::Job`); fan-out sees it at once, the
+    /// job table is written in the background.
+    pub(crate) fn define(&self, spec: JobSpec, handler: Handler) {
+        self.define_local(spec.clone(), handler);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let store = self.shared.store.clone();
-            let spec = spec.clone();
             let now = self.shared.clock.now_ms();
             handle.spawn(async move {
                 if let Err(e) = store.job_define_at(spec, now).await {
@@ -204,26 +206,16 @@ impl Engine {
                 }
             });
         }
-        Ok(spec)
     }
 
-    /// Validates and registers a job in this process only: fan-out here sees it at once and this
-    /// node runs it, but its definition is not written (an endpoint's jobs, whose rows the index
-    /// wrote).
-    pub(crate) fn define_local(&self, job: Job) -> Result<JobSpec, InvalidJob> {
-        let (spec, handler) = job.validate()?;
+    /// Registers a job in this process only: fan-out here sees it at once and this node runs it,
+    /// but its definition is not written (an endpoint's jobs, whose rows the index wrote).
+    pub(crate) fn define_local(&self, spec: JobSpec, handler: Handler) {
         self.shared.store.triggers().upsert(spec.clone());
         if let Ok(mut jobs) = self.shared.jobs.write() {
-            jobs.insert(
-                spec.id.clone(),
-                Arc::new(Registered {
-                    spec: spec.clone(),
-                    handler,
-                }),
-            );
+            jobs.insert(spec.id.clone(), Arc::new(Registered { spec, handler }));
         }
         self.shared.wake.notify_one();
-        Ok(spec)
     }
 
     /// Stops running job `id` in this process (runs already executing finish).

@@ -387,7 +387,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let queue = state.client.store().queue_depth(now(&state)).await?;
     Ok((
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
-        crate::metrics::render(&queue),
+        crate::metrics::render(&queue.gauges()),
     )
         .into_response())
 }

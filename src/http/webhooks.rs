@@ -313,10 +313,7 @@ async fn record(
         })
         .await?;
     for event in &recorded.events {
-        crate::metrics::event_inserted(&crate::store::Inserted {
-            event: event.clone(),
-            created: true,
-        });
+        crate::metrics::event_received(&event.source);
     }
     Ok(Json(json!({
         "received": true,

@@ -545,6 +545,18 @@ pub struct QueueDepth {
     pub scheduled_events: u64,
 }
 
+impl QueueDepth {
+    /// The gauges of `GET /metrics` (`flare_queue_depth{state}`).
+    pub fn gauges(&self) -> [(&'static str, u64); 4] {
+        [
+            ("ready", self.ready),
+            ("delayed", self.delayed),
+            ("running", self.running),
+            ("scheduled_events", self.scheduled_events),
+        ]
+    }
+}
+
 /// Counts and rates over time, for charts.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
