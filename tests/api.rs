@@ -1003,7 +1003,11 @@ async fn readiness_needs_storage_that_takes_writes(db: TestDb) {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "ready");
 
-    client.store().set_read_only(true).await.expect("read-only");
+    client
+        .store()
+        .health_fail_writes(true)
+        .await
+        .expect("read-only");
     let (status, body) = request(&app, "GET", "/readyz", None).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     let message = body["error"].as_str().expect("error message");
@@ -1012,7 +1016,11 @@ async fn readiness_needs_storage_that_takes_writes(db: TestDb) {
     let (status, _) = request(&app, "GET", "/healthz", None).await;
     assert_eq!(status, StatusCode::OK);
 
-    client.store().set_read_only(false).await.expect("writable");
+    client
+        .store()
+        .health_fail_writes(false)
+        .await
+        .expect("writable");
     let (status, body) = request(&app, "GET", "/readyz", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
@@ -1025,7 +1033,11 @@ async fn storage_failures_say_whether_anything_was_stored(db: TestDb) {
         .await
         .expect("send");
 
-    client.store().set_read_only(true).await.expect("read-only");
+    client
+        .store()
+        .health_fail_writes(true)
+        .await
+        .expect("read-only");
     let (status, body) = request(
         &app,
         "POST",
@@ -1038,7 +1050,11 @@ async fn storage_failures_say_whether_anything_was_stored(db: TestDb) {
         body["error"],
         "storage is unavailable; nothing was stored, try again"
     );
-    client.store().set_read_only(false).await.expect("writable");
+    client
+        .store()
+        .health_fail_writes(false)
+        .await
+        .expect("writable");
 
     // Reads fail once the events table is gone.
     let rename = "ALTER TABLE events RENAME TO events_gone";

@@ -286,13 +286,13 @@ async fn typed_events_name_themselves(db: TestDb) {
 async fn storage_failure_is_an_error_and_leaves_nothing(db: TestDb) {
     let (client, _clock) = db.client().await;
     client.define_job(echo("a", "user.created")).unwrap();
-    client.store().set_read_only(true).await.unwrap();
+    client.store().health_fail_writes(true).await.unwrap();
     let err = client
         .send_event("user.created", &json!({}))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Storage(_)), "{err}");
-    client.store().set_read_only(false).await.unwrap();
+    client.store().health_fail_writes(false).await.unwrap();
     assert!(
         client.store().run_counts().await.unwrap().is_empty(),
         "nothing half-written"

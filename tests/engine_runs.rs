@@ -484,7 +484,7 @@ async fn shutdown_ends_in_time_when_the_storage_fails(db: TestDb) {
     started.notified().await;
     // The storage refuses every write from now on (a full disk, a read-only database): the
     // run's outcome cannot be recorded, however often the completer tries.
-    client.store().set_read_only(true).await.unwrap();
+    client.store().health_fail_writes(true).await.unwrap();
     let began = std::time::Instant::now();
     client.shutdown().await;
     let took = began.elapsed();
@@ -740,7 +740,7 @@ async fn outcome_counts_follow_each_runs_current_outcome(db: TestDb) {
     let at = clock.now_ms();
     clock.advance(Duration::from_secs(3_600));
     assert_eq!(outcomes_now(&client, &clock, "flaky").await, [0, 0, 0]);
-    assert!(client.store().prune(at + 1, 100).await.unwrap() >= 2);
+    assert!(client.store().events_prune(at + 1, 100).await.unwrap() >= 2);
     let back = chrono::DateTime::from_timestamp_millis(at).unwrap();
     let stats = client
         .store()

@@ -284,7 +284,7 @@ async fn with_storage_down_claims_and_chores_fail_and_change_nothing(db: TestDb)
         .collect();
     store.event_insert_many(events).await.unwrap();
     let claim = || claim_params("ship", None, now, now + 1_000, 10);
-    store.set_read_only(true).await.unwrap();
+    store.health_fail_writes(true).await.unwrap();
     let e = store.runs_claim(claim()).await.expect_err("claim refused");
     assert!(e.is_unavailable(), "{e}");
     let e = store
@@ -293,7 +293,7 @@ async fn with_storage_down_claims_and_chores_fail_and_change_nothing(db: TestDb)
         .expect_err("lease refused");
     assert!(e.is_unavailable(), "{e}");
     assert!(store.runs_rescue(now + 5_000).await.is_err());
-    store.set_read_only(false).await.unwrap();
+    store.health_fail_writes(false).await.unwrap();
     let counts = store.run_counts().await.unwrap();
     assert_eq!(
         counts.get(&RunStatus::Queued).copied(),
@@ -541,7 +541,7 @@ async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stal
     assert_eq!(events_of, oldest, "the oldest due runs, in due order");
     // An idle worker's look at when the next run or event is due.
     assert_eq!(
-        node.next_due(vec!["ship".into()]).await.unwrap(),
+        node.runs_next_due(vec!["ship".into()]).await.unwrap(),
         Some(now + 10),
         "the next due run is the oldest one not claimed"
     );
@@ -600,7 +600,7 @@ async fn postgres_a_connection_that_is_gone_is_an_unavailable_error_and_the_pool
     assert!(std::error::Error::source(&err).is_some());
 
     let store = Store::open(&db.url).await.unwrap();
-    store.ping().await.unwrap();
+    store.health_read().await.unwrap();
     let name = db.url.rsplit('/').next().unwrap().to_string();
     let (client, conn) = tokio_postgres::connect(&support::pg_admin_url(), tokio_postgres::NoTls)
         .await
@@ -619,7 +619,7 @@ async fn postgres_a_connection_that_is_gone_is_an_unavailable_error_and_the_pool
         assert!(e.is_unavailable(), "{e}");
     }
     wait_for("the pool to reconnect", || async {
-        store.ping().await.ok()
+        store.health_read().await.ok()
     })
     .await;
 }

@@ -126,7 +126,7 @@ async fn pruned_events_leave_the_search_index(db: TestDb) {
     insert(&store, "evt_a", json!({"tag": "needle"}), t - 3 * HOUR).await;
     insert(&store, "evt_b", json!({"tag": "needle"}), t - 3 * HOUR).await;
     index_all(&store).await;
-    assert_eq!(store.prune(t - HOUR, 100).await.expect("prune"), 2);
+    assert_eq!(store.events_prune(t - HOUR, 100).await.expect("prune"), 2);
     assert!(search(&store, "needle").await.is_empty());
     // Every event is gone, so SQLite hands the next one the first seq again: it must count as
     // not indexed, and indexing it must not meet the pruned events' index rows.
@@ -156,7 +156,7 @@ async fn statistics_count_events_from_the_rollup_that_pruning_keeps(db: TestDb) 
     };
     assert_eq!(day().await, 4);
     assert!(store.rollups_drift().await.expect("drift").is_empty());
-    assert_eq!(store.prune(t - HOUR, 100).await.expect("prune"), 3);
+    assert_eq!(store.events_prune(t - HOUR, 100).await.expect("prune"), 3);
     assert_eq!(day().await, 1);
     assert!(store.rollups_drift().await.expect("drift").is_empty());
 }

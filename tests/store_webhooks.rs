@@ -81,13 +81,13 @@ async fn deliveries_dedupe_per_provider_and_list_newest_first(db: TestDb) {
 
 async fn a_failed_write_records_neither_the_delivery_nor_its_events(db: TestDb) {
     let store = Store::open(&db.url).await.unwrap();
-    store.set_read_only(true).await.unwrap();
+    store.health_fail_writes(true).await.unwrap();
     let err = store
         .webhook_record(delivery("payments", "evt_9", 2, 1000))
         .await
         .expect_err("storage is down");
     assert!(err.is_unavailable(), "{err}");
-    store.set_read_only(false).await.unwrap();
+    store.health_fail_writes(false).await.unwrap();
     assert!(store
         .webhook_deliveries_list(None, 10)
         .await

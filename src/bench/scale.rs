@@ -87,7 +87,7 @@ async fn stop_workers(workers: Vec<Child>) {
 
 /// Deletes every finished event (and its runs) so the next repetition starts alike.
 async fn prune_all(client: &Client) -> Result<(), Error> {
-    while client.store().prune(i64::MAX, 5000).await? > 0 {}
+    while client.store().events_prune(i64::MAX, 5000).await? > 0 {}
     Ok(())
 }
 
@@ -110,7 +110,7 @@ async fn wait_succeeded(
     loop {
         let queued = client
             .store()
-            .next_due(vec![JOB.to_string()])
+            .runs_next_due(vec![JOB.to_string()])
             .await?
             .is_some();
         if !queued || counted.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {

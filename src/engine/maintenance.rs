@@ -178,7 +178,7 @@ impl Maintenance {
         let cutoff = self.shared.clock.now_ms()
             - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX / 2);
         let store = &self.shared.store;
-        let events = batched(|| store.prune(cutoff, BATCH)).await?;
+        let events = batched(|| store.events_prune(cutoff, BATCH)).await?;
         let deliveries = batched(|| store.webhook_deliveries_prune(cutoff, BATCH)).await?;
         if events > 0 || deliveries > 0 {
             tracing::info!(

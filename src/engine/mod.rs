@@ -510,7 +510,7 @@ async fn worker_loop(shared: Arc<Shared>) {
                 .read()
                 .map(|j| j.keys().cloned().collect())
                 .unwrap_or_default();
-            match shared.store.next_due(local).await {
+            match shared.store.runs_next_due(local).await {
                 Ok(Some(due)) => {
                     let until = (due - shared.clock.now_ms()).max(0);
                     Duration::from_millis(u64::try_from(until).unwrap_or(0))
@@ -646,7 +646,7 @@ async fn node_beat(shared: &Shared) -> Result<(), crate::store::Error> {
     jobs.sort();
     shared
         .store
-        .node_beat(crate::store::endpoints::NodeBeat {
+        .node_beat(crate::store::NodeBeat {
             id: shared.node_id.clone(),
             started_at: shared.started_at,
             now: shared.clock.now_ms(),

@@ -153,7 +153,7 @@ async fn healthz() -> Response {
 /// cause is logged as a warning: a load balancer may poll this every second).
 async fn readyz(State(state): State<AppState>) -> Response {
     let store = state.client.store();
-    let failure = match store.ping().await {
+    let failure = match store.health_read().await {
         Err(e) => Some((e, "not ready: storage does not answer reads")),
         Ok(()) => store
             .health_write(state.client.clock().now_ms())

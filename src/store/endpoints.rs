@@ -1,5 +1,5 @@
-//! HTTP job endpoints and the nodes that run jobs: their records, and the [`Store`] methods over
-//! them (both backends implement each in one transaction).
+//! HTTP job endpoints in the store: their records, an index to apply, what applying it did, and
+//! what nodes report of their calls.
 //!
 //! An endpoint's last accepted index is kept twice: as the JSON the endpoint sent (validated), from
 //! which every node rebuilds the job definitions with their full retry policy, and as one row per
@@ -13,15 +13,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Error, Result, Store};
-use crate::model::ms_to_time;
-use crate::model::JobSpec;
-
-/// A node counts as live when it said so within this many ms (it does every few seconds).
-pub const NODE_LIVE_MS: i64 = 20_000;
-
-/// Node rows not seen for this long are deleted by the next beat of any node.
-pub const NODE_FORGET_MS: i64 = 24 * 3_600_000;
+use super::error::{Error, Result};
+use crate::model::{ms_to_time, JobSpec};
 
 /// Recent errors kept per endpoint.
 pub const MAX_RECENT_ERRORS: usize = 10;
@@ -328,154 +321,6 @@ pub(crate) fn removed_message(job_id: &str, url: &str) -> String {
     format!("cancelled: job {job_id:?} was removed from the endpoint {url}")
 }
 
-/// A node's report that it is alive and which jobs it defines.
-#[derive(Debug, Clone)]
-pub struct NodeBeat {
-    /// The engine's node id.
-    pub id: String,
-    /// When it started, ms.
-    pub started_at: i64,
-    /// Now, ms.
-    pub now: i64,
-    /// The ids of the jobs it defines (its own and its endpoints').
-    pub jobs: Vec<String>,
-}
-
-/// A node as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeSummary {
-    /// Node id.
-    pub id: String,
-    /// When it started.
-    pub started_at: DateTime<Utc>,
-    /// When it last said it was alive.
-    pub seen_at: DateTime<Utc>,
-    /// The jobs it defines.
-    pub jobs: Vec<String>,
-    /// Seen within [`NODE_LIVE_MS`].
-    pub live: bool,
-}
-
-/// An endpoint named by a job.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EndpointRef {
-    /// `ep_…`.
-    pub id: String,
-    /// Its URL.
-    pub url: String,
-}
-
-/// Where a job runs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct JobPlacement {
-    /// The endpoint serving it, for a job of an HTTP endpoint.
-    pub endpoint: Option<EndpointRef>,
-    /// The live nodes that define it (for an endpoint's job: the nodes that call the endpoint).
-    pub nodes: Vec<String>,
-    /// False when no live node runs it: its runs stay queued until one does.
-    pub served: bool,
-}
-
-/// The jobs of live nodes, by job id.
-pub(crate) fn placements(
-    jobs: &[(String, Option<String>)],
-    endpoints: &[StoredEndpoint],
-    nodes: &[NodeSummary],
-) -> HashMap<String, JobPlacement> {
-    let urls: HashMap<&str, &str> = endpoints
-        .iter()
-        .map(|e| (e.summary.id.as_str(), e.summary.url.as_str()))
-        .collect();
-    jobs.iter()
-        .map(|(job, endpoint)| {
-            let on: Vec<String> = nodes
-                .iter()
-                .filter(|n| n.live && n.jobs.iter().any(|j| j == job))
-                .map(|n| n.id.clone())
-                .collect();
-            let placement = JobPlacement {
-                endpoint: endpoint.as_ref().map(|id| EndpointRef {
-                    id: id.clone(),
-                    url: urls.get(id.as_str()).copied().unwrap_or("").to_string(),
-                }),
-                served: !on.is_empty(),
-                nodes: on,
-            };
-            (job.clone(), placement)
-        })
-        .collect()
-}
-
-impl Store {
-    /// Registers a new endpoint with its first index, in one transaction. A URL (or id) that is
-    /// registered already is a [`Error::Conflict`], and so is a job another endpoint serves.
-    pub async fn endpoint_create(
-        &self,
-        endpoint: NewEndpoint,
-        index: EndpointIndex,
-    ) -> Result<IndexApplied> {
-        dispatch!(self, s => s.endpoint_create(endpoint, index).await)
-    }
-
-    /// Registers an endpoint, or updates the secret of a registered one (endpoints given at
-    /// start); its index is left as it is.
-    pub async fn endpoint_upsert(&self, endpoint: NewEndpoint) -> Result<()> {
-        dispatch!(self, s => s.endpoint_upsert(endpoint).await)
-    }
-
-    /// Replaces an endpoint's index: its job rows are written, the jobs that left it are removed
-    /// and their queued runs cancelled, all in one transaction.
-    pub async fn endpoint_index(&self, id: &str, index: EndpointIndex) -> Result<IndexApplied> {
-        dispatch!(self, s => s.endpoint_index(id.to_string(), index).await)
-    }
-
-    /// Records what a node saw of an endpoint's calls.
-    pub async fn endpoint_report(&self, id: &str, report: EndpointReport) -> Result<()> {
-        dispatch!(self, s => s.endpoint_report(id.to_string(), report).await)
-    }
-
-    /// Removes an endpoint and its jobs, cancelling their queued runs.
-    pub async fn endpoint_remove(&self, id: &str, now: i64) -> Result<IndexApplied> {
-        dispatch!(self, s => s.endpoint_remove(id.to_string(), now).await)
-    }
-
-    /// Every endpoint, ordered by URL.
-    pub async fn endpoints_load(&self) -> Result<Vec<StoredEndpoint>> {
-        dispatch!(self, s => s.endpoints_load().await)
-    }
-
-    /// The endpoints table's revision (count, latest change): nodes reload when it changes.
-    pub async fn endpoints_revision(&self) -> Result<(i64, i64)> {
-        dispatch!(self, s => s.endpoints_revision().await)
-    }
-
-    /// Records that a node is alive and which jobs it defines; forgets nodes not seen for a day.
-    pub async fn node_beat(&self, beat: NodeBeat) -> Result<()> {
-        dispatch!(self, s => s.node_beat(beat).await)
-    }
-
-    /// Forgets a node (it shut down).
-    pub async fn node_remove(&self, id: &str) -> Result<()> {
-        dispatch!(self, s => s.node_remove(id.to_string()).await)
-    }
-
-    /// Every known node, live or not, with `live` judged at `now`.
-    pub async fn nodes_list(&self, now: i64) -> Result<Vec<NodeSummary>> {
-        dispatch!(self, s => s.nodes_list(now).await)
-    }
-
-    /// Where each stored job runs, judged at `now`.
-    pub async fn job_placements(&self, now: i64) -> Result<HashMap<String, JobPlacement>> {
-        let jobs = dispatch!(self, s => s.job_endpoints().await)?;
-        let endpoints = self.endpoints_load().await?;
-        let nodes = self.nodes_list(now).await?;
-        Ok(placements(&jobs, &endpoints, &nodes))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,34 +366,5 @@ mod tests {
         assert_eq!(row(Some(1), Some(3), Some(2)), EndpointHealth::Ok);
         assert_eq!(row(Some(1), Some(2), Some(2)), EndpointHealth::Failing);
         assert_eq!(row(Some(1), None, Some(2)), EndpointHealth::Failing);
-    }
-
-    fn node(id: &str, live: bool, jobs: &[&str]) -> NodeSummary {
-        NodeSummary {
-            id: id.into(),
-            started_at: ms_to_time(0),
-            seen_at: ms_to_time(0),
-            jobs: jobs.iter().map(|j| j.to_string()).collect(),
-            live,
-        }
-    }
-
-    #[test]
-    fn a_job_is_served_only_by_live_nodes_that_define_it() {
-        let jobs = vec![
-            ("a".to_string(), None),
-            ("b".to_string(), Some("ep_1".to_string())),
-            ("c".to_string(), None),
-        ];
-        let nodes = [node("n1", true, &["a", "b"]), node("n2", false, &["c"])];
-        let p = placements(&jobs, &[], &nodes);
-        assert!(p["a"].served);
-        assert_eq!(p["a"].nodes, ["n1"]);
-        assert_eq!(
-            p["b"].endpoint.as_ref().map(|e| e.id.as_str()),
-            Some("ep_1")
-        );
-        assert!(!p["c"].served, "only a dead node defines it");
-        assert!(p["c"].nodes.is_empty());
     }
 }

@@ -276,7 +276,7 @@ async fn storage_down_is_503_and_nothing_is_stored() {
     let app = start(|_| {}).await;
     app.client
         .store()
-        .set_read_only(true)
+        .health_fail_writes(true)
         .await
         .expect("switch");
     let res = app
@@ -290,7 +290,7 @@ async fn storage_down_is_503_and_nothing_is_stored() {
     assert!(!res.text.contains("readonly"), "no internals: {}", res.text);
     app.client
         .store()
-        .set_read_only(false)
+        .health_fail_writes(false)
         .await
         .expect("switch");
     assert!(app

@@ -521,7 +521,7 @@ async fn storage_down_is_503_and_the_retry_then_succeeds() {
     let sig = stripe::sign(STRIPE_SECRET, NOW_S, &body);
     app.client
         .store()
-        .set_read_only(true)
+        .health_fail_writes(true)
         .await
         .expect("switch");
     let res = post_stripe(&app, &body, Some(sig.clone())).await;
@@ -529,7 +529,7 @@ async fn storage_down_is_503_and_the_retry_then_succeeds() {
     assert!(res.error().contains("storage"));
     app.client
         .store()
-        .set_read_only(false)
+        .health_fail_writes(false)
         .await
         .expect("switch");
     assert!(app

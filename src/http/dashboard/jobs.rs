@@ -15,8 +15,8 @@ use super::charts;
 use super::page::{self, layout, PageError, PageResult};
 use crate::http::{api, AppState};
 use crate::model::ms_to_time;
-use crate::store::endpoints::JobPlacement;
 use crate::store::query::{JobSchedule, JobSummary};
+use crate::store::JobPlacement;
 
 /// What the "not served" flag says on hover.
 const NOT_SERVED: &str = "no live node or endpoint runs this job: its runs stay queued";

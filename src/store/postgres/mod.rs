@@ -40,6 +40,21 @@ use tokio_postgres::{NoTls, Row};
 
 use super::{Error, Inserted, NewEvent, Result, Triggers};
 
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Error::Database(Arc::new(PgError::from(e)))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            other => Error::Database(Arc::new(other)),
+        }
+    }
+}
+
 /// Most inserts grouped into one transaction.
 pub const MAX_BATCH: usize = 2048;
 
@@ -343,13 +358,13 @@ impl PgStore {
 
     /// See [`super::Store::set_read_only`]: later write transactions start `READ ONLY`, so the
     /// database itself refuses them.
-    pub async fn set_read_only(&self, on: bool) -> Result<()> {
+    pub async fn health_fail_writes(&self, on: bool) -> Result<()> {
         self.inner.read_only.store(on, Ordering::SeqCst);
         Ok(())
     }
 
     /// Checks that the database answers a query.
-    pub async fn ping(&self) -> Result<()> {
+    pub async fn health_read(&self) -> Result<()> {
         let conn = self.conn().await?;
         let c = &conn;
         rows(c, "SELECT 1", &[]).await.map(|_| ())

@@ -399,7 +399,7 @@ pub(super) async fn schedule_sync<C: GenericClient>(c: &C, spec: &JobSpec, now: 
 }
 
 /// Reads a row of `schedules` (`job_id, spec, timezone, next_tick, last_tick`).
-fn schedule_row(r: &Row) -> Result<crate::store::ScheduleRow> {
+fn schedule_row(r: &Row) -> Result<crate::store::schedules::ScheduleRow> {
     Ok((
         r.try_get(0)?,
         r.try_get(1)?,
@@ -542,7 +542,7 @@ impl PgStore {
                     continue;
                 }
             };
-            let (tick, next) = crate::store::tick_due(&schedule, due_at, now);
+            let (tick, next) = crate::store::schedules::tick_due(&schedule, due_at, now);
             match next {
                 Some(next) => {
                     exec(
@@ -554,7 +554,7 @@ impl PgStore {
                 }
                 None => exec(&tx, "DELETE FROM schedules WHERE job_id = $1", &[&job]).await?,
             };
-            events.push(crate::store::tick_event(&job, tick, last, now));
+            events.push(crate::store::schedules::tick_event(&job, tick, last, now));
         }
         let texts: Vec<String> = events.iter().map(|e| e.payload.to_string()).collect();
         let batch: Vec<EventRow<'_>> = events
@@ -721,7 +721,7 @@ impl PgStore {
     }
 
     /// See [`crate::store::Store::prune`]: one bounded batch, deleted in one statement.
-    pub async fn prune(&self, before: i64, limit: usize) -> Result<usize> {
+    pub async fn events_prune(&self, before: i64, limit: usize) -> Result<usize> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;

@@ -224,7 +224,7 @@ impl PgStore {
     }
 
     /// See [`crate::store::Store::next_due`]: both lookups walk a partial index in due order.
-    pub async fn next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
+    pub async fn runs_next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
         let conn = self.conn().await?;
         let r = self
             .with_settings(

@@ -9,9 +9,9 @@ use super::{SqliteStore, WriteCtx};
 use crate::model::ms_to_time;
 use crate::store::endpoints::{
     check_owners, merge_errors, removed_message, EndpointIndex, EndpointReport, EndpointRow,
-    IndexApplied, NewEndpoint, NodeBeat, NodeSummary, StoredEndpoint, ENDPOINT_COLUMNS,
-    NODE_FORGET_MS, NODE_LIVE_MS,
+    IndexApplied, NewEndpoint, StoredEndpoint, ENDPOINT_COLUMNS,
 };
+use crate::store::nodes::{NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
 use crate::store::{Error, Result};
 
 fn endpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EndpointRow> {

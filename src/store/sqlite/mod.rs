@@ -25,6 +25,13 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::{Error, Result, Triggers};
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Database(Arc::new(e))
+    }
+}
+
 use writer::{writer_loop, LoadWindow, Msg, TypedOp};
 pub(crate) use writer::{Commit, Guard, WriteCtx};
 
@@ -283,7 +290,7 @@ impl SqliteStore {
     }
 
     /// See [`super::Store::set_read_only`].
-    pub async fn set_read_only(&self, on: bool) -> Result<()> {
+    pub async fn health_fail_writes(&self, on: bool) -> Result<()> {
         let (reply, rx) = oneshot::channel();
         self.inner
             .tx
@@ -294,7 +301,7 @@ impl SqliteStore {
     }
 
     /// Checks that the database answers a query.
-    pub async fn ping(&self) -> Result<()> {
+    pub async fn health_read(&self) -> Result<()> {
         self.read(|c| {
             Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
                 .map(|_| ())?)

@@ -283,7 +283,7 @@ pub(super) fn schedule_sync(conn: &Connection, spec: &JobSpec, now: i64) -> Resu
 }
 
 /// Reads a row of `schedules` (`job_id, spec, timezone, next_tick, last_tick`).
-fn schedule_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<crate::store::ScheduleRow> {
+fn schedule_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<crate::store::schedules::ScheduleRow> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
 }
 
@@ -320,8 +320,8 @@ impl SqliteStore {
                         continue;
                     }
                 };
-                let (tick, next) = crate::store::tick_due(&schedule, *due_at, now);
-                let ev = crate::store::tick_event(job, tick, *last, now);
+                let (tick, next) = crate::store::schedules::tick_due(&schedule, *due_at, now);
+                let ev = crate::store::schedules::tick_event(job, tick, *last, now);
                 insert_event(ctx, &ev, &ev.payload.to_string(), None)?;
                 match next {
                     Some(next) => ctx.conn.prepare_cached(
@@ -734,7 +734,7 @@ impl SqliteStore {
     }
 
     /// See [`crate::store::Store::prune`].
-    pub async fn prune(&self, before: i64, limit: usize) -> Result<usize> {
+    pub async fn events_prune(&self, before: i64, limit: usize) -> Result<usize> {
         self.write(move |ctx| {
             let ids: Vec<String> = ctx
                 .conn

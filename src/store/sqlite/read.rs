@@ -184,7 +184,7 @@ impl SqliteStore {
     }
 
     /// See [`crate::store::Store::next_due`].
-    pub async fn next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
+    pub async fn runs_next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
         let jobs = serde_json::to_string(&jobs).unwrap_or_default();
         self.read(move |c| {
             let run: Option<i64> = c

@@ -1,0 +1,213 @@
+//! Jobs in the store: the definitions fan-out matches against ([`Triggers`]), and a job as the
+//! jobs list shows it ([`JobSummary`]: its definition, queue, outcomes, placement and schedule).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::nodes::JobPlacement;
+use super::schedules::ScheduleState;
+use super::stats::Outcomes;
+use crate::model::JobSpec;
+
+/// The job definitions fan-out matches against, shared by every part of the process.
+#[derive(Debug, Default)]
+pub struct Triggers {
+    /// Shared, so the fan-out of every event takes references, not copies.
+    specs: RwLock<HashMap<String, Arc<JobSpec>>>,
+    /// Ids of jobs defined in this process.
+    local: RwLock<HashSet<String>>,
+    /// The stored job table's revision last loaded (count, latest update), so definitions written
+    /// by other processes are picked up.
+    revision: Mutex<Option<(i64, i64)>>,
+}
+
+impl Triggers {
+    /// Records the stored revision; returns true when it differs from the last one seen.
+    pub fn revision_changed(&self, revision: (i64, i64)) -> bool {
+        match self.revision.lock() {
+            Ok(mut seen) if *seen != Some(revision) => {
+                *seen = Some(revision);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Adds or replaces a definition.
+    pub fn upsert(&self, spec: JobSpec) {
+        if let Ok(mut local) = self.local.write() {
+            local.insert(spec.id.clone());
+        }
+        if let Ok(mut specs) = self.specs.write() {
+            specs.insert(spec.id.clone(), Arc::new(spec));
+        }
+    }
+
+    /// Forgets a definition made in this process (an endpoint's job that left its index). A stored
+    /// definition of the same id, if any, comes back with the next reload.
+    pub fn remove_local(&self, id: &str) {
+        if let Ok(mut local) = self.local.write() {
+            local.remove(id);
+        }
+        if let Ok(mut specs) = self.specs.write() {
+            specs.remove(id);
+        }
+    }
+
+    /// Replaces the definitions read from storage with `stored`: ones that were deleted from
+    /// storage stop starting runs. One defined in this process takes precedence.
+    pub fn replace_stored(&self, stored: Vec<JobSpec>) {
+        let local = self.local.read().map(|l| l.clone()).unwrap_or_default();
+        if let Ok(mut specs) = self.specs.write() {
+            specs.retain(|id, _| local.contains(id));
+            for spec in stored {
+                if !local.contains(&spec.id) {
+                    specs.insert(spec.id.clone(), Arc::new(spec));
+                }
+            }
+        }
+    }
+
+    /// Adds a definition read from storage; one defined in this process takes precedence.
+    pub fn upsert_stored(&self, spec: JobSpec) {
+        let is_local = self
+            .local
+            .read()
+            .map(|l| l.contains(&spec.id))
+            .unwrap_or(false);
+        if is_local {
+            return;
+        }
+        if let Ok(mut specs) = self.specs.write() {
+            specs.insert(spec.id.clone(), Arc::new(spec));
+        }
+    }
+
+    /// The jobs an event starts, ordered by job id.
+    pub fn matching(&self, name: &str, payload: &Value) -> Vec<Arc<JobSpec>> {
+        let Ok(specs) = self.specs.read() else {
+            return Vec::new();
+        };
+        let mut hits: Vec<Arc<JobSpec>> = specs
+            .values()
+            .filter(|s| s.matches(name, payload))
+            .cloned()
+            .collect();
+        hits.sort_by(|a, b| a.id.cmp(&b.id));
+        hits
+    }
+
+    /// Every known definition, ordered by id.
+    pub fn all(&self) -> Vec<JobSpec> {
+        let Ok(specs) = self.specs.read() else {
+            return Vec::new();
+        };
+        let mut all: Vec<JobSpec> = specs.values().map(|s| JobSpec::clone(s)).collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+}
+
+/// A stored job definition.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobDefinition {
+    /// Job id (slug).
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Semver version of the latest definition.
+    pub version: String,
+    /// The event name it listens for.
+    pub event: String,
+    /// Its payload filter, as written.
+    pub filter: Option<Value>,
+    /// Attempts allowed per run.
+    pub max_attempts: u32,
+    /// Per-attempt timeout, ms.
+    pub timeout_ms: u64,
+    /// Concurrency limit per process.
+    pub concurrency: Option<u32>,
+    /// When the definition was last stored.
+    pub updated_at: DateTime<Utc>,
+    /// Paused: its runs are created but not claimed until it is resumed.
+    pub paused: bool,
+}
+
+/// A job with its current load and recent outcomes.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSummary {
+    /// The definition.
+    #[serde(flatten)]
+    pub job: JobDefinition,
+    /// Its runs now queued (including waiting for a retry).
+    pub queued: u64,
+    /// Its runs now running.
+    pub running: u64,
+    /// Runs that finished in the last hour: [`StatsWindow::Hour`]'s span (60 whole minutes, the
+    /// current one included), as on the statistics page.
+    pub last_hour: Outcomes,
+    /// Runs that finished in the last 24 hours: [`StatsWindow::Day`]'s span (24 whole hours).
+    pub last_day: Outcomes,
+    /// Where it runs: its endpoint, the live nodes defining it, and whether anything serves it.
+    pub placement: JobPlacement,
+    /// A scheduled job's schedule and next run times; `null` for a job on an event.
+    pub schedule: Option<JobSchedule>,
+}
+
+/// How many upcoming run times [`JobSchedule::next_runs`] lists.
+pub const NEXT_RUNS: usize = 3;
+
+/// A scheduled job's schedule as the jobs list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSchedule {
+    /// The cron expression (cron schedules).
+    pub cron: Option<String>,
+    /// The cron expression's IANA time zone (cron schedules).
+    pub timezone: Option<String>,
+    /// The interval in seconds (interval schedules).
+    pub interval_seconds: Option<f64>,
+    /// A short description: `cron 0 9 * * 1-5 (Europe/Paris)`, `every 5 min`.
+    pub description: String,
+    /// The next run times, the first being the tick the scheduler fires next.
+    pub next_runs: Vec<DateTime<Utc>>,
+    /// The last tick fired.
+    pub last_run: Option<DateTime<Utc>>,
+}
+
+impl JobSchedule {
+    /// What the jobs list shows of a stored schedule.
+    pub fn new(state: &ScheduleState) -> Self {
+        use crate::schedule::Schedule;
+        let t = crate::model::ms_to_time;
+        let mut next_runs = vec![t(state.next_tick)];
+        let mut tick = state.next_tick;
+        while next_runs.len() < NEXT_RUNS {
+            match state.schedule.next_after(tick) {
+                Some(next) => {
+                    next_runs.push(t(next));
+                    tick = next;
+                }
+                None => break,
+            }
+        }
+        let (cron, timezone, interval_seconds) = match &state.schedule {
+            Schedule::Cron { expr, tz } => (Some(expr.clone()), Some(tz.clone()), None),
+            Schedule::Interval(every) => (None, None, Some(every.as_secs_f64())),
+        };
+        JobSchedule {
+            cron,
+            timezone,
+            interval_seconds,
+            description: state.schedule.describe(),
+            next_runs,
+            last_run: state.last_tick.map(t),
+        }
+    }
+}
