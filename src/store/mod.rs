@@ -74,6 +74,10 @@ pub mod query {
     };
 }
 
+/// Events the payload search indexes per [`Store::search_index`] call: SQLite's chunk (see
+/// `sqlite/search.rs`); PostgreSQL has nothing to index.
+pub const SEARCH_CHUNK: usize = sqlite::SEARCH_CHUNK;
+
 /// The store: one of the backends.
 #[derive(Clone, Debug)]
 pub enum Store {

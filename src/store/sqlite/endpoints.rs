@@ -1,38 +1,21 @@
-//! Endpoints and nodes on SQLite (see [`crate::store::endpoints`]). Each write is one operation
-//! of the writer thread, in its own savepoint: a refused index leaves nothing behind.
+//! Endpoints on SQLite (see [`crate::store::endpoints`]). Each write is one operation of the
+//! writer thread, in its own savepoint: a refused index leaves nothing behind.
 
-use std::collections::{HashMap, HashSet};
-
-use rusqlite::{params, Connection, OptionalExtension};
-
-use super::{SqliteStore, WriteCtx};
-use crate::model::ms_to_time;
+use super::jobs::{job_put, schedule_sync};
+use super::nodes::live_node_jobs;
+use super::rows::endpoint_row;
+use super::writer::WriteCtx;
+use super::SqliteStore;
 use crate::store::endpoints::{
     check_owners, merge_errors, removed_message, EndpointIndex, EndpointReport, EndpointRow,
     IndexApplied, NewEndpoint, StoredEndpoint, ENDPOINT_COLUMNS,
 };
-use crate::store::nodes::{NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
+use crate::store::nodes::NODE_LIVE_MS;
 use crate::store::{Error, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::{HashMap, HashSet};
 
-fn endpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EndpointRow> {
-    Ok(EndpointRow {
-        id: r.get(0)?,
-        url: r.get(1)?,
-        secret: r.get(2)?,
-        created_at: r.get(3)?,
-        updated_at: r.get(4)?,
-        indexed_at: r.get(5)?,
-        jobs: r.get(6)?,
-        last_ok_at: r.get(7)?,
-        last_error_at: r.get(8)?,
-        errors: r.get(9)?,
-        protocol: r.get(10)?,
-        client_id: r.get(11)?,
-        skipped: r.get(12)?,
-    })
-}
-
-fn endpoint_url(conn: &Connection, id: &str) -> Result<String> {
+pub(super) fn endpoint_url(conn: &Connection, id: &str) -> Result<String> {
     conn.prepare_cached("SELECT url FROM endpoints WHERE id = ?1")?
         .query_row([id], |r| r.get(0))
         .optional()?
@@ -42,22 +25,13 @@ fn endpoint_url(conn: &Connection, id: &str) -> Result<String> {
         })
 }
 
-/// Job ids defined by nodes seen since `since`.
-fn live_node_jobs(conn: &Connection, since: i64) -> Result<HashSet<String>> {
-    let mut stmt = conn.prepare_cached("SELECT jobs FROM nodes WHERE seen_at >= ?1")?;
-    let mut rows = stmt.query([since])?;
-    let mut all = HashSet::new();
-    while let Some(r) = rows.next()? {
-        let text: String = r.get(0)?;
-        let ids: Vec<String> =
-            serde_json::from_str(&text).map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?;
-        all.extend(ids);
-    }
-    Ok(all)
-}
-
 /// Cancels the queued runs of `jobs` with the "removed" message; returns how many.
-fn cancel_queued(ctx: &mut WriteCtx<'_>, jobs: &[String], url: &str, now: i64) -> Result<u64> {
+pub(super) fn cancel_queued(
+    ctx: &mut WriteCtx<'_>,
+    jobs: &[String],
+    url: &str,
+    now: i64,
+) -> Result<u64> {
     let mut stmt = ctx.conn.prepare_cached(
         "UPDATE runs INDEXED BY runs_runnable SET status = 'cancelled', finished_at = ?2, error = ?3 \
          WHERE job_id = ?1 AND status = 'queued'",
@@ -72,7 +46,11 @@ fn cancel_queued(ctx: &mut WriteCtx<'_>, jobs: &[String], url: &str, now: i64) -
 }
 
 /// Writes `index` as endpoint `id`'s jobs; see [`crate::store::Store::endpoint_index`].
-fn apply_index(ctx: &mut WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Result<IndexApplied> {
+pub(super) fn apply_index(
+    ctx: &mut WriteCtx<'_>,
+    id: &str,
+    index: &EndpointIndex,
+) -> Result<IndexApplied> {
     let url = endpoint_url(ctx.conn, id)?;
     let mut owners = HashMap::new();
     let mut stmt = ctx
@@ -113,13 +91,13 @@ fn apply_index(ctx: &mut WriteCtx<'_>, id: &str, index: &EndpointIndex) -> Resul
     }
     let cancelled_runs = cancel_queued(ctx, &removed, &url, index.now)?;
     for job in &index.jobs {
-        if !super::ops::job_put(ctx.conn, job, Some(id), index.now)? {
+        if !job_put(ctx.conn, job, Some(id), index.now)? {
             return Err(Error::Conflict(format!(
                 "job {:?} is already served by another endpoint",
                 job.id
             )));
         }
-        super::ops::schedule_sync(ctx.conn, job, index.now)?;
+        schedule_sync(ctx.conn, job, index.now)?;
     }
     ctx.conn
         .prepare_cached(
@@ -278,71 +256,6 @@ impl SqliteStore {
                 c.prepare_cached("SELECT count(*), coalesce(max(updated_at), 0) FROM endpoints")?
                     .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?,
             )
-        })
-        .await
-    }
-
-    /// Each stored job with its endpoint, if any.
-    pub async fn job_endpoints(&self) -> Result<Vec<(String, Option<String>)>> {
-        self.read(|c| {
-            Ok(
-                c.prepare_cached("SELECT id, endpoint_id FROM jobs ORDER BY id")?
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<rusqlite::Result<_>>()?,
-            )
-        })
-        .await
-    }
-
-    /// See [`crate::store::Store::node_beat`].
-    pub async fn node_beat(&self, beat: NodeBeat) -> Result<()> {
-        let jobs = serde_json::to_string(&beat.jobs).map_err(|e| Error::Corrupt(e.to_string()))?;
-        self.write(move |ctx| {
-            ctx.conn
-                .prepare_cached(
-                    "INSERT INTO nodes (id, started_at, seen_at, jobs) VALUES (?1, ?2, ?3, ?4) \
-                     ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, jobs = excluded.jobs",
-                )?
-                .execute(params![beat.id, beat.started_at, beat.now, jobs])?;
-            ctx.conn
-                .prepare_cached("DELETE FROM nodes WHERE seen_at < ?1")?
-                .execute([beat.now - NODE_FORGET_MS])?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// See [`crate::store::Store::node_remove`].
-    pub async fn node_remove(&self, id: String) -> Result<()> {
-        self.write(move |ctx| {
-            ctx.conn
-                .prepare_cached("DELETE FROM nodes WHERE id = ?1")?
-                .execute([id])?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// See [`crate::store::Store::nodes_list`].
-    pub async fn nodes_list(&self, now: i64) -> Result<Vec<NodeSummary>> {
-        self.read(move |c| {
-            let mut stmt =
-                c.prepare_cached("SELECT id, started_at, seen_at, jobs FROM nodes ORDER BY id")?;
-            let mut rows = stmt.query([])?;
-            let mut nodes = Vec::new();
-            while let Some(r) = rows.next()? {
-                let seen_at: i64 = r.get(2)?;
-                let jobs: String = r.get(3)?;
-                nodes.push(NodeSummary {
-                    id: r.get(0)?,
-                    started_at: ms_to_time(r.get(1)?),
-                    seen_at: ms_to_time(seen_at),
-                    jobs: serde_json::from_str(&jobs)
-                        .map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?,
-                    live: seen_at >= now - NODE_LIVE_MS,
-                });
-            }
-            Ok(nodes)
         })
         .await
     }

@@ -1,4 +1,4 @@
-//! The SQLite backend.
+//! The SQLite backend: embedded, one file, one writer thread.
 //!
 //! One writer thread owns the only writing connection. Callers hand it operations over a channel;
 //! it takes every operation waiting (up to [`MAX_BATCH`]), runs each inside its own savepoint of one
@@ -6,12 +6,22 @@
 //! answers each caller. That is group commit: 64 concurrent senders cost one fsync, not 64. Reads
 //! use a small pool of read-only connections on the blocking thread pool and never wait for the
 //! writer.
+//!
+//! Mirrors `store/postgres/` file for file: `mod` (the store's handle, opening, migrations, health),
+//! `writer` (the writer thread: every write as an operation in a batch, one commit per batch),
+//! `rows` (decoding rows into the model), `events`, `runs`, `steps`, `jobs` (definitions and
+//! schedules), `webhooks`, `endpoints`, `nodes` (node beats and leader leases) and `query` (lists
+//! and statistics). Only SQLite has `rollups` (the per-minute counts each batch keeps) and
+//! `search` (the payload search's FTS5 index, filled behind a watermark).
 
 mod endpoints;
-mod ops;
+mod events;
+mod jobs;
+mod nodes;
 mod query;
-mod read;
 mod rollups;
+mod rows;
+mod runs;
 mod search;
 mod steps;
 mod webhooks;
@@ -25,31 +35,18 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::{Error, Result, Triggers};
+use rows::jobs_load;
+pub use writer::{CHECKPOINT_WAIT, MAX_BATCH, WAL_LIMIT_BYTES};
+
+/// Events the payload search indexes per write (see `search`).
+pub const SEARCH_CHUNK: usize = search::CHUNK;
+use writer::{writer_loop, Commit, Guard, LoadWindow, Msg, TypedOp, WriteCtx};
 
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         Error::Database(Arc::new(e))
     }
 }
-
-use writer::{writer_loop, LoadWindow, Msg, TypedOp};
-pub(crate) use writer::{Commit, Guard, WriteCtx};
-
-/// Most operations grouped into one transaction.
-pub const MAX_BATCH: usize = 4096;
-
-/// WAL size past which the writer forces a checkpoint that resets the WAL (`TRUNCATE`), waiting
-/// up to [`CHECKPOINT_WAIT`] for the readers of older snapshots. SQLite's automatic checkpoints
-/// never wait, so under reads that overlap without a break the WAL could not be reset and grew
-/// without bound (5.6 GB in 10 minutes of mixed load once).
-pub const WAL_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
-
-/// Longest the writer waits for readers when it resets the WAL; writes wait meanwhile. A reset
-/// that does not get them in time is tried again a second later.
-pub const CHECKPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Events the payload search's indexer adds per write ([`SqliteStore::search_index`]).
-pub const SEARCH_CHUNK: usize = search::CHUNK;
 
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("0001_init.sql")),
@@ -95,7 +92,7 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-struct Inner {
+pub(super) struct Inner {
     path: PathBuf,
     tx: mpsc::Sender<Msg>,
     /// Nanoseconds the writer has spent on batches since it started.
@@ -109,7 +106,7 @@ struct Inner {
     work: Arc<Notify>,
 }
 
-fn configure(conn: &Connection) -> Result<()> {
+pub(super) fn configure(conn: &Connection) -> Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
@@ -126,22 +123,22 @@ fn configure(conn: &Connection) -> Result<()> {
 
 /// Opens, configures and migrates the database; returns the writer connection and the stored
 /// job definitions.
-fn open_migrated(path: &Path) -> Result<(Connection, Vec<crate::model::JobSpec>)> {
+pub(super) fn open_migrated(path: &Path) -> Result<(Connection, Vec<crate::model::JobSpec>)> {
     let mut conn = Connection::open(path)?;
     configure(&conn)?;
     migrate(&mut conn)?;
-    let specs = ops::jobs_load(&conn)?;
+    let specs = jobs_load(&conn)?;
     Ok((conn, specs))
 }
 
-fn is_busy(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+pub(super) fn is_busy(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
     matches!(
         e.downcast_ref::<rusqlite::Error>(),
         Some(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::DatabaseBusy
     )
 }
 
-fn migrate(conn: &mut Connection) -> Result<()> {
+pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")?;
     for (version, sql) in MIGRATIONS {
         // IMMEDIATE takes the write lock before the check, so processes starting at once on a
@@ -164,6 +161,17 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         tracing::info!(version, "applied SQLite migration");
     }
     Ok(())
+}
+
+pub(super) fn open_reader(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn)
 }
 
 impl SqliteStore {
@@ -289,6 +297,28 @@ impl SqliteStore {
         .map_err(|_| Error::Closed)?
     }
 
+    /// Checks that the database answers a query.
+    pub async fn health_read(&self) -> Result<()> {
+        self.read(|c| {
+            Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
+                .map(|_| ())?)
+        })
+        .await
+    }
+
+    /// See [`super::Store::health_write`]: one upsert through the writer, in its next batch.
+    pub async fn health_write(&self, now: i64) -> Result<()> {
+        self.write_guarded(Guard::Batch, move |ctx| {
+            ctx.conn.execute(
+                "INSERT INTO health (id, checked_at) VALUES (1, ?1) \
+                 ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
+                [now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     /// See [`super::Store::set_read_only`].
     pub async fn health_fail_writes(&self, on: bool) -> Result<()> {
         let (reply, rx) = oneshot::channel();
@@ -298,15 +328,6 @@ impl SqliteStore {
             .await
             .map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)?
-    }
-
-    /// Checks that the database answers a query.
-    pub async fn health_read(&self) -> Result<()> {
-        self.read(|c| {
-            Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
-                .map(|_| ())?)
-        })
-        .await
     }
 
     /// See [`super::Store::rollups_drift`].
@@ -356,30 +377,6 @@ impl SqliteStore {
     pub async fn search_backlog(&self) -> Result<u64> {
         self.read(|c| Ok(search::backlog(c)?.1)).await
     }
-
-    /// See [`super::Store::health_write`]: one upsert through the writer, in its next batch.
-    pub async fn health_write(&self, now: i64) -> Result<()> {
-        self.write_guarded(Guard::Batch, move |ctx| {
-            ctx.conn.execute(
-                "INSERT INTO health (id, checked_at) VALUES (1, ?1) \
-                 ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
-                [now],
-            )?;
-            Ok(())
-        })
-        .await
-    }
-}
-
-fn open_reader(path: &Path) -> Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI,
-    )?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    Ok(conn)
 }
 
 #[cfg(test)]

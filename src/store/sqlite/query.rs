@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection};
 
-use super::read::{event_from_row, json_text, run_from_row, EVENT_COLUMNS, RUN_COLUMNS};
+use super::rows::{event_from_row, json_text, run_from_row, EVENT_COLUMNS, RUN_COLUMNS};
 use super::search;
 use super::SqliteStore;
 use crate::model::{ms_to_time, RunStatus};
@@ -653,7 +653,7 @@ mod tests {
     #[test]
     fn the_claim_walks_the_queue_index_in_due_order() {
         let (_dir, conn) = db();
-        let sql = super::super::ops::CLAIM_SELECT;
+        let sql = super::super::runs::CLAIM_SELECT;
         let p = plan(
             &conn,
             sql,
@@ -675,7 +675,7 @@ mod tests {
         let (_dir, conn) = db();
         let p = plan(
             &conn,
-            super::super::read::NEXT_RUN_SQL,
+            super::super::runs::NEXT_RUN_SQL,
             &[SqlValue::Text("[\"a\"]".into())],
         );
         assert!(p.contains("runs_runnable"), "{p}");

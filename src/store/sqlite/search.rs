@@ -26,7 +26,7 @@
 use rusqlite::{params, params_from_iter, Connection};
 
 use super::query::{events_where, fetch_limit, Walk};
-use super::read::EVENT_COLUMNS;
+use super::rows::EVENT_COLUMNS;
 use crate::store::query::EventQuery;
 use crate::store::Result;
 

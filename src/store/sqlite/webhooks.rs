@@ -1,17 +1,21 @@
 //! Verified webhook deliveries in SQLite: the delivery row and every event it produces are written
 //! by one operation of the writer, so they commit (or fail) together.
 
-use rusqlite::{params, OptionalExtension};
-use serde_json::Value;
-
-use super::ops::insert_event;
-use super::read::json_text;
+use super::events::insert_event;
+use super::rows::json_text;
 use super::SqliteStore;
 use crate::model::ms_to_time;
 use crate::store::{Error, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
 
 /// Most deliveries one list returns.
-const MAX_LIST: usize = 1000;
+pub(super) const MAX_LIST: usize = 1000;
+
+pub(super) fn event_ids(text: &str) -> Result<Vec<String>> {
+    serde_json::from_value(json_text(text)?)
+        .map_err(|e| Error::Corrupt(format!("webhook delivery event ids: {e}")))
+}
 
 impl SqliteStore {
     /// See [`crate::store::Store::webhook_record`].
@@ -129,9 +133,4 @@ impl SqliteStore {
         })
         .await
     }
-}
-
-fn event_ids(text: &str) -> Result<Vec<String>> {
-    serde_json::from_value(json_text(text)?)
-        .map_err(|e| Error::Corrupt(format!("webhook delivery event ids: {e}")))
 }

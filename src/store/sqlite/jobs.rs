@@ -1,0 +1,174 @@
+//! Jobs on SQLite: storing a definition with its schedule in one operation, pausing, firing due
+//! schedules (each tick's event through the ordinary insert), listing schedules, and which
+//! endpoint owns each job.
+
+use super::events::insert_event;
+use super::rows::schedule_row;
+use super::SqliteStore;
+use crate::model::JobSpec;
+use crate::store::{Error, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// Stores a job definition, of `endpoint`'s index or (`None`) defined in code. A job of an
+/// endpoint is never overwritten by a definition from code or from another endpoint: false then.
+pub(super) fn job_put(
+    conn: &Connection,
+    spec: &JobSpec,
+    endpoint: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
+    let n = conn
+        .prepare_cached(
+            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+             ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
+             filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
+             concurrency = excluded.concurrency, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
+             endpoint_id = excluded.endpoint_id \
+             WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
+        )?
+        .execute(params![
+            spec.id,
+            spec.name,
+            spec.version,
+            spec.event,
+            filter,
+            spec.retry.max_attempts,
+            i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
+            spec.concurrency,
+            now,
+            endpoint
+        ])?;
+    Ok(n == 1)
+}
+
+/// Writes `spec`'s schedule row: removed when it has no schedule, kept as it is when the schedule
+/// did not change (its next tick too), else (re)started from the first tick after `now`.
+pub(super) fn schedule_sync(conn: &Connection, spec: &JobSpec, now: i64) -> Result<()> {
+    let Some(schedule) = &spec.schedule else {
+        conn.prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?
+            .execute([&spec.id])?;
+        return Ok(());
+    };
+    let (text, tz) = schedule.to_stored();
+    let stored: Option<(String, Option<String>)> = conn
+        .prepare_cached("SELECT spec, timezone FROM schedules WHERE job_id = ?1")?
+        .query_row([&spec.id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if stored.as_ref() == Some(&(text.clone(), tz.clone())) {
+        return Ok(());
+    }
+    match schedule.next_after(now) {
+        Some(next) => {
+            conn.prepare_cached(
+                "INSERT INTO schedules (job_id, spec, timezone, next_tick) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (job_id) DO UPDATE SET spec = excluded.spec, timezone = excluded.timezone, \
+                 next_tick = excluded.next_tick",
+            )?
+            .execute(params![spec.id, text, tz, next])?;
+        }
+        None => {
+            conn.prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?
+                .execute([&spec.id])?;
+        }
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Stores a job definition and its schedule (see [`crate::store::Store::job_define_at`]).
+    pub async fn job_define(&self, spec: JobSpec, now: i64) -> Result<()> {
+        self.write(move |ctx| {
+            if job_put(ctx.conn, &spec, None, chrono::Utc::now().timestamp_millis())? {
+                schedule_sync(ctx.conn, &spec, now)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::job_pause`].
+    pub async fn job_pause(&self, id: String, paused: bool) -> Result<()> {
+        self.write(move |ctx| {
+            let n = ctx
+                .conn
+                .prepare_cached("UPDATE jobs SET paused = ?2 WHERE id = ?1")?
+                .execute(params![id, paused])?;
+            if n == 0 {
+                return Err(Error::NotFound { what: "job", id });
+            }
+            ctx.wake = !paused; // its due runs can be claimed now
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::schedules_fire_due`]: one writer operation, so the tick's
+    /// event and the schedule's move commit together.
+    pub async fn schedules_fire_due(&self, now: i64, limit: usize) -> Result<usize> {
+        self.write(move |ctx| {
+            let due: Vec<_> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT job_id, spec, timezone, next_tick, last_tick FROM schedules \
+                     WHERE next_tick <= ?1 ORDER BY next_tick LIMIT ?2",
+                )?
+                .query_map(params![now, limit as i64], schedule_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            for (job, text, tz, due_at, last) in &due {
+                let schedule = match crate::schedule::Schedule::from_stored(text, tz.as_deref()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(job = %job, error = %e, "dropping a stored schedule that no longer reads");
+                        ctx.conn.prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?.execute([job])?;
+                        continue;
+                    }
+                };
+                let (tick, next) = crate::store::schedules::tick_due(&schedule, *due_at, now);
+                let ev = crate::store::schedules::tick_event(job, tick, *last, now);
+                insert_event(ctx, &ev, &ev.payload.to_string(), None)?;
+                match next {
+                    Some(next) => ctx.conn.prepare_cached(
+                        "UPDATE schedules SET next_tick = ?2, last_tick = ?3 WHERE job_id = ?1",
+                    )?.execute(params![job, next, tick])?,
+                    None => ctx.conn.prepare_cached("DELETE FROM schedules WHERE job_id = ?1")?.execute([job])?,
+                };
+            }
+            Ok(due.len())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::schedules_list`].
+    pub async fn schedules_list(&self) -> Result<Vec<crate::store::ScheduleState>> {
+        self.read(|c| {
+            let rows: Vec<_> = c
+                .prepare_cached(
+                    "SELECT job_id, spec, timezone, next_tick, last_tick FROM schedules ORDER BY job_id",
+                )?
+                .query_map([], schedule_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows
+                .into_iter()
+                .filter_map(|(job_id, text, tz, next_tick, last_tick)| {
+                    let schedule = crate::schedule::Schedule::from_stored(&text, tz.as_deref()).ok()?;
+                    Some(crate::store::ScheduleState { job_id, schedule, next_tick, last_tick })
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// Each stored job with its endpoint, if any.
+    pub async fn job_endpoints(&self) -> Result<Vec<(String, Option<String>)>> {
+        self.read(|c| {
+            Ok(
+                c.prepare_cached("SELECT id, endpoint_id FROM jobs ORDER BY id")?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()?,
+            )
+        })
+        .await
+    }
+}

@@ -1,0 +1,482 @@
+//! The run lifecycle on SQLite: claim (one `SELECT` of the due runs with their payloads, then an
+//! update by rowid; a batch of claims alone commits without an fsync, `Commit::Lazy`), complete
+//! (fenced by the lease token), heartbeat, release, rescue, cancel, retry, bulk actions; and the
+//! reads of one run (its detail, the next due time, counts by state).
+
+use super::rows::{json_text, opt_json, run_from_row, RUN_COLUMNS};
+use super::writer::{Commit, Guard, WriteCtx};
+use super::SqliteStore;
+use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus, StepKind, StepStatus};
+use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// The runs a claim takes: runnable runs of the given jobs (`?4`, a JSON array), oldest due first,
+/// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so
+/// its cost does not grow with the depth of the queue. Paused jobs are taken off the list of jobs
+/// (once per claim, not per run), so their runs stay queued.
+///
+/// It reads each run with its event's name and payload in one pass; the claim then updates the
+/// runs one by one by rowid. (`UPDATE … WHERE seq IN (…) RETURNING` gathers the keys and the
+/// returned rows in two ephemeral tables, and the payloads needed a lookup per run after it.)
+pub(super) const CLAIM_SELECT: &str =
+    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
+     FROM runs r INDEXED BY runs_runnable JOIN events e ON e.id = r.event_id \
+     WHERE r.status = 'queued' AND r.run_at <= ?1 AND r.job_id IN (SELECT value FROM json_each(?2) \
+       WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
+     ORDER BY r.run_at, r.seq LIMIT ?3";
+
+/// A completion that ends the run, with the rows its fenced update wrote (1 while the lease
+/// held): counted for `job` when written.
+pub(super) fn final_outcome<'c, 'e>(
+    outcome: &'static str,
+    updated: usize,
+    job: &'c str,
+    error: Option<&'e str>,
+) -> (&'static str, bool, Option<&'c str>, Option<&'e str>) {
+    (outcome, updated == 1, (updated == 1).then_some(job), error)
+}
+
+pub(super) fn record_attempt(
+    conn: &Connection,
+    run_id: &str,
+    attempt: u32,
+    outcome: &str,
+    started: Option<i64>,
+    finished: i64,
+    error: Option<&str>,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![run_id, attempt, outcome, started, finished, error])?;
+    Ok(())
+}
+
+/// Cancels one queued or running run inside the caller's write: final and counted, its lease
+/// removed, so the completion of an attempt still executing no longer matches (fencing) and is
+/// refused. A running run's attempt is recorded as `cancelled`.
+pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
+    // Read before the write (RETURNING shows the new row): whether an attempt is executing.
+    let found: Option<(String, String, u32, Option<i64>)> = ctx
+        .conn
+        .prepare_cached("SELECT status, job_id, attempt, started_at FROM runs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    let Some((status, job, attempt, started)) = found else {
+        return run_state_error(ctx.conn, id, "cancelled", "");
+    };
+    if status != "queued" && status != "running" {
+        return run_state_error(
+            ctx.conn,
+            id,
+            "cancelled",
+            "only a queued or running run can be cancelled",
+        );
+    }
+    ctx.conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'cancelled', finished_at = ?2, lease_until = NULL, lease_token = NULL WHERE id = ?1",
+        )?
+        .execute(params![id, now])?;
+    ctx.tally.run(now, &job, "cancelled", 1);
+    if status == "running" {
+        record_attempt(
+            ctx.conn,
+            id,
+            attempt,
+            "cancelled",
+            started,
+            now,
+            Some("cancelled while running"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Queues failed or cancelled run `id` again inside the caller's write (see `run_retry`); a run
+/// in another state is a conflict, and nothing is written then.
+pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
+    // What the run counted as in the per-minute counts, which it leaves.
+    let finished: Option<(i64, String, String)> = ctx
+        .conn
+        .prepare_cached(
+            "SELECT finished_at, job_id, status FROM runs \
+             WHERE id = ?1 AND status IN ('failed', 'cancelled') AND finished_at IS NOT NULL",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let n = ctx
+        .conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
+             WHERE id = ?1 AND status IN ('failed', 'cancelled')",
+        )?
+        .execute(params![id, now])?;
+    if n == 1 {
+        if let Some((at, job, status)) = finished {
+            ctx.tally.run(at, &job, &status, -1);
+        }
+        ctx.wake = true;
+        return Ok(());
+    }
+    run_state_error(
+        ctx.conn,
+        id,
+        "retried",
+        "only a failed or cancelled run can be retried",
+    )
+}
+
+pub(super) fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: &str) -> Result<T> {
+    let status: Option<String> = conn
+        .query_row("SELECT status FROM runs WHERE id = ?1", [id], |r| r.get(0))
+        .optional()?;
+    match status {
+        None => Err(Error::NotFound {
+            what: "run",
+            id: id.to_string(),
+        }),
+        Some(s) => Err(Error::Conflict(format!(
+            "run {id:?} cannot be {verb}: it is {s}; {rule}"
+        ))),
+    }
+}
+
+/// The earliest queued run of a job list (`?1`, JSON array). `INDEXED BY`: see
+/// [`CLAIM_SELECT`]; without it this walks every run the jobs ever had.
+pub(super) const NEXT_RUN_SQL: &str =
+    "SELECT run_at FROM runs INDEXED BY runs_runnable WHERE status = 'queued' \
+     AND job_id IN (SELECT value FROM json_each(?1) \
+       WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) ORDER BY run_at LIMIT 1";
+
+impl SqliteStore {
+    /// See [`crate::store::Store::runs_claim`].
+    pub async fn runs_claim(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>> {
+        let token: i64 = rand::random::<i64>() & i64::MAX;
+        let groups: Vec<(String, usize)> = p
+            .groups
+            .iter()
+            .filter(|g| g.limit > 0 && !g.jobs.is_empty())
+            .map(|g| (serde_json::to_string(&g.jobs).unwrap_or_default(), g.limit))
+            .collect();
+        if groups.is_empty() {
+            return Ok(Vec::new());
+        }
+        type Row = (i64, String, String, String, u32, u32, String, String);
+        let now = p.now;
+        // Committed without waiting for the disk: see `Commit::Lazy`.
+        let claimed: Vec<Row> = self.write_synced(Guard::Savepoint, Commit::Lazy, move |ctx| {
+            let mut claimed = Vec::new();
+            for (jobs, limit) in &groups {
+                let rows: Vec<Row> = ctx
+                    .conn
+                    .prepare_cached(CLAIM_SELECT)?
+                    .query_map(params![p.now, jobs, *limit as i64], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                let mut take = ctx.conn.prepare_cached(
+                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
+                     WHERE seq = ?1",
+                )?;
+                for row in rows {
+                    take.execute(params![row.0, p.now, p.lease_until, token, p.node])?;
+                    claimed.push(row);
+                }
+            }
+            Ok(claimed)
+        })
+        .await?;
+        // The payloads are parsed here, on the caller's task, not on the writer thread.
+        claimed
+            .into_iter()
+            .map(
+                |(_, id, event_id, job_id, attempt, max_attempts, event_name, payload)| {
+                    Ok(ClaimedRun {
+                        id,
+                        event_id,
+                        event_name,
+                        job_id,
+                        attempt,
+                        max_attempts,
+                        token,
+                        payload: json_text(&payload)?,
+                        started_at: now,
+                    })
+                },
+            )
+            .collect()
+    }
+
+    /// See [`crate::store::Store::runs_complete`].
+    pub async fn runs_complete(&self, completions: Vec<Completion>) -> Result<Vec<bool>> {
+        // No savepoint: every failure here is a database error.
+        self.write_guarded(Guard::Batch, move |ctx| {
+            let mut held = Vec::with_capacity(completions.len());
+            for c in &completions {
+                // Whether the lease still held (the run was written), and the job of a run that
+                // reached a final state, for the per-minute counts.
+                let (outcome, held_lease, finished, error): (_, bool, Option<&str>, _) = match &c.finish {
+                    Finish::Succeeded(output) => final_outcome("succeeded", ctx.conn.prepare_cached(
+                        "UPDATE runs SET status = 'succeeded', finished_at = ?3, output = ?4, error = NULL, lease_until = NULL, lease_token = NULL \
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                    )?.execute(params![c.run_id, c.token, c.finished_at, output.to_string()])?, &c.job_id, None),
+                    Finish::Retry { error, at } => {
+                        ctx.wake = true;
+                        let n = ctx.conn.prepare_cached(
+                            "UPDATE runs SET status = 'queued', run_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
+                             WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                        )?.execute(params![c.run_id, c.token, at, error])?;
+                        ("retrying", n == 1, None, Some(error.as_str()))
+                    }
+                    Finish::Failed(error) => final_outcome("failed", ctx.conn.prepare_cached(
+                        "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                    )?.execute(params![c.run_id, c.token, c.finished_at, error])?, &c.job_id, Some(error.as_str())),
+                    Finish::Wait { key, until, since } => {
+                        // Back to the queue, due when the wait is; the attempt does not count.
+                        let n = ctx.conn.prepare_cached(
+                            "UPDATE runs SET status = 'queued', attempt = attempt - 1, run_at = ?3, lease_until = NULL, lease_token = NULL \
+                             WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+                        )?.execute(params![c.run_id, c.token, until])?;
+                        if n == 1 {
+                            ctx.wake = true;
+                            ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
+                                c.run_id, key, StepKind::Wait.as_str(), StepStatus::Waiting.as_str(),
+                                c.attempt, since, None::<i64>, until, None::<String>, None::<String>
+                            ])?;
+                        }
+                        ("waiting", n == 1, None, None)
+                    }
+                };
+                let ok = held_lease;
+                if let Some(job) = finished {
+                    ctx.tally.run(c.finished_at, job, outcome, 1);
+                }
+                if ok {
+                    // A success's attempt is the run row itself (see `RunDetail::new`).
+                    if !matches!(c.finish, Finish::Succeeded(_)) {
+                        record_attempt(ctx.conn, &c.run_id, c.attempt, outcome, Some(c.started_at), c.finished_at, error)?;
+                    }
+                    let mut log = ctx.conn.prepare_cached(
+                        "INSERT INTO run_logs (run_id, attempt, level, message, fields, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?;
+                    for line in &c.logs {
+                        log.execute(params![
+                            c.run_id,
+                            line.attempt,
+                            line.level.as_str(),
+                            line.message,
+                            line.fields.as_ref().map(Value::to_string),
+                            line.at.timestamp_millis()
+                        ])?;
+                    }
+                }
+                held.push(ok);
+            }
+            Ok(held)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_heartbeat`].
+    pub async fn runs_heartbeat(
+        &self,
+        leases: Vec<Lease>,
+        lease_until: i64,
+    ) -> Result<Vec<String>> {
+        self.write(move |ctx| {
+            let mut stmt = ctx.conn.prepare_cached(
+                "UPDATE runs SET lease_until = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
+            )?;
+            let mut lost = Vec::new();
+            for l in &leases {
+                if stmt.execute(params![l.run_id, l.token, lease_until])? == 0 {
+                    lost.push(l.run_id.clone());
+                }
+            }
+            Ok(lost)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_release`].
+    pub async fn runs_release(&self, leases: Vec<Lease>, now: i64) -> Result<usize> {
+        self.write(move |ctx| {
+            let mut n = 0;
+            for l in &leases {
+                let released: Option<(u32, Option<i64>)> = ctx
+                    .conn
+                    .prepare_cached(
+                        "UPDATE runs SET status = 'queued', attempt = attempt - 1, run_at = ?3, lease_until = NULL, lease_token = NULL \
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING attempt + 1, started_at",
+                    )?
+                    .query_row(params![l.run_id, l.token, now], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                if let Some((attempt, started)) = released {
+                    record_attempt(ctx.conn, &l.run_id, attempt, "released", started, now, Some("released at shutdown before it finished"))?;
+                    n += 1;
+                }
+            }
+            if n > 0 {
+                ctx.wake = true;
+            }
+            Ok(n)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_rescue`].
+    pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
+        self.write(move |ctx| {
+            /// A rescued run: id, attempt, start, error, job, and when it failed (no attempt left).
+            type Rescued = (String, u32, Option<i64>, String, String, Option<i64>);
+            let rescued: Vec<Rescued> = ctx
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET \
+                       status = CASE WHEN attempt < max_attempts THEN 'queued' ELSE 'failed' END, \
+                       finished_at = CASE WHEN attempt < max_attempts THEN NULL ELSE ?1 END, \
+                       run_at = ?1, lease_until = NULL, lease_token = NULL, \
+                       error = 'lease expired: the worker running attempt ' || attempt || ' stopped responding' \
+                     WHERE seq IN (SELECT seq FROM runs WHERE status = 'running' AND lease_until < ?1 LIMIT 1000) \
+                     RETURNING id, attempt, started_at, error, job_id, finished_at",
+                )?
+                .query_map([now], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            for (id, attempt, started, error, job, finished) in &rescued {
+                record_attempt(ctx.conn, id, *attempt, "lost", *started, now, Some(error))?;
+                if let Some(at) = finished {
+                    ctx.tally.run(*at, job, "failed", 1);
+                }
+            }
+            if !rescued.is_empty() {
+                ctx.wake = true;
+            }
+            Ok(rescued.len())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::run_cancel`].
+    pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
+        self.write(move |ctx| run_cancel_one(ctx, &id, now)).await
+    }
+
+    /// See [`crate::store::Store::run_retry`].
+    pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
+        self.write(move |ctx| run_retry_one(ctx, &id, now)).await
+    }
+
+    /// See [`crate::store::Store::runs_bulk`].
+    pub async fn runs_bulk(
+        &self,
+        action: crate::store::BulkRunAction,
+        ids: Vec<String>,
+        now: i64,
+    ) -> Result<usize> {
+        self.write(move |ctx| {
+            let mut n = 0;
+            for id in &ids {
+                // A run in another state (or gone) is skipped; both checks write nothing then.
+                let done = match action {
+                    crate::store::BulkRunAction::Cancel => run_cancel_one(ctx, id, now),
+                    crate::store::BulkRunAction::Retry => run_retry_one(ctx, id, now),
+                };
+                match done {
+                    Ok(()) => n += 1,
+                    Err(Error::Conflict(_) | Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(n)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::next_due`].
+    pub async fn runs_next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
+        let jobs = serde_json::to_string(&jobs).unwrap_or_default();
+        self.read(move |c| {
+            let run: Option<i64> = c
+                .prepare_cached(NEXT_RUN_SQL)?
+                .query_row([&jobs], |r| r.get(0))
+                .optional()?;
+            let event: Option<i64> = c
+                .prepare_cached(
+                    "SELECT min(deliver_at) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL",
+                )?
+                .query_row(params![], |r| r.get(0))?;
+            Ok(match (run, event) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            })
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::run_detail`].
+    pub async fn run_detail(&self, id: String) -> Result<Option<RunDetail>> {
+        self.read(move |c| {
+            let run = c
+                .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
+                .query_row([&id], |r| Ok(run_from_row(r)))
+                .optional()?
+                .transpose()?;
+            let Some(run) = run else { return Ok(None) };
+            let mut logs = Vec::new();
+            let mut stmt = c.prepare_cached(
+                "SELECT attempt, level, message, fields, at FROM run_logs WHERE run_id = ?1 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query([&id])?;
+            while let Some(r) = rows.next()? {
+                let level: String = r.get(1)?;
+                logs.push(LogLine {
+                    attempt: r.get(0)?,
+                    level: Level::parse(&level).unwrap_or(Level::Info),
+                    message: r.get(2)?,
+                    fields: opt_json(r.get(3)?)?,
+                    at: ms_to_time(r.get(4)?),
+                });
+            }
+            let attempts = c
+                .prepare_cached(
+                    "SELECT attempt, outcome, started_at, finished_at, error FROM run_attempts WHERE run_id = ?1 ORDER BY rowid",
+                )?
+                .query_map([&id], |r| {
+                    Ok(Attempt {
+                        attempt: r.get(0)?,
+                        outcome: r.get(1)?,
+                        started_at: r.get::<_, Option<i64>>(2)?.map(ms_to_time),
+                        finished_at: ms_to_time(r.get(3)?),
+                        error: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            let steps = super::steps::steps_of(c, &id)?;
+            Ok(Some(RunDetail::new(run, logs, attempts, steps)))
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::run_counts`].
+    pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
+        self.read(|c| {
+            let mut counts = HashMap::new();
+            let mut stmt = c.prepare_cached("SELECT status, count(*) FROM runs GROUP BY status")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let s: String = r.get(0)?;
+                if let Some(st) = RunStatus::parse(&s) {
+                    counts.insert(st, r.get::<_, u64>(1)?);
+                }
+            }
+            Ok(counts)
+        })
+        .await
+    }
+}
