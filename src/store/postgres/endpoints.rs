@@ -1,41 +1,22 @@
-//! Endpoints and nodes on PostgreSQL (see [`crate::store::endpoints`]). Each write is one
-//! transaction; an index locks its endpoint row first, so two nodes indexing the same endpoint
-//! apply one index after the other.
+//! Endpoints on PostgreSQL (see [`crate::store::endpoints`]). Each write is one transaction; an
+//! index locks its endpoint row first, so two nodes indexing the same endpoint apply one index
+//! after the other.
 
+use super::jobs::{job_put, schedule_sync};
+use super::nodes::live_node_jobs;
+use super::rows::{endpoint_row, exec, rows};
+use super::PgStore;
+use crate::store::endpoints::{
+    check_owners, merge_errors, EndpointIndex, EndpointReport, IndexApplied, NewEndpoint,
+    StoredEndpoint, ENDPOINT_COLUMNS,
+};
+use crate::store::nodes::NODE_LIVE_MS;
+use crate::store::{Error, Result};
+use deadpool_postgres::GenericClient;
 use std::collections::{HashMap, HashSet};
 
-use deadpool_postgres::GenericClient;
-use tokio_postgres::Row;
-
-use super::{exec, rows, PgStore};
-use crate::model::ms_to_time;
-use crate::store::endpoints::{
-    check_owners, merge_errors, EndpointIndex, EndpointReport, EndpointRow, IndexApplied,
-    NewEndpoint, StoredEndpoint, ENDPOINT_COLUMNS,
-};
-use crate::store::nodes::{NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
-use crate::store::{Error, Result};
-
-fn endpoint_row(r: &Row) -> Result<EndpointRow> {
-    Ok(EndpointRow {
-        id: r.try_get(0)?,
-        url: r.try_get(1)?,
-        secret: r.try_get(2)?,
-        created_at: r.try_get(3)?,
-        updated_at: r.try_get(4)?,
-        indexed_at: r.try_get(5)?,
-        jobs: r.try_get(6)?,
-        last_ok_at: r.try_get(7)?,
-        last_error_at: r.try_get(8)?,
-        errors: r.try_get(9)?,
-        protocol: r.try_get(10)?,
-        client_id: r.try_get(11)?,
-        skipped: r.try_get(12)?,
-    })
-}
-
 /// Locks endpoint `id` and returns its URL.
-async fn endpoint_lock<C: GenericClient>(c: &C, id: &str) -> Result<String> {
+pub(super) async fn endpoint_lock<C: GenericClient>(c: &C, id: &str) -> Result<String> {
     match rows(
         c,
         "SELECT url FROM endpoints WHERE id = $1 FOR UPDATE",
@@ -52,19 +33,13 @@ async fn endpoint_lock<C: GenericClient>(c: &C, id: &str) -> Result<String> {
     }
 }
 
-async fn live_node_jobs<C: GenericClient>(c: &C, since: i64) -> Result<HashSet<String>> {
-    let mut all = HashSet::new();
-    for r in rows(c, "SELECT jobs FROM nodes WHERE seen_at >= $1", &[&since]).await? {
-        let text: String = r.try_get(0)?;
-        let ids: Vec<String> =
-            serde_json::from_str(&text).map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?;
-        all.extend(ids);
-    }
-    Ok(all)
-}
-
 /// Removes `jobs` and cancels their queued runs; returns how many runs.
-async fn jobs_remove<C: GenericClient>(c: &C, jobs: &[String], url: &str, now: i64) -> Result<u64> {
+pub(super) async fn jobs_remove<C: GenericClient>(
+    c: &C,
+    jobs: &[String],
+    url: &str,
+    now: i64,
+) -> Result<u64> {
     let mut cancelled = 0;
     for job in jobs {
         exec(c, "DELETE FROM jobs WHERE id = $1", &[job]).await?;
@@ -81,7 +56,7 @@ async fn jobs_remove<C: GenericClient>(c: &C, jobs: &[String], url: &str, now: i
 }
 
 /// See [`crate::store::Store::endpoint_index`]; the caller's transaction.
-async fn apply_index<C: GenericClient>(
+pub(super) async fn apply_index<C: GenericClient>(
     c: &C,
     id: &str,
     index: &EndpointIndex,
@@ -124,13 +99,13 @@ async fn apply_index<C: GenericClient>(
     }
     let cancelled_runs = jobs_remove(c, &removed, &url, index.now).await?;
     for job in &index.jobs {
-        if !super::ops::job_put(c, job, Some(id), index.now).await? {
+        if !job_put(c, job, Some(id), index.now).await? {
             return Err(Error::Conflict(format!(
                 "job {:?} is already served by another endpoint",
                 job.id
             )));
         }
-        super::ops::schedule_sync(c, job, index.now).await?;
+        schedule_sync(c, job, index.now).await?;
     }
     exec(
         c,
@@ -298,70 +273,5 @@ impl PgStore {
             Some(r) => Ok((r.try_get(0)?, r.try_get(1)?)),
             None => Ok((0, 0)),
         }
-    }
-
-    /// Each stored job with its endpoint, if any.
-    pub async fn job_endpoints(&self) -> Result<Vec<(String, Option<String>)>> {
-        let client = self.conn().await?;
-        rows(&client, "SELECT id, endpoint_id FROM jobs ORDER BY id", &[])
-            .await?
-            .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .collect()
-    }
-
-    /// See [`crate::store::Store::node_beat`].
-    pub async fn node_beat(&self, beat: NodeBeat) -> Result<()> {
-        let jobs = serde_json::to_string(&beat.jobs).map_err(|e| Error::Corrupt(e.to_string()))?;
-        let mut client = self.conn().await?;
-        let tx = self.begin(&mut client).await?;
-        exec(
-            &tx,
-            "INSERT INTO nodes (id, started_at, seen_at, jobs) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, jobs = excluded.jobs",
-            &[&beat.id, &beat.started_at, &beat.now, &jobs],
-        )
-        .await?;
-        exec(
-            &tx,
-            "DELETE FROM nodes WHERE seen_at < $1",
-            &[&(beat.now - NODE_FORGET_MS)],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// See [`crate::store::Store::node_remove`].
-    pub async fn node_remove(&self, id: String) -> Result<()> {
-        let client = self.conn().await?;
-        self.write_one(&client, "DELETE FROM nodes WHERE id = $1", &[&id])
-            .await?;
-        Ok(())
-    }
-
-    /// See [`crate::store::Store::nodes_list`].
-    pub async fn nodes_list(&self, now: i64) -> Result<Vec<NodeSummary>> {
-        let client = self.conn().await?;
-        rows(
-            &client,
-            "SELECT id, started_at, seen_at, jobs FROM nodes ORDER BY id",
-            &[],
-        )
-        .await?
-        .iter()
-        .map(|r| {
-            let seen_at: i64 = r.try_get(2)?;
-            let jobs: String = r.try_get(3)?;
-            Ok(NodeSummary {
-                id: r.try_get(0)?,
-                started_at: ms_to_time(r.try_get(1)?),
-                seen_at: ms_to_time(seen_at),
-                jobs: serde_json::from_str(&jobs)
-                    .map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?,
-                live: seen_at >= now - NODE_LIVE_MS,
-            })
-        })
-        .collect()
     }
 }

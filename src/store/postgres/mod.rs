@@ -1,44 +1,62 @@
 //! The PostgreSQL backend: any number of processes share one database.
 //!
+//! Mirrors `store/sqlite/` file for file: `mod` (the store's handle, opening, migrations, health,
+//! transaction helpers), `writer` (group commit of event inserts), `rows` (decoding rows into the
+//! model), `events`, `runs`, `steps`, `jobs` (definitions and schedules), `webhooks`,
+//! `endpoints`, `nodes` (node beats and leader leases) and `query` (lists and statistics). Only
+//! PostgreSQL has `listen` (the `LISTEN` connection that wakes the workers).
+//!
 //! - **Connections**: a `deadpool-postgres` pool of `tokio-postgres` connections; statements are
 //!   prepared once per connection and cached.
 //! - **Migrations** ([`MIGRATIONS`]) are embedded and applied at start under an advisory lock, so
 //!   several processes starting at once migrate once.
-//! - **Group commit**: [`PgStore::event_insert`] hands the event to the writer tasks; one takes
-//!   every insert waiting (up to [`MAX_BATCH`]), writes them and their runs with one `UNNEST`
-//!   statement in one transaction (pipelined with `BEGIN`, `NOTIFY` and `COMMIT`), and answers each
-//!   caller only after `COMMIT`. A few writers overlap, so one batch fills while another commits.
+//! - **Group commit** (`writer`): [`PgStore::event_insert`] hands the event to the writer tasks;
+//!   one takes every insert waiting (up to [`MAX_BATCH`]), writes them and their runs with one
+//!   `UNNEST` statement in one transaction (pipelined with `BEGIN`, `NOTIFY` and `COMMIT`), and
+//!   answers each caller only after `COMMIT`. A few writers overlap, so one batch fills while
+//!   another commits.
 //! - **The queue** is `run_queue`, one row per queued or running run (with the lease of a running
 //!   one), next to the run history in `runs` (see `runs.rs`, `0004_run_queue.sql` and
 //!   `0005_lease_on_queue.sql`); readers see both through the view `run_state`. **Claims** are one
 //!   `UPDATE run_queue … WHERE seq = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED LIMIT n))` per
 //!   group on its partial index of runnable rows; **completions** are one statement per batch
 //!   (`UNNEST` arrays), fenced by the lease token on the queue row.
-//! - **Wake-ups**: a transaction that makes runs runnable sends one `NOTIFY flare_work`; a listener
-//!   connection turns it into the same [`Notify`] the workers wait on. Workers poll as well, so
-//!   the hint may be lost. Behind a transaction-mode connection pooler, where `LISTEN` does not
-//!   work, turn the listener off with `FLARE_PG_LISTEN=off` or `?flare_listen=off` on the URL.
-//! - **Storage down** for tests ([`PgStore::set_read_only`]): every write transaction then starts
-//!   `READ ONLY`, so PostgreSQL itself refuses the writes.
+//! - **Wake-ups** (`listen`): a transaction that makes runs runnable sends one `NOTIFY
+//!   flare_work`; a listener connection turns it into the same [`Notify`] the workers wait on.
+//!   Workers poll as well, so the hint may be lost. Behind a transaction-mode connection pooler,
+//!   where `LISTEN` does not work, turn the listener off with `FLARE_PG_LISTEN=off` or
+//!   `?flare_listen=off` on the URL.
+//! - **Storage down** for tests ([`PgStore::health_fail_writes`]): every write transaction then
+//!   starts `READ ONLY`, so PostgreSQL itself refuses the writes.
 
 mod endpoints;
-mod ops;
+mod events;
+mod jobs;
+mod listen;
+mod nodes;
 mod query;
-mod read;
+mod rows;
 mod runs;
 mod steps;
 mod webhooks;
+mod writer;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio::sync::{mpsc, oneshot, Notify};
+use deadpool_postgres::{
+    GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Transaction,
+};
+use tokio::sync::{mpsc, Notify};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
-use super::{Error, Inserted, NewEvent, Result, Triggers};
+use super::{Error, Result, Triggers};
+use listen::listen_loop;
+use rows::{rows, triggers_refresh};
+pub use writer::MAX_BATCH;
+use writer::{writer_loop, InsertOp, Writer, WRITERS};
 
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
@@ -55,21 +73,11 @@ impl From<deadpool_postgres::PoolError> for Error {
     }
 }
 
-/// Most inserts grouped into one transaction.
-pub const MAX_BATCH: usize = 2048;
-
-/// Insert transactions in flight at once. PostgreSQL flushes the WAL of transactions that commit
-/// together with one fsync, so several batches in flight cost about one flush.
-const WRITERS: usize = 4;
-
 /// Connections in the pool.
-const POOL_SIZE: usize = 16;
-
-/// The channel of the wake-up hint.
-pub(crate) const CHANNEL: &str = "flare_work";
+pub(super) const POOL_SIZE: usize = 16;
 
 /// The advisory lock key held while migrating (any constant shared by every Flare process).
-const MIGRATION_LOCK: i64 = 0x666c_6172_655f_6d67; // "flare_mg"
+pub(super) const MIGRATION_LOCK: i64 = 0x666c_6172_655f_6d67; // "flare_mg"
 
 /// Embedded migrations, applied in order at start.
 pub const MIGRATIONS: &[(i64, &str)] = &[
@@ -135,7 +143,7 @@ impl std::error::Error for PgError {
 
 /// Settings read from the URL and the environment.
 #[derive(Debug, Clone)]
-struct Settings {
+pub(super) struct Settings {
     /// The connection settings, Flare's own parameters removed.
     config: tokio_postgres::Config,
     /// Whether to keep a `LISTEN` connection for wake-ups.
@@ -147,7 +155,7 @@ struct Settings {
 /// Reads `url`, removing Flare's own query parameters (the driver refuses parameters it does not
 /// know): `flare_listen=on|off` (`FLARE_PG_LISTEN=off` in the environment also turns it off) and
 /// `flare_pool_size=N` (connections per process, default [`POOL_SIZE`]).
-fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
+pub(super) fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
     let bad = || Error::Url(redact(url));
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
@@ -188,7 +196,7 @@ fn settings(url: &str, env_listen: Option<&str>) -> Result<Settings> {
     })
 }
 
-fn is_off(v: &str) -> bool {
+pub(super) fn is_off(v: &str) -> bool {
     matches!(
         v.to_ascii_lowercase().as_str(),
         "off" | "0" | "false" | "no"
@@ -209,26 +217,6 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// Runs `sql` (prepared once per connection) and returns its rows.
-pub(crate) async fn rows<C: GenericClient>(
-    c: &C,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<Vec<Row>> {
-    let st = c.prepare_cached(sql).await?;
-    Ok(c.query(&st, params).await?)
-}
-
-/// Runs `sql` (prepared once per connection) and returns how many rows it changed.
-pub(crate) async fn exec<C: GenericClient>(
-    c: &C,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<u64> {
-    let st = c.prepare_cached(sql).await?;
-    Ok(c.execute(&st, params).await?)
-}
-
 /// The PostgreSQL store. Cheap to clone.
 #[derive(Clone)]
 pub struct PgStore {
@@ -243,7 +231,7 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-struct Inner {
+pub(super) struct Inner {
     pool: Pool,
     triggers: Arc<Triggers>,
     work: Arc<Notify>,
@@ -260,21 +248,61 @@ impl Drop for Inner {
     }
 }
 
-/// One caller's event waiting for the writer's next transaction.
-struct InsertOp {
-    event: NewEvent,
-    payload: String,
-    context: Option<String>,
-    reply: oneshot::Sender<Result<Inserted>>,
+/// Applies the missing migrations under an advisory lock (held by one connection for the whole
+/// run), each in its own transaction.
+pub(super) async fn migrate(pool: &Pool) -> Result<()> {
+    let mut client = pool.get().await?;
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    let result = apply_migrations(&mut client).await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await;
+    result?;
+    unlock?;
+    Ok(())
 }
 
-/// What the writer task shares with the store.
-struct Writer {
-    pool: Pool,
-    triggers: Arc<Triggers>,
-    work: Arc<Notify>,
-    read_only: Arc<AtomicBool>,
+pub(super) async fn apply_migrations(client: &mut deadpool_postgres::Object) -> Result<()> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
+        )
+        .await?;
+    for (version, sql) in MIGRATIONS {
+        let done = client
+            .query_opt(
+                "SELECT 1 FROM flare_migrations WHERE version = $1",
+                &[version],
+            )
+            .await?
+            .is_some();
+        if done {
+            continue;
+        }
+        let tx = client.transaction().await?;
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "INSERT INTO flare_migrations (version, applied_at) VALUES ($1, $2)",
+            &[version, &chrono::Utc::now().timestamp_millis()],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version, "applied PostgreSQL migration");
+    }
+    Ok(())
 }
+
+/// Settings of a [`PgStore::with_settings`] transaction whose commit waits for the WAL flush.
+pub(super) const GENERIC_PLAN: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
+
+/// Settings of a [`PgStore::with_settings`] transaction for a write whose loss in a server crash
+/// costs nothing but a re-run, a lease extension: its commit does not wait for the WAL flush. If
+/// the server crashes before the flush, the lease is simply shorter; the fencing token keeps
+/// at-least-once. Every other write (events, runs, outcomes) stays synchronous.
+pub(super) const GENERIC_PLAN_NO_WAIT: &str =
+    "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off";
 
 impl PgStore {
     /// Connects to the database at `url`, migrates it, loads the stored job definitions and
@@ -301,7 +329,7 @@ impl PgStore {
         let triggers = Arc::new(Triggers::default());
         {
             let client = pool.get().await?;
-            ops::triggers_refresh(&client, &triggers).await?;
+            triggers_refresh(&client, &triggers).await?;
         }
         let work = Arc::new(Notify::new());
         let read_only = Arc::new(AtomicBool::new(false));
@@ -356,18 +384,31 @@ impl PgStore {
         self.inner.work.notify_one();
     }
 
-    /// See [`super::Store::set_read_only`]: later write transactions start `READ ONLY`, so the
-    /// database itself refuses them.
-    pub async fn health_fail_writes(&self, on: bool) -> Result<()> {
-        self.inner.read_only.store(on, Ordering::SeqCst);
-        Ok(())
-    }
-
     /// Checks that the database answers a query.
     pub async fn health_read(&self) -> Result<()> {
         let conn = self.conn().await?;
         let c = &conn;
         rows(c, "SELECT 1", &[]).await.map(|_| ())
+    }
+
+    /// See [`super::Store::health_write`]: one upsert in its own transaction.
+    pub async fn health_write(&self, now: i64) -> Result<()> {
+        let conn = self.conn().await?;
+        self.write_one(
+            &conn,
+            "INSERT INTO health (id, checked_at) VALUES (1, $1) \
+             ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
+            &[&now],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// See [`super::Store::set_read_only`]: later write transactions start `READ ONLY`, so the
+    /// database itself refuses them.
+    pub async fn health_fail_writes(&self, on: bool) -> Result<()> {
+        self.inner.read_only.store(on, Ordering::SeqCst);
+        Ok(())
     }
 
     /// See [`super::Store::rollups_drift`]: `run_outcomes` against a count of the finished runs,
@@ -402,214 +443,70 @@ impl PgStore {
         Ok(())
     }
 
-    /// See [`super::Store::health_write`]: one upsert in its own transaction.
-    pub async fn health_write(&self, now: i64) -> Result<()> {
-        let conn = self.conn().await?;
-        self.write_one(
-            &conn,
-            "INSERT INTO health (id, checked_at) VALUES (1, $1) \
-             ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
-            &[&now],
-        )
-        .await?;
-        Ok(())
+    /// Starts a write transaction on `client` (`READ ONLY` while the store is switched so).
+    pub(super) async fn begin<'a>(&self, client: &'a mut Object) -> Result<Transaction<'a>> {
+        Ok(client
+            .build_transaction()
+            .read_only(self.read_only())
+            .start()
+            .await?)
     }
 
-    /// See [`super::Store::event_insert`]: grouped with concurrent inserts into one transaction.
-    pub async fn event_insert(&self, event: NewEvent) -> Result<Inserted> {
-        let payload = event.payload.to_string();
-        let context = event.context.as_ref().map(serde_json::Value::to_string);
-        let (reply, rx) = oneshot::channel();
-        let op = InsertOp {
-            event,
-            payload,
-            context,
-            reply,
-        };
-        self.inner
-            .inserts
-            .send(op)
+    /// Runs one statement as its own transaction: in autocommit (one round trip) or, while the
+    /// store is read-only, pipelined inside `BEGIN READ ONLY` … `COMMIT` so the server refuses it.
+    pub(super) async fn write_one(
+        &self,
+        c: &Object,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let st = c.prepare_cached(sql).await?;
+        if !self.read_only() {
+            return Ok(c.query(&st, params).await?);
+        }
+        self.pipelined(c, "BEGIN READ ONLY", &st, params).await
+    }
+
+    /// Runs one statement of the run lifecycle (claim, heartbeat, completion, the look at the
+    /// next due run) as its own transaction (`READ ONLY` while the store is switched so), after the
+    /// `SET LOCAL`s in `settings`, in one round trip. Each sets
+    /// `plan_cache_mode = force_generic_plan` (see [`GENERIC_PLAN`]): these statements look every
+    /// run up by its key, and the generic plan, made for any batch, does that; a custom plan
+    /// (what PostgreSQL uses for a connection's first five executions) is estimated from the
+    /// batch's values and the tables' statistics, which are stale right after a burst of work,
+    /// and costs a planning on every call.
+    pub(super) async fn with_settings(
+        &self,
+        c: &Object,
+        settings: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let st = c.prepare_cached(sql).await?;
+        let mode = if self.read_only() { " READ ONLY" } else { "" };
+        self.pipelined(c, &format!("BEGIN{mode}; {settings}"), &st, params)
             .await
-            .map_err(|_| Error::Closed)?;
-        rx.await.map_err(|_| Error::Closed)?
     }
-}
 
-/// Applies the missing migrations under an advisory lock (held by one connection for the whole
-/// run), each in its own transaction.
-async fn migrate(pool: &Pool) -> Result<()> {
-    let mut client = pool.get().await?;
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
-        .await?;
-    let result = apply_migrations(&mut client).await;
-    let unlock = client
-        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
-        .await;
-    result?;
-    unlock?;
-    Ok(())
-}
-
-async fn apply_migrations(client: &mut deadpool_postgres::Object) -> Result<()> {
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
-        )
-        .await?;
-    for (version, sql) in MIGRATIONS {
-        let done = client
-            .query_opt(
-                "SELECT 1 FROM flare_migrations WHERE version = $1",
-                &[version],
-            )
-            .await?
-            .is_some();
-        if done {
-            continue;
-        }
-        let tx = client.transaction().await?;
-        tx.batch_execute(sql).await?;
-        tx.execute(
-            "INSERT INTO flare_migrations (version, applied_at) VALUES ($1, $2)",
-            &[version, &chrono::Utc::now().timestamp_millis()],
-        )
-        .await?;
-        tx.commit().await?;
-        tracing::info!(version, "applied PostgreSQL migration");
+    /// Sends `begin`, the statement and `COMMIT` in one round trip. A failed statement aborts the
+    /// transaction, and the `COMMIT` after it then rolls back.
+    async fn pipelined(
+        &self,
+        c: &Object,
+        begin: &str,
+        st: &tokio_postgres::Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let (began, result, ended) = futures::join!(
+            c.batch_execute(begin),
+            c.query(st, params),
+            c.batch_execute("COMMIT"),
+        );
+        began?;
+        let result = result?;
+        ended?;
+        Ok(result)
     }
-    Ok(())
-}
-
-/// Keeps a connection that `LISTEN`s on [`CHANNEL`] and wakes the workers on each notification;
-/// reconnects with a backoff when it drops (workers poll meanwhile).
-async fn listen_loop(config: tokio_postgres::Config, work: Arc<Notify>) {
-    let mut failures = 0u32;
-    loop {
-        match listen_once(&config, &work).await {
-            Ok(()) => failures = 0,
-            Err(e) => {
-                failures += 1;
-                if failures <= 3 {
-                    tracing::warn!(error = %e, "the PostgreSQL wake-up listener stopped; workers poll until it reconnects");
-                }
-            }
-        }
-        // Something may have been queued while not listening.
-        work.notify_one();
-        tokio::time::sleep(Duration::from_millis(
-            200 * u64::from(failures.clamp(1, 25)),
-        ))
-        .await;
-    }
-}
-
-async fn listen_once(config: &tokio_postgres::Config, work: &Notify) -> Result<()> {
-    let (client, mut connection) = config.connect(NoTls).await?;
-    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<()>();
-    let driver = tokio::spawn(async move {
-        loop {
-            match futures::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => {
-                    if seen_tx.send(()).is_err() {
-                        return Ok(());
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e),
-                None => return Ok(()),
-            }
-        }
-    });
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
-    work.notify_one();
-    while seen_rx.recv().await.is_some() {
-        // Coalesce a burst of notifications into one wake-up.
-        while seen_rx.try_recv().is_ok() {}
-        work.notify_one();
-    }
-    drop(client);
-    match driver.await {
-        Ok(r) => Ok(r?),
-        Err(_) => Err(Error::Closed),
-    }
-}
-
-/// Collects waiting inserts into one transaction (group commit) and answers each caller after
-/// `COMMIT`. [`WRITERS`] of these share the queue: while one batch waits for its commit, the
-/// next one is already being written.
-async fn writer_loop(writer: Arc<Writer>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<InsertOp>>>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    loop {
-        let n = rx.lock().await.recv_many(&mut batch, MAX_BATCH).await;
-        if n == 0 {
-            break;
-        }
-        match write_batch(&writer, &batch).await {
-            Ok(inserted) => {
-                for (op, ins) in batch.drain(..).zip(inserted) {
-                    let _ = op.reply.send(Ok(ins));
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, events = batch.len(), "inserting a batch of events failed; every sender gets the error");
-                for op in batch.drain(..) {
-                    let _ = op.reply.send(Err(e.clone()));
-                }
-            }
-        }
-    }
-    tracing::debug!("PostgreSQL writer stopped");
-}
-
-/// Writes one batch in two round trips: the job table's revision (fan-out must know every stored
-/// job), then `BEGIN`, the insert, the `NOTIFY` and `COMMIT` pipelined.
-async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
-    let client = writer.pool.get().await?;
-    ops::triggers_refresh(&client, &writer.triggers).await?;
-    let insert = client.prepare_cached(ops::INSERT_EVENTS_SQL).await?;
-    let notify = client.prepare_cached(ops::NOTIFY_SQL).await?;
-    let rows: Vec<ops::EventRow<'_>> = batch
-        .iter()
-        .map(|op| ops::EventRow {
-            event: &op.event,
-            payload: &op.payload,
-            context: op.context.as_deref(),
-        })
-        .collect();
-    let prepared = ops::PreparedEvents::new(&writer.triggers, &rows);
-    let begin = if writer.read_only.load(Ordering::SeqCst) {
-        "BEGIN READ ONLY"
-    } else {
-        "BEGIN"
-    };
-    let params = prepared.params();
-    let wake = prepared.wake;
-    // Sent in this order on the first poll; each answer comes back in order. A failed statement
-    // aborts the transaction, and the COMMIT after it then rolls back.
-    let (began, inserted, notified, committed) = futures::join!(
-        client.batch_execute(begin),
-        client.query(&insert, &params),
-        async {
-            if wake {
-                client.execute(&notify, &[&CHANNEL]).await.map(|_| ())
-            } else {
-                Ok(())
-            }
-        },
-        client.batch_execute("COMMIT"),
-    );
-    began?;
-    let inserted = inserted?;
-    notified?;
-    committed?;
-    let (created, existing) = prepared.created(&inserted)?;
-    let stored = ops::events_by_ids(&client, &existing).await?;
-    let result = prepared.finish(&created, &stored)?;
-    if wake {
-        writer.work.notify_one();
-    }
-    Ok(result)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use tokio_postgres::types::ToSql;
 
-use super::read::{
+use super::rows::{
     count_of, event_from_row, json_text, run_from_row, EVENT_SELECT, EVENT_WIDTH, RUN_COLUMNS,
     RUN_WIDTH,
 };
@@ -276,7 +276,7 @@ impl PgStore {
                 version: r.try_get(2)?,
                 event: r.try_get(3)?,
                 filter: filter.as_deref().map(json_text).transpose()?,
-                max_attempts: super::ops::u32_of(&r, 5)?,
+                max_attempts: super::rows::u32_of(&r, 5)?,
                 timeout_ms: u64::try_from(r.try_get::<_, i64>(6)?).unwrap_or(0),
                 concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
                 updated_at: ms_to_time(r.try_get(8)?),

@@ -1,5 +1,6 @@
-//! The run lifecycle on PostgreSQL: claim, complete, heartbeat, release, rescue, cancel and
-//! retry. Each is one statement in its own transaction, fenced by the lease token where a worker
+//! The run lifecycle on PostgreSQL: claim, complete (a wait's suspension included), heartbeat,
+//! release, rescue, cancel and retry, and the reads of one run (its detail, the next due time,
+//! counts by state). Each is one statement in its own transaction, fenced by the lease token where a worker
 //! writes, so a worker that lost its lease never overwrites the one that took over.
 //!
 //! A run's state is in two places kept in step by every statement here: its row in `runs` (the
@@ -13,14 +14,13 @@
 //! Every writer locks a run's queue row before its run row, so two statements never wait for
 //! each other in opposite orders.
 
-use std::collections::HashSet;
-
+use super::rows::{count_of, json_text, opt_json, rows, run_from_row, u32_of, RUN_COLUMNS};
+use super::{PgStore, GENERIC_PLAN, GENERIC_PLAN_NO_WAIT};
+use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus};
+use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail};
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
-
-use super::ops::{u32_of, GENERIC_PLAN, GENERIC_PLAN_NO_WAIT};
-use super::{rows, PgStore};
-use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result};
+use std::collections::{HashMap, HashSet};
 
 /// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner
@@ -59,7 +59,8 @@ pub(super) const WALK_DUE: &str = walk_due!();
 /// of a claim in a server crash costs nothing but a re-run. If the server crashes before the
 /// flush, the run is simply still queued: the rescuer and the fencing token keep at-least-once,
 /// and an attempt that was never recorded did not count.
-const CLAIM_SETTINGS: &str = concat!(walk_due!(), "; SET LOCAL synchronous_commit = off");
+pub(super) const CLAIM_SETTINGS: &str =
+    concat!(walk_due!(), "; SET LOCAL synchronous_commit = off");
 
 /// The queue rows of `$from` (with `id, token`) whose lease is still held by that token:
 /// `run_queue q` joined to `runs r`, for the `FROM`/`USING` and `WHERE` of a fenced write.
@@ -119,7 +120,7 @@ impl<'a> LogColumns<'a> {
 /// and outcome counts are written for those alone. A success's attempt is the run row itself
 /// (see [`crate::store::RunDetail::new`]): no attempt row. A finished run leaves the queue; a
 /// retried one goes back to it, due at `run_at`.
-const COMPLETE_SQL: &str = concat!(
+pub(super) const COMPLETE_SQL: &str = concat!(
     "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
                             $7::text[], $8::int4[], $9::int8[]) \
@@ -156,6 +157,132 @@ const COMPLETE_SQL: &str = concat!(
        WHERE l.run_id IN (SELECT id FROM done) ORDER BY l.ord) \
      SELECT id FROM done"
 );
+
+pub(super) async fn run_state_error<C: GenericClient>(
+    c: &C,
+    id: &str,
+    verb: &str,
+    rule: &str,
+) -> Result<()> {
+    let r = rows(c, "SELECT status FROM run_state WHERE id = $1", &[&id]).await?;
+    match r.first() {
+        None => Err(Error::NotFound {
+            what: "run",
+            id: id.to_string(),
+        }),
+        Some(r) => {
+            let s: String = r.try_get(0)?;
+            Err(Error::Conflict(format!(
+                "run {id:?} cannot be {verb}: it is {s}; {rule}"
+            )))
+        }
+    }
+}
+
+/// Cancels the queued runs (not the running ones) of job `job` with `error`, in the caller's
+/// transaction; returns how many. Used when a job leaves its endpoint's index.
+pub(super) async fn cancel_queued_of_job<C: GenericClient>(
+    c: &C,
+    job: &str,
+    now: i64,
+    error: &str,
+) -> Result<u64> {
+    let n = rows(
+        c,
+        concat!(
+            "WITH q AS (DELETE FROM run_queue WHERE job_id = $1 AND lease_until IS NULL \
+               RETURNING seq, attempt), \
+             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, error = $3, attempt = q.attempt \
+               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
+             tally AS (",
+            tally_sql!("c"),
+            ") SELECT count(*)::int8 FROM c"
+        ),
+        &[&job, &now, &error],
+    )
+    .await?;
+    Ok(n.first()
+        .map(|r| r.try_get::<_, i64>(0))
+        .transpose()?
+        .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+}
+
+/// Cancels run `id` if it is queued or running, inside `tx`: its queue row (and with it any lease,
+/// so a late completion's token matches nothing and is refused) is deleted, the run row is made
+/// final and counted, and an attempt that was executing is recorded as `cancelled`. Returns 1 when
+/// it was cancelled, 0 when it was not queued or running.
+pub(super) async fn run_cancel_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
+    Ok(rows(
+        tx,
+        concat!(
+            "WITH q AS (DELETE FROM run_queue q USING runs r \
+               WHERE r.id = $1 AND q.seq = r.seq \
+               RETURNING q.seq, q.attempt, q.started_at, q.node, q.lease_until IS NOT NULL AS running), \
+             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, attempt = q.attempt, \
+                 started_at = CASE WHEN q.running THEN q.started_at ELSE r.started_at END, \
+                 node = CASE WHEN q.running THEN q.node ELSE r.node END \
+               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.id, r.job_id, r.status, r.finished_at, r.attempt, q.running, q.started_at), \
+             a AS (INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+               SELECT id, attempt, 'cancelled', started_at, $2, 'cancelled while running' FROM c WHERE running), \
+             tally AS (",
+            tally_sql!("c"),
+            ") SELECT 1 FROM c"
+        ),
+        &[&id, &now],
+    )
+    .await?
+    .len())
+}
+
+/// Queues run `id` again if it is failed or cancelled, inside `tx` (see `run_retry`). Returns 1
+/// when it was queued, 0 when it was in another state.
+pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
+    Ok(rows(
+        tx,
+        "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
+             WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
+           r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
+             FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
+           q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
+           o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
+             WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
+         SELECT 1 FROM r",
+        &[&id, &now],
+    )
+    .await?
+    .len())
+}
+
+/// Suspends a batch of runs on their waits: each queue row still holding the attempt's token
+/// goes back to runnable, due at the wait's time, with the attempt uncounted (as a release at
+/// shutdown); the run row follows; the wait step, the attempt (`waiting`) and the log lines are
+/// written for those alone. The queue row is locked before the run row, as everywhere.
+pub(super) const SUSPEND_SQL: &str = "WITH u AS ( \
+       SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[]) \
+         AS u(id, token, key, until, since, finished_at)), \
+     waiting AS ( \
+       UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = u.until, attempt = q.attempt - 1 \
+       FROM runs r, u WHERE r.id = u.id AND q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL \
+       RETURNING q.seq, u.id, q.attempt + 1 AS attempt, q.started_at, q.node, u.key, u.until, u.since, u.finished_at), \
+     hist AS ( \
+       UPDATE runs r SET run_at = w.until, attempt = w.attempt - 1, started_at = w.started_at, node = w.node \
+       FROM waiting w WHERE r.seq = w.seq), \
+     steps AS ( \
+       INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, wait_until) \
+       SELECT id, key, 'wait', 'waiting', attempt, since, until FROM waiting \
+       ON CONFLICT (run_id, key) DO UPDATE SET status = excluded.status, attempt = excluded.attempt, \
+         wait_until = excluded.wait_until \
+       WHERE run_steps.status <> 'succeeded'), \
+     attempts AS ( \
+       INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+       SELECT id, attempt, 'waiting', started_at, finished_at, NULL FROM waiting), \
+     logs AS ( \
+       INSERT INTO run_logs (run_id, attempt, level, message, fields, at) \
+       SELECT l.run_id, l.attempt, l.level, l.message, l.fields, l.at \
+       FROM unnest($7::text[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::int8[]) \
+            WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
+       WHERE l.run_id IN (SELECT id FROM waiting) ORDER BY l.ord) \
+     SELECT id FROM waiting";
 
 impl PgStore {
     /// See [`crate::store::Store::runs_claim`].
@@ -196,7 +323,7 @@ impl PgStore {
                     attempt: u32_of(&r, 4)?,
                     max_attempts: u32_of(&r, 5)?,
                     token,
-                    payload: super::read::json_text(&r.try_get::<_, String>(6)?)?,
+                    payload: json_text(&r.try_get::<_, String>(6)?)?,
                     started_at: p.now,
                 });
             }
@@ -421,6 +548,27 @@ impl PgStore {
         .await
     }
 
+    /// See [`crate::store::Store::run_retry`].
+    pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        // The run no longer counts as failed or cancelled in its minute: the rates describe each
+        // run's current outcome, as on SQLite.
+        let n = run_retry_in(&tx, &id, now).await?;
+        if n == 1 {
+            tx.commit().await?;
+            self.wake();
+            return Ok(());
+        }
+        run_state_error(
+            &tx,
+            &id,
+            "retried",
+            "only a failed or cancelled run can be retried",
+        )
+        .await
+    }
+
     /// See [`crate::store::Store::runs_bulk`].
     pub async fn runs_bulk(
         &self,
@@ -446,131 +594,172 @@ impl PgStore {
         Ok(n)
     }
 
-    /// See [`crate::store::Store::job_pause`].
-    pub async fn job_pause(&self, id: String, paused: bool) -> Result<()> {
-        let mut client = self.conn().await?;
-        let tx = self.begin(&mut client).await?;
-        let n = tx
-            .execute("UPDATE jobs SET paused = $2 WHERE id = $1", &[&id, &paused])
+    /// Suspends the runs of `waits` (completions whose finish is [`Finish::Wait`]) in one
+    /// statement; returns the ids of those whose lease was still held.
+    pub(super) async fn runs_suspend(&self, waits: &[&Completion]) -> Result<HashSet<String>> {
+        let n = waits.len();
+        let (mut ids, mut tokens, mut keys, mut until, mut since, mut finished) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let mut logs = super::runs::LogColumns::default();
+        for c in waits {
+            let Finish::Wait {
+                key,
+                until: due,
+                since: called,
+            } = &c.finish
+            else {
+                continue;
+            };
+            ids.push(c.run_id.as_str());
+            tokens.push(c.token);
+            keys.push(key.as_str());
+            until.push(*due);
+            since.push(*called);
+            finished.push(c.finished_at);
+            logs.add(&c.run_id, &c.logs);
+        }
+        let client = self.conn().await?;
+        let held = self
+            .with_settings(
+                &client,
+                GENERIC_PLAN,
+                SUSPEND_SQL,
+                &[
+                    &ids,
+                    &tokens,
+                    &keys,
+                    &until,
+                    &since,
+                    &finished,
+                    &logs.run,
+                    &logs.attempt,
+                    &logs.level,
+                    &logs.message,
+                    &logs.fields,
+                    &logs.at,
+                ],
+            )
+            .await?
+            .iter()
+            .map(|r| r.try_get::<_, String>(0))
+            .collect::<Result<HashSet<_>, _>>()?;
+        if !held.is_empty() {
+            self.wake();
+        }
+        Ok(held)
+    }
+
+    /// See [`crate::store::Store::next_due`]: both lookups walk a partial index in due order.
+    pub async fn runs_next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
+        let conn = self.conn().await?;
+        let r = self
+            .with_settings(
+                &conn,
+                super::runs::WALK_DUE,
+                "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL \
+                         AND job_id = ANY(ARRAY(SELECT unnest($1::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
+                         ORDER BY run_at LIMIT 1), \
+                        (SELECT deliver_at FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
+                         AND deliver_at IS NOT NULL ORDER BY deliver_at LIMIT 1)",
+                &[&jobs],
+            )
             .await?;
-        if n == 0 {
-            return Err(Error::NotFound { what: "job", id });
-        }
-        tx.commit().await?;
-        if !paused {
-            self.wake();
-        }
-        Ok(())
+        let Some(r) = r.first() else {
+            return Ok(None);
+        };
+        let run: Option<i64> = r.try_get(0)?;
+        let event: Option<i64> = r.try_get(1)?;
+        Ok(match (run, event) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 
-    /// See [`crate::store::Store::run_retry`].
-    pub async fn run_retry(&self, id: String, now: i64) -> Result<()> {
-        let mut client = self.conn().await?;
-        let tx = self.begin(&mut client).await?;
-        // The run no longer counts as failed or cancelled in its minute: the rates describe each
-        // run's current outcome, as on SQLite.
-        let n = run_retry_in(&tx, &id, now).await?;
-        if n == 1 {
-            tx.commit().await?;
-            self.wake();
-            return Ok(());
-        }
-        run_state_error(
-            &tx,
-            &id,
-            "retried",
-            "only a failed or cancelled run can be retried",
+    /// See [`crate::store::Store::run_detail`].
+    pub async fn run_detail(&self, id: String) -> Result<Option<RunDetail>> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        let Some(run) = rows(
+            c,
+            &format!("SELECT {RUN_COLUMNS} FROM run_state runs WHERE id = $1"),
+            &[&id],
         )
-        .await
-    }
-}
-
-async fn run_state_error<C: GenericClient>(c: &C, id: &str, verb: &str, rule: &str) -> Result<()> {
-    let r = rows(c, "SELECT status FROM run_state WHERE id = $1", &[&id]).await?;
-    match r.first() {
-        None => Err(Error::NotFound {
-            what: "run",
-            id: id.to_string(),
-        }),
-        Some(r) => {
-            let s: String = r.try_get(0)?;
-            Err(Error::Conflict(format!(
-                "run {id:?} cannot be {verb}: it is {s}; {rule}"
-            )))
-        }
-    }
-}
-
-/// Cancels the queued runs (not the running ones) of job `job` with `error`, in the caller's
-/// transaction; returns how many. Used when a job leaves its endpoint's index.
-pub(super) async fn cancel_queued_of_job<C: GenericClient>(
-    c: &C,
-    job: &str,
-    now: i64,
-    error: &str,
-) -> Result<u64> {
-    let n = rows(
-        c,
-        concat!(
-            "WITH q AS (DELETE FROM run_queue WHERE job_id = $1 AND lease_until IS NULL \
-               RETURNING seq, attempt), \
-             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, error = $3, attempt = q.attempt \
-               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
-             tally AS (",
-            tally_sql!("c"),
-            ") SELECT count(*)::int8 FROM c"
-        ),
-        &[&job, &now, &error],
-    )
-    .await?;
-    Ok(n.first()
-        .map(|r| r.try_get::<_, i64>(0))
+        .await?
+        .first()
+        .map(run_from_row)
         .transpose()?
-        .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
-}
+        else {
+            return Ok(None);
+        };
+        let mut logs = Vec::new();
+        for r in rows(
+            c,
+            "SELECT attempt, level, message, fields, at FROM run_logs WHERE run_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .await?
+        {
+            let level: String = r.try_get(1)?;
+            logs.push(LogLine {
+                attempt: u32_of(&r, 0)?,
+                level: Level::parse(&level).unwrap_or(Level::Info),
+                message: r.try_get(2)?,
+                fields: opt_json(r.try_get(3)?)?,
+                at: ms_to_time(r.try_get(4)?),
+            });
+        }
+        let mut attempts = Vec::new();
+        for r in rows(
+            c,
+            "SELECT attempt, outcome, started_at, finished_at, error FROM run_attempts \
+             WHERE run_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .await?
+        {
+            attempts.push(Attempt {
+                attempt: u32_of(&r, 0)?,
+                outcome: r.try_get(1)?,
+                started_at: r.try_get::<_, Option<i64>>(2)?.map(ms_to_time),
+                finished_at: ms_to_time(r.try_get(3)?),
+                error: r.try_get(4)?,
+            });
+        }
+        let steps = super::steps::steps_of(c, &id).await?;
+        Ok(Some(RunDetail::new(run, logs, attempts, steps)))
+    }
 
-/// Cancels run `id` if it is queued or running, inside `tx`: its queue row (and with it any lease,
-/// so a late completion's token matches nothing and is refused) is deleted, the run row is made
-/// final and counted, and an attempt that was executing is recorded as `cancelled`. Returns 1 when
-/// it was cancelled, 0 when it was not queued or running.
-pub(super) async fn run_cancel_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
-    Ok(rows(
-        tx,
-        concat!(
-            "WITH q AS (DELETE FROM run_queue q USING runs r \
-               WHERE r.id = $1 AND q.seq = r.seq \
-               RETURNING q.seq, q.attempt, q.started_at, q.node, q.lease_until IS NOT NULL AS running), \
-             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, attempt = q.attempt, \
-                 started_at = CASE WHEN q.running THEN q.started_at ELSE r.started_at END, \
-                 node = CASE WHEN q.running THEN q.node ELSE r.node END \
-               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.id, r.job_id, r.status, r.finished_at, r.attempt, q.running, q.started_at), \
-             a AS (INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
-               SELECT id, attempt, 'cancelled', started_at, $2, 'cancelled while running' FROM c WHERE running), \
-             tally AS (",
-            tally_sql!("c"),
-            ") SELECT 1 FROM c"
-        ),
-        &[&id, &now],
-    )
-    .await?
-    .len())
-}
-
-/// Queues run `id` again if it is failed or cancelled, inside `tx` (see `run_retry`). Returns 1
-/// when it was queued, 0 when it was in another state.
-pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
-    Ok(rows(
-        tx,
-        "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
-             WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
-           r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
-             FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
-           q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
-           o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
-             WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
-         SELECT 1 FROM r",
-        &[&id, &now],
-    )
-    .await?
-    .len())
+    /// See [`crate::store::Store::run_counts`].
+    pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        let mut counts = HashMap::new();
+        // From the stored states and the queue's leases (not the view, whose join a stale plan
+        // can turn into a nested loop over every run): a running run is stored as queued.
+        for r in rows(
+            c,
+            "SELECT status, count(*) FROM runs GROUP BY status \
+             UNION ALL SELECT 'running', count(*) FROM run_queue WHERE lease_until IS NOT NULL",
+            &[],
+        )
+        .await?
+        {
+            let s: String = r.try_get(0)?;
+            if let Some(st) = RunStatus::parse(&s) {
+                counts.insert(st, count_of(&r, 1)?);
+            }
+        }
+        let running = counts.get(&RunStatus::Running).copied().unwrap_or(0);
+        if let Some(queued) = counts.get_mut(&RunStatus::Queued) {
+            *queued = queued.saturating_sub(running);
+        }
+        counts.retain(|_, n| *n > 0);
+        Ok(counts)
+    }
 }

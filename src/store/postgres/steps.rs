@@ -1,23 +1,19 @@
 //! Durable steps on PostgreSQL: recording one (one statement, fenced by the lease token on the
-//! run's queue row), reading a run's steps, and suspending runs on a wait (one statement per
-//! completion batch: the wait step, the run back in the queue due at the wait's time with the
-//! attempt not counted, its attempt and log lines).
+//! run's queue row) and reading a run's steps. Suspending runs on a wait is part of the
+//! completion (`runs.rs`).
 
-use std::collections::HashSet;
-
+use super::rows::{json_text, rows, u32_of};
+use super::PgStore;
+use crate::model::{ms_to_time, Step, StepKind, StepStatus};
+use crate::store::{Error, NewStep, Result};
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
-
-use super::ops::{u32_of, GENERIC_PLAN};
-use super::{rows, PgStore};
-use crate::model::{ms_to_time, Step, StepKind, StepStatus};
-use crate::store::{Completion, Error, Finish, NewStep, Result};
 
 /// Records a step while the run's queue row holds the lease token `$11`. The queue row is
 /// locked `FOR SHARE`, so a rescue or completion of the run waits for this statement and one
 /// that committed first is seen (the token then no longer matches): a worker that lost its
 /// lease records nothing. A step that succeeded is final: not replaced.
-const STEP_RECORD_SQL: &str = "WITH held AS ( \
+pub(super) const STEP_RECORD_SQL: &str = "WITH held AS ( \
        SELECT r.id FROM run_queue q JOIN runs r ON r.seq = q.seq \
        WHERE r.id = $1 AND q.lease_token = $11 AND q.lease_until IS NOT NULL FOR SHARE OF q), \
      ins AS ( \
@@ -28,37 +24,6 @@ const STEP_RECORD_SQL: &str = "WITH held AS ( \
          wait_until = excluded.wait_until, output = excluded.output, error = excluded.error \
        WHERE run_steps.status <> 'succeeded') \
      SELECT count(*) FROM held";
-
-/// Suspends a batch of runs on their waits: each queue row still holding the attempt's token
-/// goes back to runnable, due at the wait's time, with the attempt uncounted (as a release at
-/// shutdown); the run row follows; the wait step, the attempt (`waiting`) and the log lines are
-/// written for those alone. The queue row is locked before the run row, as everywhere.
-const SUSPEND_SQL: &str = "WITH u AS ( \
-       SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[]) \
-         AS u(id, token, key, until, since, finished_at)), \
-     waiting AS ( \
-       UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = u.until, attempt = q.attempt - 1 \
-       FROM runs r, u WHERE r.id = u.id AND q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL \
-       RETURNING q.seq, u.id, q.attempt + 1 AS attempt, q.started_at, q.node, u.key, u.until, u.since, u.finished_at), \
-     hist AS ( \
-       UPDATE runs r SET run_at = w.until, attempt = w.attempt - 1, started_at = w.started_at, node = w.node \
-       FROM waiting w WHERE r.seq = w.seq), \
-     steps AS ( \
-       INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, wait_until) \
-       SELECT id, key, 'wait', 'waiting', attempt, since, until FROM waiting \
-       ON CONFLICT (run_id, key) DO UPDATE SET status = excluded.status, attempt = excluded.attempt, \
-         wait_until = excluded.wait_until \
-       WHERE run_steps.status <> 'succeeded'), \
-     attempts AS ( \
-       INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
-       SELECT id, attempt, 'waiting', started_at, finished_at, NULL FROM waiting), \
-     logs AS ( \
-       INSERT INTO run_logs (run_id, attempt, level, message, fields, at) \
-       SELECT l.run_id, l.attempt, l.level, l.message, l.fields, l.at \
-       FROM unnest($7::text[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::int8[]) \
-            WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
-       WHERE l.run_id IN (SELECT id FROM waiting) ORDER BY l.ord) \
-     SELECT id FROM waiting";
 
 /// A run's steps, in the order they started.
 pub(super) async fn steps_of<C: GenericClient>(c: &C, run_id: &str) -> Result<Vec<Step>> {
@@ -87,7 +52,7 @@ pub(super) async fn steps_of<C: GenericClient>(c: &C, run_id: &str) -> Result<Ve
             finished_at: finished_at.map(ms_to_time),
             duration_ms: finished_at.map(|f| f - started_at),
             wait_until: r.try_get::<_, Option<i64>>(6)?.map(ms_to_time),
-            output: output.as_deref().map(super::read::json_text).transpose()?,
+            output: output.as_deref().map(json_text).transpose()?,
             error: r.try_get(8)?,
         });
     }
@@ -127,66 +92,5 @@ impl PgStore {
     pub async fn run_steps(&self, run_id: String) -> Result<Vec<Step>> {
         let client = self.conn().await?;
         steps_of(&client, &run_id).await
-    }
-
-    /// Suspends the runs of `waits` (completions whose finish is [`Finish::Wait`]) in one
-    /// statement; returns the ids of those whose lease was still held.
-    pub(super) async fn runs_suspend(&self, waits: &[&Completion]) -> Result<HashSet<String>> {
-        let n = waits.len();
-        let (mut ids, mut tokens, mut keys, mut until, mut since, mut finished) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let mut logs = super::runs::LogColumns::default();
-        for c in waits {
-            let Finish::Wait {
-                key,
-                until: due,
-                since: called,
-            } = &c.finish
-            else {
-                continue;
-            };
-            ids.push(c.run_id.as_str());
-            tokens.push(c.token);
-            keys.push(key.as_str());
-            until.push(*due);
-            since.push(*called);
-            finished.push(c.finished_at);
-            logs.add(&c.run_id, &c.logs);
-        }
-        let client = self.conn().await?;
-        let held = self
-            .with_settings(
-                &client,
-                GENERIC_PLAN,
-                SUSPEND_SQL,
-                &[
-                    &ids,
-                    &tokens,
-                    &keys,
-                    &until,
-                    &since,
-                    &finished,
-                    &logs.run,
-                    &logs.attempt,
-                    &logs.level,
-                    &logs.message,
-                    &logs.fields,
-                    &logs.at,
-                ],
-            )
-            .await?
-            .iter()
-            .map(|r| r.try_get::<_, String>(0))
-            .collect::<Result<HashSet<_>, _>>()?;
-        if !held.is_empty() {
-            self.wake();
-        }
-        Ok(held)
     }
 }

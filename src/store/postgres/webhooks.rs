@@ -3,16 +3,20 @@
 //! nodes receiving the same provider retry at once serialize on its key and the second one sees
 //! a duplicate instead of failing.
 
-use serde_json::Value;
-
-use super::ops::{insert_events, triggers_refresh, EventRow};
-use super::read::json_text;
-use super::{exec, rows, PgStore};
+use super::rows::{exec, json_text, rows, triggers_refresh};
+use super::writer::{insert_events, EventRow};
+use super::PgStore;
 use crate::model::ms_to_time;
 use crate::store::{Error, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
+use serde_json::Value;
 
 /// Most deliveries one list returns.
-const MAX_LIST: usize = 1000;
+pub(super) const MAX_LIST: usize = 1000;
+
+pub(super) fn event_ids(text: &str) -> Result<Vec<String>> {
+    serde_json::from_value(json_text(text)?)
+        .map_err(|e| Error::Corrupt(format!("webhook delivery event ids: {e}")))
+}
 
 impl PgStore {
     /// See [`crate::store::Store::webhook_record`].
@@ -141,9 +145,4 @@ impl PgStore {
         }
         Ok(out)
     }
-}
-
-fn event_ids(text: &str) -> Result<Vec<String>> {
-    serde_json::from_value(json_text(text)?)
-        .map_err(|e| Error::Corrupt(format!("webhook delivery event ids: {e}")))
 }

@@ -1,0 +1,400 @@
+//! Group commit of event inserts: `PgStore::event_insert` hands the event to the writer tasks;
+//! one takes every insert waiting (up to [`MAX_BATCH`]) and writes them with their runs and
+//! per-minute counts in one `UNNEST` statement of one transaction, pipelined with `BEGIN`,
+//! `NOTIFY` and `COMMIT`, then answers each caller. The insert statement is also used directly by
+//! the writes that insert events in a transaction of their own (batches, webhooks, schedules,
+//! delayed events delivered).
+
+use super::listen::CHANNEL;
+use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
+use crate::model::StoredEvent;
+use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
+use deadpool_postgres::{GenericClient, Pool};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+/// Most inserts grouped into one transaction.
+pub const MAX_BATCH: usize = 2048;
+
+/// Insert transactions in flight at once. PostgreSQL flushes the WAL of transactions that commit
+/// together with one fsync, so several batches in flight cost about one flush.
+pub(super) const WRITERS: usize = 4;
+
+/// One caller's event waiting for the writer's next transaction.
+pub(super) struct InsertOp {
+    pub(super) event: NewEvent,
+    pub(super) payload: String,
+    pub(super) context: Option<String>,
+    pub(super) reply: oneshot::Sender<Result<Inserted>>,
+}
+
+/// What the writer task shares with the store.
+pub(super) struct Writer {
+    pub(super) pool: Pool,
+    pub(super) triggers: Arc<Triggers>,
+    pub(super) work: Arc<Notify>,
+    pub(super) read_only: Arc<AtomicBool>,
+}
+
+/// Collects waiting inserts into one transaction (group commit) and answers each caller after
+/// `COMMIT`. [`WRITERS`] of these share the queue: while one batch waits for its commit, the
+/// next one is already being written.
+pub(super) async fn writer_loop(
+    writer: Arc<Writer>,
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<InsertOp>>>,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let n = rx.lock().await.recv_many(&mut batch, MAX_BATCH).await;
+        if n == 0 {
+            break;
+        }
+        match write_batch(&writer, &batch).await {
+            Ok(inserted) => {
+                for (op, ins) in batch.drain(..).zip(inserted) {
+                    let _ = op.reply.send(Ok(ins));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, events = batch.len(), "inserting a batch of events failed; every sender gets the error");
+                for op in batch.drain(..) {
+                    let _ = op.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+    tracing::debug!("PostgreSQL writer stopped");
+}
+
+/// Writes one batch in two round trips: the job table's revision (fan-out must know every stored
+/// job), then `BEGIN`, the insert, the `NOTIFY` and `COMMIT` pipelined.
+pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
+    let client = writer.pool.get().await?;
+    triggers_refresh(&client, &writer.triggers).await?;
+    let insert = client.prepare_cached(INSERT_EVENTS_SQL).await?;
+    let notify = client.prepare_cached(NOTIFY_SQL).await?;
+    let rows: Vec<EventRow<'_>> = batch
+        .iter()
+        .map(|op| EventRow {
+            event: &op.event,
+            payload: &op.payload,
+            context: op.context.as_deref(),
+        })
+        .collect();
+    let prepared = PreparedEvents::new(&writer.triggers, &rows);
+    let begin = if writer.read_only.load(Ordering::SeqCst) {
+        "BEGIN READ ONLY"
+    } else {
+        "BEGIN"
+    };
+    let params = prepared.params();
+    let wake = prepared.wake;
+    // Sent in this order on the first poll; each answer comes back in order. A failed statement
+    // aborts the transaction, and the COMMIT after it then rolls back.
+    let (began, inserted, notified, committed) = futures::join!(
+        client.batch_execute(begin),
+        client.query(&insert, &params),
+        async {
+            if wake {
+                client.execute(&notify, &[&CHANNEL]).await.map(|_| ())
+            } else {
+                Ok(())
+            }
+        },
+        client.batch_execute("COMMIT"),
+    );
+    began?;
+    let inserted = inserted?;
+    notified?;
+    committed?;
+    let (created, existing) = prepared.created(&inserted)?;
+    let stored = events_by_ids(&client, &existing).await?;
+    let result = prepared.finish(&created, &stored)?;
+    if wake {
+        writer.work.notify_one();
+    }
+    Ok(result)
+}
+
+/// Inserts a batch of events and, in the same statement, the runs of those that were new, their
+/// queue rows and their per-minute counts (`event_counts`, `0015_event_counts.sql`). Rows go in
+/// id order: two transactions inserting overlapping ids (writers in flight at once, several
+/// nodes) then wait for each other in one order instead of deadlocking on the unique index.
+pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
+       INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                            $7::int8[], $8::int8[], $9::int8[]) \
+         AS u(id, name, payload, context, source, parent_run_id, ts, deliver_at, delivered_at) \
+       ORDER BY u.id \
+       ON CONFLICT (id) DO NOTHING RETURNING id, timestamp), \
+     c AS ( \
+       INSERT INTO event_counts (minute, shard, n) \
+       SELECT timestamp / 60000, pg_backend_pid() % 16, count(*) FROM ev GROUP BY 1 ORDER BY 1 \
+       ON CONFLICT (minute, shard) DO UPDATE SET n = event_counts.n + excluded.n), \
+     r AS ( \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
+       FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) \
+       WHERE u.event_id IN (SELECT id FROM ev) ORDER BY u.ord \
+       RETURNING seq, job_id, run_at), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, run_at FROM r) \
+     SELECT id FROM ev";
+
+/// Inserts runs (scheduled events being delivered) and their queue rows.
+pub(super) const INSERT_RUNS_SQL: &str = "WITH r AS ( \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) ORDER BY u.ord \
+       RETURNING seq, job_id, run_at) \
+     INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, run_at FROM r";
+
+/// A new run id: time-ordered, so ids sort by creation (as on SQLite).
+pub(super) fn new_run_id() -> String {
+    format!("run_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// One event to insert, with its JSON already serialized.
+pub(super) struct EventRow<'a> {
+    pub(super) event: &'a NewEvent,
+    pub(super) payload: &'a str,
+    pub(super) context: Option<&'a str>,
+}
+
+/// Columns of runs to insert.
+#[derive(Default)]
+pub(super) struct NewRuns {
+    pub(super) ids: Vec<String>,
+    pub(super) event_ids: Vec<String>,
+    pub(super) job_ids: Vec<String>,
+    pub(super) versions: Vec<String>,
+    pub(super) max_attempts: Vec<i32>,
+    pub(super) at: Vec<i64>,
+}
+
+impl NewRuns {
+    /// Adds one queued run per job matching the event; returns their ids.
+    pub(super) fn fan_out(
+        &mut self,
+        triggers: &Triggers,
+        event_id: &str,
+        name: &str,
+        payload: &Value,
+        now: i64,
+    ) -> Vec<String> {
+        let mut ids = Vec::new();
+        for job in triggers.matching(name, payload) {
+            let id = new_run_id();
+            self.ids.push(id.clone());
+            self.event_ids.push(event_id.to_string());
+            self.job_ids.push(job.id.clone());
+            self.versions.push(job.version.clone());
+            self.max_attempts
+                .push(i32::try_from(job.retry.max_attempts).unwrap_or(i32::MAX));
+            self.at.push(now);
+            ids.push(id);
+        }
+        ids
+    }
+}
+
+/// A batch of events ready to insert: the columns of the new ones (the first of each id) and of
+/// the runs of the immediate ones, as arrays for [`INSERT_EVENTS_SQL`].
+pub(super) struct PreparedEvents<'a> {
+    batch: &'a [EventRow<'a>],
+    ids: Vec<&'a str>,
+    names: Vec<&'a str>,
+    payloads: Vec<&'a str>,
+    contexts: Vec<Option<&'a str>>,
+    sources: Vec<&'a str>,
+    parents: Vec<Option<&'a str>>,
+    stamps: Vec<i64>,
+    deliver: Vec<Option<i64>>,
+    delivered: Vec<Option<i64>>,
+    runs: NewRuns,
+    run_ids: Vec<Vec<String>>,
+    candidate: Vec<bool>,
+    /// True when inserting would make work runnable or scheduled (workers should be woken).
+    pub(super) wake: bool,
+}
+
+impl<'a> PreparedEvents<'a> {
+    /// Fans each new event out to the jobs in `triggers` and lays the rows out as arrays.
+    pub(super) fn new(triggers: &Triggers, batch: &'a [EventRow<'a>]) -> Self {
+        let n = batch.len();
+        let mut p = PreparedEvents {
+            batch,
+            ids: Vec::with_capacity(n),
+            names: Vec::with_capacity(n),
+            payloads: Vec::with_capacity(n),
+            contexts: Vec::with_capacity(n),
+            sources: Vec::with_capacity(n),
+            parents: Vec::with_capacity(n),
+            stamps: Vec::with_capacity(n),
+            deliver: Vec::with_capacity(n),
+            delivered: Vec::with_capacity(n),
+            runs: NewRuns::default(),
+            run_ids: vec![Vec::new(); n],
+            candidate: vec![false; n],
+            wake: false,
+        };
+        let mut first = HashSet::with_capacity(n);
+        for (i, row) in batch.iter().enumerate() {
+            let ev = row.event;
+            if !first.insert(ev.id.as_str()) {
+                continue;
+            }
+            p.candidate[i] = true;
+            let immediate = ev.deliver_at.is_none_or(|t| t <= ev.now);
+            p.ids.push(ev.id.as_str());
+            p.names.push(ev.name.as_str());
+            p.payloads.push(row.payload);
+            p.contexts.push(row.context);
+            p.sources.push(ev.source.as_str());
+            p.parents.push(ev.parent_run_id.as_deref());
+            p.stamps.push(ev.now);
+            p.deliver.push(ev.deliver_at);
+            p.delivered.push(immediate.then_some(ev.now));
+            if immediate {
+                p.run_ids[i] = p
+                    .runs
+                    .fan_out(triggers, &ev.id, &ev.name, &ev.payload, ev.now);
+                p.wake |= !p.run_ids[i].is_empty();
+            } else {
+                p.wake = true;
+            }
+        }
+        p
+    }
+
+    /// The parameters of [`INSERT_EVENTS_SQL`].
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 15] {
+        [
+            &self.ids,
+            &self.names,
+            &self.payloads,
+            &self.contexts,
+            &self.sources,
+            &self.parents,
+            &self.stamps,
+            &self.deliver,
+            &self.delivered,
+            &self.runs.ids,
+            &self.runs.event_ids,
+            &self.runs.job_ids,
+            &self.runs.versions,
+            &self.runs.max_attempts,
+            &self.runs.at,
+        ]
+    }
+
+    /// The ids the insert created, from its rows, and the ids that existed before (to look up).
+    pub(super) fn created(&self, rows: &[Row]) -> Result<(HashSet<String>, Vec<String>)> {
+        let created: HashSet<String> = rows
+            .iter()
+            .map(|r| r.try_get::<_, String>(0))
+            .collect::<Result<_, _>>()?;
+        let existing = self
+            .batch
+            .iter()
+            .enumerate()
+            .filter(|(i, row)| !(self.candidate[*i] && created.contains(&row.event.id)))
+            .map(|(_, row)| row.event.id.clone())
+            .collect();
+        Ok((created, existing))
+    }
+
+    /// What each row did: the new events as inserted, the others as `stored` holds them.
+    pub(super) fn finish(
+        self,
+        created: &HashSet<String>,
+        stored: &HashMap<String, StoredEvent>,
+    ) -> Result<Vec<Inserted>> {
+        let t = crate::model::ms_to_time;
+        let mut run_ids = self.run_ids;
+        self.batch
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let ev = row.event;
+                if self.candidate[i] && created.contains(&ev.id) {
+                    let immediate = ev.deliver_at.is_none_or(|at| at <= ev.now);
+                    return Ok(Inserted {
+                        event: StoredEvent {
+                            id: ev.id.clone(),
+                            name: ev.name.clone(),
+                            payload: ev.payload.clone(),
+                            context: ev.context.clone(),
+                            source: ev.source.clone(),
+                            timestamp: t(ev.now),
+                            deliver_at: ev.deliver_at.map(t),
+                            delivered_at: immediate.then(|| t(ev.now)),
+                            cancelled_at: None,
+                            parent_run_id: ev.parent_run_id.clone(),
+                            run_ids: std::mem::take(&mut run_ids[i]),
+                        },
+                        created: true,
+                    });
+                }
+                stored
+                    .get(&ev.id)
+                    .cloned()
+                    .map(|event| Inserted {
+                        event,
+                        created: false,
+                    })
+                    .ok_or_else(|| Error::NotFound {
+                        what: "event",
+                        id: ev.id.clone(),
+                    })
+            })
+            .collect()
+    }
+}
+
+/// Reads stored events by id.
+pub(super) async fn events_by_ids<C: GenericClient>(
+    c: &C,
+    ids: &[String],
+) -> Result<HashMap<String, StoredEvent>> {
+    let mut stored = HashMap::new();
+    if ids.is_empty() {
+        return Ok(stored);
+    }
+    for r in rows(
+        c,
+        &format!("SELECT {EVENT_SELECT} FROM events WHERE id = ANY($1)"),
+        &[&ids],
+    )
+    .await?
+    {
+        let e = event_from_row(&r)?;
+        stored.insert(e.id.clone(), e);
+    }
+    Ok(stored)
+}
+
+/// Inserts events (the first of each id; an existing id is left as stored) and the runs of the
+/// new immediate ones, in the caller's transaction. Returns what each row did, and whether
+/// workers should be woken (a `NOTIFY` is then queued in the transaction).
+pub(super) async fn insert_events<C: GenericClient>(
+    c: &C,
+    triggers: &Triggers,
+    batch: &[EventRow<'_>],
+) -> Result<(Vec<Inserted>, bool)> {
+    let prepared = PreparedEvents::new(triggers, batch);
+    let inserted = rows(c, INSERT_EVENTS_SQL, &prepared.params()).await?;
+    let (created, existing) = prepared.created(&inserted)?;
+    let stored = events_by_ids(c, &existing).await?;
+    let wake = prepared.wake;
+    Ok((prepared.finish(&created, &stored)?, wake))
+}
+
+/// The wake-up hint for other processes (`$1` = [`CHANNEL`]).
+pub(super) const NOTIFY_SQL: &str = "SELECT pg_notify($1, '')";
