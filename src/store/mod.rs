@@ -849,7 +849,9 @@ impl Store {
 
     /// Records a verified webhook delivery and inserts ALL its events (with their runs) in ONE
     /// transaction. A delivery already recorded for the provider stores nothing and returns the
-    /// original event ids with `duplicate: true`.
+    /// original event ids with `duplicate: true`. Its text (delivery id, type, event ids and
+    /// names) must be [`storable`]: the webhook routes refuse a delivery otherwise
+    /// (`webhooks::mapping`), since PostgreSQL would fail the write where SQLite keeps it.
     pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
         dispatch!(self, s => s.webhook_record(delivery).await)
     }
