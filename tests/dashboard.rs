@@ -831,47 +831,6 @@ async fn wrong_keys_lock_a_client_out_for_a_minute() {
     );
 }
 
-/// The sign-in form and the API keys share one count per address: wrong Bearer keys lock out
-/// the form's wrong keys too, and neither refuses the right key.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_bearer_keys_and_sign_ins_share_one_count() {
-    let f = fixture().await;
-    let from = "192.0.2.10:4000";
-    for n in 1..=6 {
-        let req = Request::builder()
-            .uri("/api/events")
-            .header("host", HOST)
-            .header("authorization", "Bearer not-the-dashboard-key-0123")
-            .extension(axum::extract::ConnectInfo(
-                from.parse::<std::net::SocketAddr>().expect("address"),
-            ))
-            .body(Body::empty())
-            .expect("request");
-        let res = f.app.clone().oneshot(req).await.expect("response");
-        let want = if n <= 5 {
-            StatusCode::UNAUTHORIZED
-        } else {
-            StatusCode::TOO_MANY_REQUESTS
-        };
-        assert_eq!(res.status(), want, "request {n}");
-    }
-    let wrong = login_from(&f, Some(from), "nope").await;
-    assert_eq!(wrong.status, StatusCode::TOO_MANY_REQUESTS);
-    let right = login_from(&f, Some(from), KEY).await;
-    assert_eq!(right.status, StatusCode::SEE_OTHER);
-    let page = Request::builder()
-        .uri("/api/events")
-        .header("host", HOST)
-        .header("authorization", format!("Bearer {KEY}"))
-        .extension(axum::extract::ConnectInfo(
-            from.parse::<std::net::SocketAddr>().expect("address"),
-        ))
-        .body(Body::empty())
-        .expect("request");
-    let res = f.app.clone().oneshot(page).await.expect("response");
-    assert_eq!(res.status(), StatusCode::OK);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actions_need_this_origin_and_do_what_they_say() {
     let f = fixture().await;

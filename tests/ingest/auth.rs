@@ -316,3 +316,51 @@ async fn a_forwarded_for_from_an_untrusted_peer_is_ignored() {
         .await;
     assert_eq!(res.status, StatusCode::UNAUTHORIZED, "{}", res.text);
 }
+
+/// `POST /login` with `key` from `peer`, as a browser on this origin sends it.
+fn login_from(peer: &str, key: &str) -> Request<Body> {
+    let mut req = Request::post("/login")
+        .header(
+            "origin",
+            format!("http://{}", crate::support::LOOPBACK_HOST),
+        )
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(format!("key={key}&next=%2F")))
+        .expect("request");
+    let addr: std::net::SocketAddr = peer.parse().expect("address");
+    req.extensions_mut()
+        .insert(axum::extract::ConnectInfo(addr));
+    req
+}
+
+/// The sign-in form and the API keys share one count per address: wrong Bearer keys lock out
+/// the form's wrong keys too, and neither refuses the right key.
+#[tokio::test]
+async fn wrong_bearer_keys_and_sign_ins_share_one_count() {
+    let app = keyed().await;
+    let peer = "192.0.2.10:4000";
+    lock_out(&app, peer, None).await;
+    let wrong = app.call(login_from(peer, "nope")).await;
+    assert_eq!(
+        wrong.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        wrong.text
+    );
+    assert!(wrong.text.contains("Too many wrong keys"), "{}", wrong.text);
+    let right = app.call(login_from(peer, KEY)).await;
+    assert_eq!(right.status, StatusCode::SEE_OTHER, "{}", right.text);
+    assert!(right.headers.get("set-cookie").is_some());
+
+    // And the other way round: wrong sign-ins lock out wrong Bearer keys.
+    let other = "192.0.2.11:4000";
+    for _ in 0..5 {
+        let res = app.call(login_from(other, "nope")).await;
+        assert_eq!(res.status, StatusCode::UNAUTHORIZED, "{}", res.text);
+    }
+    let res = app.call(trigger_from(other, Some(WRONG), None)).await;
+    assert_eq!(res.status, StatusCode::TOO_MANY_REQUESTS, "{}", res.text);
+    let bearer = format!("Bearer {KEY}");
+    let res = app.call(trigger_from(other, Some(&bearer), None)).await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.text);
+}
