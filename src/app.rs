@@ -229,6 +229,7 @@ impl App {
             demo,
             endpoints,
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
+            trusted_proxies: args.trusted_proxies,
         }
         .validate()?;
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -417,6 +418,16 @@ struct ServeArgs {
     /// Seconds a client gets to send a request's body.
     #[arg(long, env = "FLARE_BODY_TIMEOUT_SECS", default_value_t = crate::http::connections::DEFAULT_BODY_TIMEOUT_SECS)]
     body_timeout_secs: u64,
+    /// A reverse proxy (address or CIDR range; repeatable, or comma-separated in the variable)
+    /// whose X-Forwarded-For names the client that the wrong-key throttle counts; by default the
+    /// peer address is the client and X-Forwarded-For is ignored.
+    #[arg(
+        long = "trusted-proxy",
+        env = "FLARE_TRUSTED_PROXIES",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    trusted_proxies: Vec<String>,
 }
 
 /// Logs to stderr (`RUST_LOG`, default `info`), unless the application set up tracing itself.
@@ -581,6 +592,11 @@ mod tests {
         let serve_help = serve.render_long_help().to_string();
         assert!(serve_help.contains("--demo") && serve_help.contains("Default: off"));
         assert!(serve_help.contains("--endpoint <URL>"), "{serve_help}");
+        assert!(
+            serve_help.contains("--trusted-proxy <CIDR>")
+                && serve_help.contains("FLARE_TRUSTED_PROXIES"),
+            "{serve_help}"
+        );
         assert_eq!(
             App::new("my-app").run_from(["my-app", "--version"]),
             ExitCode::SUCCESS

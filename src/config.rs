@@ -83,6 +83,9 @@ pub struct ServeConfig {
     pub demo: bool,
     /// HTTP job endpoints given at start.
     pub endpoints: Vec<EndpointSeed>,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`); none by
+    /// default ([`crate::http::client_ip`]).
+    pub trusted_proxies: crate::http::client_ip::TrustedProxies,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -107,6 +110,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("engine", &self.engine)
             .field("demo", &self.demo)
             .field("endpoints", &self.endpoints)
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish()
     }
 }
@@ -206,6 +210,8 @@ pub struct RawServe {
     pub endpoints: Vec<String>,
     /// `FLARE_ENDPOINT_SECRET`.
     pub endpoint_secret: Option<String>,
+    /// `--trusted-proxy` (each one) or `FLARE_TRUSTED_PROXIES` (split on commas).
+    pub trusted_proxies: Vec<String>,
 }
 
 fn secrets(raw: Option<String>) -> Vec<String> {
@@ -282,6 +288,11 @@ impl RawServe {
             })?;
         }
         let endpoints = endpoint_seeds(self.endpoints, self.endpoint_secret)?;
+        let trusted_proxies = crate::http::client_ip::TrustedProxies::parse(&self.trusted_proxies)
+            .map_err(|reason| Error::Value {
+                name: "--trusted-proxy/FLARE_TRUSTED_PROXIES",
+                reason,
+            })?;
         Ok(ServeConfig {
             listen,
             database_url: self.database_url,
@@ -293,6 +304,7 @@ impl RawServe {
             engine,
             demo: self.demo,
             endpoints,
+            trusted_proxies,
         })
     }
 }
@@ -714,5 +726,32 @@ mod tests {
         .expect("valid");
         assert!(c.demo);
         assert!(!raw("127.0.0.1:1").validate().expect("valid").demo);
+    }
+
+    #[test]
+    fn trusted_proxies_are_ranges_or_one_clear_error() {
+        let c = RawServe {
+            trusted_proxies: vec!["10.0.0.0/8".into(), "::1".into()],
+            ..raw("127.0.0.1:1")
+        }
+        .validate()
+        .expect("valid");
+        assert!(c.trusted_proxies.contains("10.1.2.3".parse().expect("ip")));
+        assert!(raw("127.0.0.1:1")
+            .validate()
+            .expect("valid")
+            .trusted_proxies
+            .is_empty());
+        let err = RawServe {
+            trusted_proxies: vec!["10.0.0.0/40".into()],
+            ..raw("127.0.0.1:1")
+        }
+        .validate()
+        .expect_err("bad prefix")
+        .to_string();
+        assert!(
+            err.contains("--trusted-proxy/FLARE_TRUSTED_PROXIES"),
+            "{err}"
+        );
     }
 }

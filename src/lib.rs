@@ -33,6 +33,8 @@
 //! - [`endpoints`]: HTTP job endpoints: jobs in any language, served by an application at a URL.
 //! - [`engine`]: worker, executor, retry policy, scheduler, rescuer, pruner.
 //! - [`store`]: storage; the only module that speaks SQL.
+//! - [`strict_json`]: JSON read strictly (an object wherever a struct is expected, at every
+//!   depth), for request bodies and endpoint answers.
 //! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
 //! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
 //!   Inngest), the JSON API, the dashboard (`http::dashboard`), access control, health.
@@ -63,6 +65,7 @@ pub mod schedule;
 pub mod send;
 pub mod server;
 pub mod store;
+pub mod strict_json;
 pub mod webhooks;
 
 /// The README's Rust snippets, compiled by `cargo test --doc` so they stay true.

@@ -1,6 +1,7 @@
 //! Behaviour suite: verified webhook deliveries in the store, on every backend — dedupe per
-//! provider, all-or-nothing writes, the same delivery arriving at several nodes at once, and
-//! retention.
+//! provider, all-or-nothing writes, the same delivery arriving at several nodes at once,
+//! retention, and the webhook routes answering alike on both stores for text PostgreSQL cannot
+//! hold (a NUL character).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,7 +10,7 @@ mod support;
 use flare::store::{NewEvent, NewWebhookDelivery, Store};
 use flare::Clock;
 use futures::future::join_all;
-use serde_json::json;
+use serde_json::{json, Value};
 use support::TestDb;
 
 fn delivery(provider: &str, id: &str, n: usize, at: i64) -> NewWebhookDelivery {
@@ -203,7 +204,146 @@ async fn the_pruner_deletes_deliveries_past_the_retention(db: TestDb) {
         .is_empty());
 }
 
+const STRIPE_SECRET: &str = "whsec_test_stripe_secret_0123456789";
+/// `whsec_` + base64 of 24 bytes.
+const CLERK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// Signed deliveries through the real routes on `db`: answers `(status, body)`.
+struct Routes {
+    router: axum::Router,
+    now_s: i64,
+}
+
+impl Routes {
+    async fn new(db: &TestDb) -> (Routes, flare::Client) {
+        let (client, clock) = db.client().await;
+        let config = flare::config::RawServe {
+            listen: "127.0.0.1:0".into(),
+            database_url: db.url.clone(),
+            stripe_secrets: Some(STRIPE_SECRET.into()),
+            clerk_secrets: Some(CLERK_SECRET.into()),
+            concurrency: 4,
+            lease_secs: 30,
+            shutdown_grace_secs: 5,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+        let router = flare::http::app(flare::http::AppState::new(client.clone(), config));
+        let routes = Routes {
+            router,
+            now_s: clock.now_ms() / 1000,
+        };
+        (routes, client)
+    }
+
+    async fn send(&self, path: &str, headers: Vec<(String, String)>, body: &[u8]) -> (u16, Value) {
+        use tower::ServiceExt;
+        let mut req = axum::http::Request::post(path)
+            .header("host", "127.0.0.1:3000")
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            req = req.header(name, value);
+        }
+        let res = self
+            .router
+            .clone()
+            .oneshot(req.body(axum::body::Body::from(body.to_vec())).unwrap())
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn stripe(&self, body: &Value) -> (u16, Value) {
+        let body = body.to_string().into_bytes();
+        let signature = flare::webhooks::stripe::sign(STRIPE_SECRET, self.now_s, &body);
+        let headers = vec![("stripe-signature".to_string(), signature)];
+        self.send("/webhooks/payments", headers, &body).await
+    }
+
+    async fn clerk(&self, id: &str, body: &Value) -> (u16, Value) {
+        let body = body.to_string().into_bytes();
+        let signature = flare::webhooks::svix::sign(CLERK_SECRET, id, self.now_s, &body).unwrap();
+        let headers = vec![
+            ("svix-id".to_string(), id.to_string()),
+            ("svix-timestamp".to_string(), self.now_s.to_string()),
+            ("svix-signature".to_string(), signature),
+        ];
+        self.send("/webhooks/auth", headers, &body).await
+    }
+}
+
+/// PostgreSQL's `text` cannot hold a NUL character (error 22021) while SQLite's can, so a signed
+/// delivery whose `type` held one was stored on SQLite and answered 503 on PostgreSQL, which
+/// the provider retries for days. On both stores now: a 400 naming the field (the provider
+/// stops), nothing stored; a NUL inside the payload is stored (escaped JSON) on both.
+async fn a_delivery_whose_stored_text_holds_nul_is_refused_alike(db: TestDb) {
+    let (routes, client) = Routes::new(&db).await;
+    let object = json!({"id": "in_1", "amount_paid": 100});
+    for (body, field) in [
+        (
+            json!({"id": "evt_nul_type", "type": "invoice.paid\u{0}x", "data": {"object": object}}),
+            "`type`",
+        ),
+        (
+            json!({"id": "evt_nul\u{0}id", "type": "invoice.paid", "data": {"object": object}}),
+            "`id`",
+        ),
+    ] {
+        let (status, answer) = routes.stripe(&body).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        let error = answer["error"].as_str().unwrap();
+        assert!(error.contains(field) && error.contains("NUL"), "{error}");
+    }
+    let user = json!({"id": "user_1", "email_addresses": []});
+    let (status, answer) = routes
+        .clerk(
+            "msg_nul",
+            &json!({"type": "user.created\u{0}", "data": user, "object": "event"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(error.contains("`type`") && error.contains("NUL"), "{error}");
+    let store = client.store();
+    assert!(store
+        .webhook_deliveries_list(None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store.event_get("auth:msg_nul:0").await.unwrap().is_none());
+    assert!(store
+        .event_get("payments:evt_nul_type:0")
+        .await
+        .unwrap()
+        .is_none());
+
+    // Text inside the payload is stored as JSON, where a NUL is escaped: kept on both stores.
+    let odd = json!({"id": "in_2", "description": "a\u{0}b"});
+    let body = json!({"id": "evt_nul_payload", "type": "invoice.paid", "data": {"object": odd}});
+    let (status, answer) = routes.stripe(&body).await;
+    assert_eq!(status, 200, "{answer}");
+    let raw = store
+        .event_get("payments:evt_nul_payload:1")
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(raw.payload["object"]["description"], "a\u{0}b");
+    assert_eq!(
+        store.webhook_deliveries_list(None, 10).await.unwrap().len(),
+        1
+    );
+}
+
 backend_tests!(
+    a_delivery_whose_stored_text_holds_nul_is_refused_alike,
     the_pruner_deletes_deliveries_past_the_retention,
     deliveries_dedupe_per_provider_and_list_newest_first,
     a_failed_write_records_neither_the_delivery_nor_its_events,

@@ -178,7 +178,7 @@ async fn measure(
     while client.store().search_backlog().await? > 0 {
         indexed += client
             .store()
-            .search_index(crate::store::sqlite::SEARCH_CHUNK)
+            .search_index(crate::store::SEARCH_CHUNK)
             .await?;
     }
     if store == "sqlite" {

@@ -229,7 +229,8 @@ pub fn parse_index(answer: Value) -> Result<Vec<JobDef>, String> {
             .get("id")
             .and_then(Value::as_str)
             .map_or_else(|| format!("jobs[{i}]"), |id| format!("jobs[{i}] ({id:?})"));
-        let def: JobDef = serde_json::from_value(job).map_err(|e| format!("{name}: {e}"))?;
+        let def: JobDef =
+            crate::strict_json::from_value(job).map_err(|e| format!("{name}: {e}"))?;
         def.to_job()
             .and_then(|job| {
                 // A body is needed to validate; the real one is added when the job is defined.
@@ -387,7 +388,7 @@ fn parse_event(i: usize, mut f: Map<String, Value>) -> Result<(String, SendEvent
     let payload = f.remove("payload").unwrap_or(Value::Null);
     let mut send = SendEvent::new(name, &payload);
     if let Some(delay) = f.remove("delay") {
-        let spec: DelaySpec = serde_json::from_value(delay).map_err(|e| e.to_string())?;
+        let spec: DelaySpec = crate::strict_json::from_value(delay).map_err(|e| e.to_string())?;
         send = send.delay(spec.to_delay()?);
     }
     if let Some(at) = f.remove("deliverAt") {
@@ -529,6 +530,23 @@ mod tests {
                 "max_attempts",
             ),
             (json!({"jobs": [{"id": "a"}]}), "missing field"),
+            // An array is not read as an object's fields in order, at any depth.
+            (
+                json!({"jobs": [["a", "A", "1.0.0", {"event": "x.y"}]]}),
+                "jobs[0]: invalid type: sequence, expected a JSON object",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": ["x.y"]}]}),
+                "invalid type: sequence, expected a JSON object",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"schedule": ["0 9 * * *"]}}]}),
+                "invalid type: sequence, expected a JSON object",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "retry": [5]}]}),
+                "invalid type: sequence, expected a JSON object",
+            ),
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),
             (json!({"jobs": [], "extra": 1}), "unknown field \"extra\""),
@@ -586,6 +604,10 @@ mod tests {
                 "events[0]",
             ),
             (json!({"output": 1, "retry": "no"}), "retry"),
+            (
+                json!({"output": 1, "events": [{"name": "a.b", "delay": [1, 2]}]}),
+                "events[0]: `delay` must be an object",
+            ),
         ];
         for (answer, expected) in cases {
             let err = parse_run_answer(answer.clone()).expect_err(&answer.to_string());

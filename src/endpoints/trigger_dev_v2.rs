@@ -308,9 +308,12 @@ pub struct TaskRef {
     pub id: String,
 }
 
-/// A `RunJobResponse`.
+/// A `RunJobResponse`. The SDK tags it with a `status` field; [`parse_response`] moves the rest
+/// under that status and reads it externally tagged, because serde reads an internally tagged
+/// enum from its own buffer, where a struct would also be taken from an array (see
+/// [`crate::strict_json`]).
 #[derive(Debug, Deserialize)]
-#[serde(tag = "status", rename_all = "SCREAMING_SNAKE_CASE")]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RunJobResponse {
     /// The run returned.
     Success {
@@ -382,17 +385,22 @@ pub enum RunJobResponse {
     },
 }
 
-/// Reads an `EXECUTE_JOB` answer, or says what is wrong with it.
+/// Reads an `EXECUTE_JOB` answer strictly, or says what is wrong with it.
 pub fn parse_response(answer: Value) -> Result<RunJobResponse, String> {
-    let status = answer
-        .get("status")
-        .and_then(Value::as_str)
-        .map(str::to_string);
     let shown = short(&answer);
-    serde_json::from_value(answer).map_err(|e| match status {
-        Some(status) => format!("invalid {status} answer ({e}): {shown}"),
-        None => format!("the answer has no \"status\": {shown}"),
-    })
+    let Value::Object(mut fields) = answer else {
+        return Err(format!("the answer is not a JSON object: {shown}"));
+    };
+    let Some(Value::String(status)) = fields.remove("status") else {
+        return Err(format!("the answer has no \"status\": {shown}"));
+    };
+    let tagged = Value::Object(
+        [(status.clone(), Value::Object(fields))]
+            .into_iter()
+            .collect(),
+    );
+    crate::strict_json::from_value(tagged)
+        .map_err(|e| format!("invalid {status} answer ({e}): {shown}"))
 }
 
 /// At most 300 characters of `value`, for error messages.
@@ -465,5 +473,19 @@ mod tests {
         assert!(e.contains("no \"status\""), "{e}");
         let e = parse_response(json!({"status": "WHATEVER"})).expect_err("unknown");
         assert!(e.contains("WHATEVER"), "{e}");
+        let e = parse_response(json!([1])).expect_err("not an object");
+        assert!(e.contains("not a JSON object"), "{e}");
+        assert!(matches!(
+            parse_response(json!({"status": "AUTO_YIELD_EXECUTION", "location": "x"})),
+            Ok(RunJobResponse::AutoYieldExecution {})
+        ));
+        // An array in place of a nested object is refused, not read field by field.
+        for answer in [
+            json!({"status": "ERROR", "error": ["boom", "Error", "stack"]}),
+            json!({"status": "RESUME_WITH_TASK", "task": ["t"]}),
+        ] {
+            let e = parse_response(answer).expect_err("an array is not an object");
+            assert!(e.contains("invalid type: sequence"), "{e}");
+        }
     }
 }

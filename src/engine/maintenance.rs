@@ -29,7 +29,7 @@ use super::{ms, Shared};
 
 const BATCH: usize = 1000;
 
-/// Most chunks of [`crate::store::sqlite::SEARCH_CHUNK`] events the indexer writes per pass
+/// Most chunks of [`crate::store::SEARCH_CHUNK`] events the indexer writes per pass
 /// (10,000 events). On an otherwise idle writer it indexes about 8,000 events/s at a million
 /// events (BENCHMARKS.md); while it is behind, searches read the not-yet-indexed events by a scan.
 pub const INDEX_CHUNKS_PER_PASS: usize = 40;
@@ -156,7 +156,7 @@ impl Maintenance {
     /// Adds events to the payload search's index, whether or not this node leads: chunks until
     /// caught up or [`INDEX_CHUNKS_PER_PASS`] were written. Returns how many events.
     pub async fn index_once(&self) -> crate::store::Result<usize> {
-        let chunk = crate::store::sqlite::SEARCH_CHUNK;
+        let chunk = crate::store::SEARCH_CHUNK;
         let mut total = 0;
         for _ in 0..INDEX_CHUNKS_PER_PASS {
             let n = self.shared.store.search_index(chunk).await?;

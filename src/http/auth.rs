@@ -10,6 +10,15 @@
 //! content nor the length of the key leaks through timing. The key never appears in a log line or
 //! an error body.
 //!
+//! **Wrong keys are throttled** on every protected route, with the dashboard sign-in's count
+//! ([`super::login_attempts`], per client address as [`super::client_ip`] tells it): a request
+//! that presents a key (an `Authorization` header, or the Inngest route's path) and is refused
+//! counts as a failure, and a client locked out gets 429 with `Retry-After` for its wrong keys.
+//! A request without any credential is not a guess and is not counted. A request with the right
+//! key is always served, locked out or not, so a client sharing an address with a guesser (behind
+//! one proxy) keeps working; what keeps the key from being guessed is its length, not the
+//! throttle (ARCHITECTURE.md, "Access").
+//!
 //! The dashboard's pages also accept a **session cookie** ([`Sessions`]): `POST /login` with the
 //! key opens a session and sets `flare_session` (HttpOnly, SameSite=Strict); `POST /logout` ends
 //! it. The cookie holds a random session id and its HMAC under a per-process secret, never the
@@ -18,9 +27,10 @@
 //! keeps answering 401 JSON and does not accept the cookie.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::header::{AUTHORIZATION, COOKIE};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
@@ -29,6 +39,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::login_attempts::ClientId;
 use super::{compat, dashboard, ApiError, AppState};
 
 /// The session cookie's name.
@@ -75,10 +86,59 @@ fn inngest_path_key_matches(req: &Request, key: &str) -> bool {
             .is_some_and(|presented| keys_match(presented, key))
 }
 
+/// Whether `req` presents a key of its own (so a refusal is a wrong key, not a missing one): an
+/// `Authorization` header, or the key in the Inngest route's path.
+fn presents_key(req: &Request) -> bool {
+    req.headers().contains_key(AUTHORIZATION)
+        || req
+            .extensions()
+            .get::<MatchedPath>()
+            .is_some_and(|m| m.as_str() == compat::INNGEST_ROUTE)
+}
+
+/// The client `req` comes from, for the wrong-key count: its peer address, or behind a trusted
+/// proxy the address that proxy forwarded ([`super::client_ip`]).
+pub fn client_of(state: &AppState, req: &Request) -> ClientId {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip());
+    ClientId::of(state.config.trusted_proxies.client_ip(peer, req.headers()))
+}
+
+/// Counts the wrong key `req` presented; `Some(429)` when its client is locked out (the key is
+/// then not counted again).
+fn wrong_key(state: &AppState, req: &Request) -> Option<Response> {
+    let now = state.client.clock().now_ms();
+    let client = client_of(state, req);
+    let attempts = &state.logins;
+    if let Err(secs) = attempts.check(client, now) {
+        if let Some(suppressed) = attempts.log.admit("key:refused", now) {
+            tracing::warn!(%client, suppressed, "request refused: too many wrong API keys");
+        }
+        return Some(
+            ApiError::TooManyRequests {
+                message: format!(
+                    "too many wrong API keys from this address: try again in {secs} s (a request with the right key is served meanwhile)"
+                ),
+                retry_after_secs: secs,
+            }
+            .into_response(),
+        );
+    }
+    let locked = attempts.failed(client, now);
+    if let Some(suppressed) = attempts.log.admit("key:failed", now) {
+        tracing::warn!(%client, locked, suppressed, "request with a wrong API key");
+    }
+    None
+}
+
 /// Middleware guarding the protected routes (applied by [`super::app`]).
 ///
-/// A dashboard route also passes with a valid session cookie, and its public pages (login, static
-/// assets) always pass; a dashboard page without a credential redirects to `/login?next=…`.
+/// A right key always passes (see the module docs on the throttle). A dashboard route also passes
+/// with a valid session cookie, and its public pages (login, static assets) always pass; a
+/// dashboard page without a credential redirects to `/login?next=…`. A wrong key is counted and,
+/// once its client is locked out, answered 429.
 pub async fn require_api_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let Some(key) = state.config.api_key.as_deref() else {
         return next.run(req).await;
@@ -87,11 +147,19 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
         return next.run(req).await;
     }
     let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str());
-    if let Some(route) = route.filter(|r| dashboard::is_route(r)) {
+    let dashboard_route = route.filter(|r| dashboard::is_route(r));
+    if let Some(route) = dashboard_route {
         let now = state.client.clock().now_ms();
         if dashboard::is_public_route(route) || sessions().is_valid(req.headers(), now) {
             return next.run(req).await;
         }
+    }
+    if presents_key(&req) {
+        if let Some(locked_out) = wrong_key(&state, &req) {
+            return locked_out;
+        }
+    }
+    if dashboard_route.is_some() {
         let wanted = req
             .uri()
             .path_and_query()

@@ -12,6 +12,11 @@
 //!   routes whose clients, such as `curl -d`, often send a form content type with a JSON body).
 //! - [`RawBody`]: the exact bytes, for webhook signatures; only the size limit applies.
 //!
+//! Every JSON body is read with [`crate::strict_json`]: wherever the target type has a struct, at
+//! any depth, the body must hold an object (serde would otherwise take a struct's fields in
+//! order from an array: `{"event": ["x.y", {…}]}`), so a misshapen body is a 400 and stores
+//! nothing.
+//!
 //! The size limit is axum's [`axum::extract::DefaultBodyLimit`], which [`super::app`] sets from
 //! the configuration (1 MiB by default, [`DEFAULT_BODY_LIMIT`]).
 //!
@@ -76,8 +81,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// A JSON body like [`JsonBody`] that must also be an object: a derived `Deserialize` takes a
-/// struct's fields in order from an array too (`["user.created", {…}]`), which no route means.
+/// A JSON body like [`JsonBody`] that must also be an object at the top, whatever `T` is (a
+/// struct inside it is an object anyway, see [`crate::strict_json`]).
 #[derive(Debug, Clone)]
 pub struct JsonObject<T>(pub T);
 
@@ -86,13 +91,20 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonObject<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = json_bytes(req, state).await?;
-        let value = parse(&bytes)?;
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(ApiError::BadRequest(
-                "the request body must be a JSON object".into(),
-            ));
+        if is_blank(&bytes) {
+            return Err(missing_body());
         }
-        Ok(JsonObject(value))
+        let object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        match crate::strict_json::from_slice(&bytes) {
+            Ok(value) if object => Ok(JsonObject(value)),
+            // Invalid JSON says so first; a well-formed body that is not an object says that.
+            Err(e) if object || e.classify() != serde_json::error::Category::Data => {
+                Err(parse_error(e))
+            }
+            _ => Err(ApiError::BadRequest(
+                "the request body must be a JSON object".into(),
+            )),
+        }
     }
 }
 
@@ -158,20 +170,23 @@ fn is_json_content_type(value: &HeaderValue) -> bool {
         && (subtype.eq_ignore_ascii_case("json") || subtype.to_ascii_lowercase().ends_with("+json"))
 }
 
-/// Parses `bytes` as `T`, telling a syntax error from a shape error.
+/// Parses `bytes` as `T` strictly ([`crate::strict_json`]), telling a syntax error from a shape
+/// error.
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if is_blank(bytes) {
         return Err(missing_body());
     }
-    serde_json::from_slice(bytes).map_err(|e| {
-        use serde_json::error::Category;
-        match e.classify() {
-            Category::Data => ApiError::BadRequest(format!("invalid request body: {e}")),
-            Category::Syntax | Category::Eof | Category::Io => {
-                ApiError::BadRequest(format!("the request body is not valid JSON: {e}"))
-            }
+    crate::strict_json::from_slice(bytes).map_err(parse_error)
+}
+
+fn parse_error(e: serde_json::Error) -> ApiError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Data => ApiError::BadRequest(format!("invalid request body: {e}")),
+        Category::Syntax | Category::Eof | Category::Io => {
+            ApiError::BadRequest(format!("the request body is not valid JSON: {e}"))
         }
-    })
+    }
 }
 
 /// Middleware (`axum::middleware::map_response`): an error answer (4xx/5xx) whose body is not
@@ -298,6 +313,13 @@ mod tests {
         assert!(
             shape.to_string().starts_with("invalid request body"),
             "{shape}"
+        );
+        let array = parse::<Needs>(b"[1]").unwrap_err();
+        assert!(
+            array
+                .to_string()
+                .contains("invalid type: sequence, expected a JSON object"),
+            "{array}"
         );
         let empty = parse::<Needs>(b"  ").unwrap_err();
         assert!(

@@ -15,6 +15,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::body::LenientJsonBody;
 use super::{api, ApiError, AppState};
 use crate::model::RunStatus;
 use crate::store::query::{EventQuery, EventStatus, RunQuery, MAX_LIMIT};
@@ -248,24 +249,18 @@ pub async fn events(
     })
 }
 
-fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("invalid body: {e}")))
-}
-
 async fn runs_bulk(
     State(state): State<AppState>,
-    body: axum::body::Bytes,
+    LenientJsonBody(body): LenientJsonBody<RunsBody>,
 ) -> Result<Response, ApiError> {
-    let body: RunsBody = parse(&body)?;
     let action = run_action(&body.action)?;
     Ok(Json(runs(&state, action, body.filter, body.dry_run).await?).into_response())
 }
 
 async fn events_bulk(
     State(state): State<AppState>,
-    body: axum::body::Bytes,
+    LenientJsonBody(body): LenientJsonBody<EventsBody>,
 ) -> Result<Response, ApiError> {
-    let body: EventsBody = parse(&body)?;
     if body.action != "replay" {
         return Err(ApiError::BadRequest(format!(
             "unknown action {:?}: events take \"replay\"",

@@ -276,7 +276,7 @@ fn inngest_event(
     seed: Option<&str>,
     now_ms: i64,
 ) -> Result<SendEvent, ApiError> {
-    let event: InngestEvent = serde_json::from_value(raw)
+    let event: InngestEvent = crate::strict_json::from_value(raw)
         .map_err(|e| ApiError::BadRequest(format!("invalid event at index {index}: {e}")))?;
     let data = match event.data {
         Value::Null => Value::Object(Map::new()),

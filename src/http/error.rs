@@ -41,6 +41,14 @@ pub enum ApiError {
     /// 413: the body is too large.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// 429: too many wrong API keys from this client; `Retry-After` says when to try again.
+    #[error("{message}")]
+    TooManyRequests {
+        /// What to tell the client.
+        message: String,
+        /// Seconds until it may try again.
+        retry_after_secs: u64,
+    },
     /// 415: wrong content type.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -75,6 +83,7 @@ impl ApiError {
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unavailable(_) | ApiError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
@@ -98,6 +107,15 @@ impl IntoResponse for ApiError {
             res.extensions_mut().insert(StorageFailure {
                 read_answer: || ApiError::Storage(Access::Read).into_response(),
             });
+        }
+        if let ApiError::TooManyRequests {
+            retry_after_secs, ..
+        } = self
+        {
+            res.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(retry_after_secs),
+            );
         }
         if status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(

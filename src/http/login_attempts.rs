@@ -1,10 +1,14 @@
-//! Failed dashboard sign-ins per client, so the API key cannot be guessed at request speed.
+//! Wrong API keys per client: the dashboard's sign-in (`POST /login`) and every other protected
+//! route (a wrong `Authorization: Bearer` key, a wrong key in the Inngest path) share one count.
 //!
-//! A client is the peer's IP address (an IPv6 address counts by its /64, which one host usually
-//! holds whole); without one (the router driven in-process, with no `ConnectInfo`) every attempt
-//! counts against one shared client. [`MAX_FAILURES`] wrong keys within [`WINDOW_MS`] lock the
-//! client out for [`WINDOW_MS`]: `POST /login` then answers 429 with `Retry-After` and does not
-//! look at the key. A right key clears the client's count.
+//! A client is an IP address (an IPv6 address counts by its /64, which one host usually holds
+//! whole): the peer's, or behind a trusted proxy the one it forwarded ([`super::client_ip`]);
+//! without one (the router driven in-process, with no `ConnectInfo`) every attempt counts
+//! against one shared client. [`MAX_FAILURES`] wrong keys within [`WINDOW_MS`] lock the client
+//! out for [`WINDOW_MS`]: its wrong keys then get 429 with `Retry-After` and are not counted
+//! further. A lockout never refuses the right key (the callers check it first), and the right
+//! key does not clear the count either: a guesser sharing an address with a busy client that
+//! holds the key would otherwise have its count reset by every request of that client.
 //!
 //! Memory is bounded: at most [`MAX_CLIENTS`] are tracked; past it, clients whose window and lock
 //! are over are dropped first, then the one seen least recently. Time is the caller's (the
@@ -136,13 +140,6 @@ impl LoginAttempts {
         false
     }
 
-    /// A right key from `client`: its count starts again.
-    pub fn succeeded(&self, client: ClientId) {
-        if let Ok(mut clients) = self.clients.lock() {
-            clients.remove(&client);
-        }
-    }
-
     /// Clients tracked now.
     pub fn tracked(&self) -> usize {
         self.clients.lock().map(|c| c.len()).unwrap_or(0)
@@ -186,19 +183,6 @@ mod tests {
             assert!(!a.failed(b, n * 1_000));
         }
         assert!(!a.failed(b, 61_000), "a new window");
-    }
-
-    #[test]
-    fn a_right_key_resets_the_count() {
-        let a = LoginAttempts::default();
-        let c = ip("192.0.2.1");
-        for _ in 1..MAX_FAILURES {
-            a.failed(c, 0);
-        }
-        a.succeeded(c);
-        for _ in 1..MAX_FAILURES {
-            assert!(!a.failed(c, 1));
-        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod api;
 pub mod auth;
 pub mod body;
 pub mod bulk;
+pub mod client_ip;
 pub mod compat;
 pub mod connections;
 pub mod dashboard;
@@ -71,7 +72,7 @@ pub struct SharedState {
     pub webhooks: Arc<webhooks::Webhooks>,
     /// This node's HTTP job endpoints.
     pub endpoints: Arc<crate::endpoints::Registry>,
-    /// Failed dashboard sign-ins per client.
+    /// Wrong API keys per client: dashboard sign-ins and every protected route share it.
     pub logins: Arc<login_attempts::LoginAttempts>,
     /// The log lines about event ids resent with another name or payload ([`duplicates`]).
     pub conflicts: Arc<log_throttle::LogThrottle>,

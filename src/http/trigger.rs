@@ -114,3 +114,16 @@ async fn trigger(
     });
     Ok(Json(duplicates::with_fields(answer, &sent)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_array_delay_inside_a_request_is_refused() {
+        let req: TriggerRequest =
+            crate::strict_json::from_value(json!({"event": "a.b", "delay": [1, 2]}))
+                .expect("parses");
+        assert!(to_send_event(req).is_err());
+    }
+}

@@ -146,17 +146,18 @@ async fn task_create(
     headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    let exec = execution(&state, &run)?;
-    let new: NewTask = serde_json::from_value(body)
+    // The body is checked before the run is looked up, as the other routes' extractors do.
+    let new: NewTask = crate::strict_json::from_value(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid task: {e}")))?;
     let send = match (new.name.as_deref(), &new.params) {
         (Some("Send Event"), Some(params)) => {
-            let p: SendEventParams = serde_json::from_value(params.clone())
+            let p: SendEventParams = crate::strict_json::from_value(params.clone())
                 .map_err(|e| ApiError::BadRequest(format!("invalid Send Event params: {e}")))?;
             Some(trigger_dev_event(p.event, p.options.as_ref())?)
         }
         _ => None,
     };
+    let exec = execution(&state, &run)?;
     let task = exec.create(new, send).await?;
     let lazy = headers.get("trigger-version").and_then(|v| v.to_str().ok())
         == Some(LAZY_LOADED_CACHED_TASKS);

@@ -87,8 +87,7 @@ impl From<Duration> for Delay {
 }
 
 /// A delay as sent over HTTP: `{"hours": 1, "minutes": 30}` or `"1h30m"`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 pub enum DelaySpec {
     /// `"2h"`, `"90s"`, `"1d"`, `"1h30m"`.
     Text(String),
@@ -96,6 +95,20 @@ pub enum DelaySpec {
     Units(DelayUnits),
     /// Anything else: refused with a clear message.
     Other(Value),
+}
+
+/// Picks the form from the JSON value itself rather than with `#[serde(untagged)]`, which would
+/// read [`DelayUnits`] from serde's buffer and so take an array (`[1, 2]`: 1 s and 2 min) for the
+/// object form (see [`crate::strict_json`]).
+impl<'de> Deserialize<'de> for DelaySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::String(text) => DelaySpec::Text(text),
+            object @ Value::Object(_) => crate::strict_json::from_value(object.clone())
+                .map_or(DelaySpec::Other(object), DelaySpec::Units),
+            other => DelaySpec::Other(other),
+        })
+    }
 }
 
 /// The object form of a delay.
@@ -229,5 +242,8 @@ mod tests {
         assert!(number.to_delay().unwrap_err().contains("must be an object"));
         let unknown: DelaySpec = serde_json::from_value(json!({"weeks": 1})).expect("parses");
         assert!(unknown.to_delay().is_err());
+        // An array is not the object form.
+        let array: DelaySpec = serde_json::from_value(json!([1, 2])).expect("parses");
+        assert!(array.to_delay().unwrap_err().contains("must be an object"));
     }
 }

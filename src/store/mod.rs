@@ -371,7 +371,7 @@ impl Store {
 
 /// Verified webhook deliveries.
 impl Store {
-    /// Records a delivery and inserts all its events in one transaction; a repeat stores nothing.
+    /// Records a delivery and all its events in one transaction (its text [`storable`]); a repeat stores nothing.
     pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
         dispatch!(self, s => s.webhook_record(delivery).await)
     }

@@ -18,6 +18,14 @@
 //! `user.deleted` → `{userId, deleted}`, `session.*` → `{sessionId, userId, status}` and
 //! `organization.*` → `{organizationId, name, slug}`, named after the Clerk type.
 //!
+//! **Stored text.** The fields stored as text columns rather than inside a JSON payload — the
+//! delivery's `id` (Stripe) and `type` (both) — are read by one function, which also refuses a
+//! NUL character in them ([`MappingError::Nul`]): PostgreSQL's `text` cannot hold one while
+//! SQLite's can, so both stores answer the same 400 and the provider stops retrying (a 503 from
+//! one store only would be retried for days). Text inside a payload is stored as JSON, where a
+//! NUL is escaped, and is kept as sent. (Clerk's delivery id is the `svix-id` header, which
+//! cannot hold a NUL.)
+//!
 //! **Names.** Flare event names are dot-separated segments of lowercase ASCII letters, digits,
 //! `_` and `-`, 1–200 bytes. Provider types are made to fit: an ASCII capital becomes lowercase
 //! and is preceded by `_` when it follows a lowercase letter or digit
@@ -69,6 +77,11 @@ pub enum MappingError {
     /// A required field is absent, `null` or an empty string (dotted path, e.g. `data.object`).
     #[error("webhook body is missing the required field `{0}`")]
     MissingField(&'static str),
+    /// A field stored as text holds a NUL character, which no store keeps (see the module docs).
+    #[error(
+        "webhook body field `{0}` contains a NUL character (\\u0000), which Flare cannot store"
+    )]
+    Nul(&'static str),
     /// A required field has the wrong JSON type.
     #[error("webhook body field `{field}` must be {expected}")]
     WrongType {
@@ -413,6 +426,7 @@ fn parse_object(body: &[u8]) -> Result<Map<String, Value>, MappingError> {
     }
 }
 
+/// A required, non-empty string field; its text is stored as is, so it may not hold a NUL.
 fn required_str(
     map: &Map<String, Value>,
     key: &str,
@@ -421,6 +435,7 @@ fn required_str(
     match map.get(key) {
         None | Some(Value::Null) => Err(MappingError::MissingField(field)),
         Some(Value::String(s)) if s.is_empty() => Err(MappingError::MissingField(field)),
+        Some(Value::String(s)) if s.contains('\0') => Err(MappingError::Nul(field)),
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(MappingError::WrongType {
             field,

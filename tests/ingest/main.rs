@@ -5,6 +5,7 @@
 mod auth;
 mod compat;
 mod guard;
+mod shapes;
 mod support;
 mod trigger;
 mod trigger_fuzz;

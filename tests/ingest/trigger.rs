@@ -159,7 +159,7 @@ async fn bad_requests_say_what_is_wrong() {
         (json!({"event": null}), "required fields are missing"),
         (json!({"event": "User Created"}), "invalid event name"),
         (json!({"event": 42}), "invalid request body"),
-        (json!([1, 2]), "invalid request body"),
+        (json!([1, 2]), "must be a JSON object"),
         (
             json!({"event": "a.b", "delay": {"hours": -1}}),
             "delay.hours",

@@ -3,9 +3,11 @@
 //! ends the session. Without a configured `FLARE_API_KEY` the dashboard is open and `/login` says
 //! so.
 //!
-//! Wrong keys are counted per client ([`crate::http::login_attempts`]): after too many, `POST
-//! /login` answers 429 with `Retry-After` without looking at the key. Their log lines go through
-//! a [`crate::http::log_throttle::LogThrottle`], so a brute-force run writes a few summaries, not a
+//! Wrong keys are counted per client ([`crate::http::login_attempts`], the same count as wrong
+//! API keys on the other routes): after too many, a wrong key gets 429 with `Retry-After`. The
+//! right key always signs in, so a lockout caused by someone else behind the same address (a
+//! reverse proxy) does not lock the operator out. Their log lines go through a
+//! [`crate::http::log_throttle::LogThrottle`], so a brute-force run writes a few summaries, not a
 //! line per guess.
 
 use std::collections::HashMap;
@@ -86,11 +88,13 @@ pub async fn form(
     )
 }
 
-/// `POST /login` (form fields `key`, `next`): a right key opens a session and redirects to `next`;
-/// a wrong one shows the form again with a 401; a client with too many wrong keys gets a 429.
+/// `POST /login` (form fields `key`, `next`): a right key opens a session and redirects to `next`,
+/// always; a wrong one shows the form again with a 401, or a 429 once the client has sent too
+/// many.
 pub async fn submit(
     State(state): State<AppState>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let next = safe_next(form.get("next"));
@@ -98,7 +102,17 @@ pub async fn submit(
         return Redirect::to(&next).into_response();
     };
     let now = state.client.clock().now_ms();
-    let client = ClientId::of(peer.map(|Extension(ConnectInfo(addr))| addr.ip()));
+    let presented = form.get("key").map(String::as_str).unwrap_or("");
+    if keys_match(presented, key) {
+        let value = sessions().open(now);
+        let cookie = format!(
+            "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+            SESSION_TTL_MS / 1000
+        );
+        return ([(SET_COOKIE, cookie)], Redirect::to(&next)).into_response();
+    }
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let client = ClientId::of(state.config.trusted_proxies.client_ip(peer, &headers));
     let attempts = &state.logins;
     if let Err(secs) = attempts.check(client, now) {
         if let Some(suppressed) = attempts.log.admit("login:refused", now) {
@@ -114,24 +128,14 @@ pub async fn submit(
         )
             .into_response();
     }
-    let presented = form.get("key").map(String::as_str).unwrap_or("");
-    if !keys_match(presented, key) {
-        let locked = attempts.failed(client, now);
-        if let Some(suppressed) = attempts.log.admit("login:failed", now) {
-            tracing::warn!(%client, locked, suppressed, "dashboard sign-in with a wrong key");
-        }
-        return html_response(
-            StatusCode::UNAUTHORIZED,
-            login_page(&next, Some("That is not the API key."), false),
-        );
+    let locked = attempts.failed(client, now);
+    if let Some(suppressed) = attempts.log.admit("login:failed", now) {
+        tracing::warn!(%client, locked, suppressed, "dashboard sign-in with a wrong key");
     }
-    attempts.succeeded(client);
-    let value = sessions().open(now);
-    let cookie = format!(
-        "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_TTL_MS / 1000
-    );
-    ([(SET_COOKIE, cookie)], Redirect::to(&next)).into_response()
+    html_response(
+        StatusCode::UNAUTHORIZED,
+        login_page(&next, Some("That is not the API key."), false),
+    )
 }
 
 /// `POST /logout`: ends the session and clears the cookie.

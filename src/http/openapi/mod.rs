@@ -355,6 +355,9 @@ fn dashboard_paths() -> Value {
         none.clone(),
     );
     login["post"]["security"] = json!([]);
+    login["post"]["responses"]["401"] = json!({ "description": "A wrong key: the form again, saying so.", "content": { "text/html": { "schema": string() } } });
+    login["post"]["responses"]["429"] = json!({ "description": "A wrong key from an address with too many (5 within a minute, sign-ins and API keys alike): the form saying when to try again (`Retry-After`). The right key always signs in.",
+        "content": { "text/html": { "schema": string() } } });
     json!({
         "/": page("Overview: events and runs per minute or hour, failure rates, the queue", none.clone()),
         "/events": page("Event history with filters", none.clone()),
@@ -556,6 +559,7 @@ fn with_common_responses(mut paths: Value) -> Value {
             };
             if !open {
                 add("401", "FLARE_API_KEY is set and the request does not send it as `Authorization: Bearer <key>`.");
+                add("429", "Too many wrong API keys from this client address (5 within a minute): wrong keys are refused for a minute (`Retry-After`); a request with the right key is still served.");
             }
             if !health {
                 add(

@@ -471,6 +471,32 @@ fn clerk_malformed_bodies_are_rejected() {
     }
 }
 
+/// PostgreSQL cannot store a NUL in text: the fields stored as text refuse one on every store.
+#[test]
+fn a_nul_in_stored_text_is_refused_and_one_in_the_payload_kept() {
+    let stripe: [(&[u8], &str); 2] = [
+        (
+            br#"{"id":"evt_1","type":"invoice.paid\u0000","data":{"object":{}}}"#,
+            "`type` contains a NUL",
+        ),
+        (
+            br#"{"id":"evt\u0000","type":"invoice.paid","data":{"object":{}}}"#,
+            "`id` contains a NUL",
+        ),
+    ];
+    for (body, want) in stripe {
+        let err = stripe_events(body).expect_err(want);
+        assert!(err.to_string().contains(want), "{want}: got {err}");
+    }
+    let err = clerk_events(br#"{"type":"user.created\u0000x","data":{}}"#).expect_err("clerk");
+    assert!(err.to_string().contains("`type` contains a NUL"), "{err}");
+    let kept = stripe_events(
+        br#"{"id":"evt_1","type":"invoice.paid","data":{"object":{"description":"a\u0000b"}}}"#,
+    )
+    .expect("a NUL in the payload is fine");
+    assert_eq!(kept.events[1].payload["object"]["description"], "a\0b");
+}
+
 #[test]
 fn every_mapped_name_is_valid() {
     let mut all = Vec::new();
