@@ -55,6 +55,10 @@ pub enum Error {
     /// The record is not in a state that allows the operation.
     #[error("{0}")]
     Conflict(String),
+    /// The request asks for what the store does not do (a payload search longer than
+    /// [`query::MAX_SEARCH_CHARS`]); the message says what to change.
+    #[error("{0}")]
+    Invalid(String),
     /// Stored data could not be decoded.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
@@ -876,8 +880,13 @@ impl Store {
 /// The read side for the JSON API and the dashboard (types in [`query`]). Lists are newest first
 /// and keyset-paginated; every query uses an index.
 impl Store {
-    /// One page of events matching `q`, each with its outcome and run counts.
+    /// One page of events matching `q`, each with its outcome and run counts. A payload search
+    /// longer than [`query::MAX_SEARCH_CHARS`] is [`Error::Invalid`]: every list and bulk action
+    /// of the API and the dashboard comes through here.
     pub async fn events_list(&self, q: EventQuery) -> Result<Page<EventSummary>> {
+        if let Some(why) = q.q.as_deref().and_then(query::search_refusal) {
+            return Err(Error::Invalid(why));
+        }
         if ![&q.name, &q.source, &q.q]
             .into_iter()
             .flatten()
