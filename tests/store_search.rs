@@ -269,6 +269,8 @@ async fn a_search_longer_than_the_limit_is_refused_everywhere(db: TestDb) {
     let (status, page) = call(&app, "GET", &format!("/events?q={encoded}"), None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("evt_long"));
+    // The form says so before anything is sent.
+    assert!(page.contains(&format!("maxlength=\"{MAX_SEARCH_CHARS}\"")));
 }
 
 backend_tests!(
