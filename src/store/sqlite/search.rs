@@ -301,13 +301,9 @@ mod tests {
         let (_dir, conn) = db();
         // Every trigram of the term, in another order: the index finds it, LIKE refuses it.
         insert(&conn, "scattered", r#"{"a":"pqrX","b":"qrsX","c":"rstX"}"#);
-        // The same first 18 characters (the trigrams asked for), then a difference.
+        // The same first 21 characters (the 16 trigrams asked for and more), then a difference.
         let term = "0123456789abcdefghij-tail";
-        insert(
-            &conn,
-            "near",
-            &format!(r#"{{"t":"0123456789abcdefghij-TAIX"}}"#),
-        );
+        insert(&conn, "near", r#"{"t":"0123456789abcdefghij-TAIX"}"#);
         insert(
             &conn,
             "exact",
