@@ -2,12 +2,23 @@
 //! trickled, bodies promised and never sent, idle connections, and more connections than the
 //! limit. Each is cut off within its timeout, and an honest client is still served. The limits
 //! are set to fractions of a second here, so the real clock can be used with short bounds.
+//!
+//! And a hostile payload search against the real binary (`flare serve`, on both stores), whose
+//! peak memory is read from `/proc`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flare::config::RawServe;
+use flare::store::query::MAX_SEARCH_CHARS;
+use flare::store::{NewEvent, Store};
+use serde_json::{json, Value};
+use support::process::{free_port, Proc};
+use support::TestDb;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -188,3 +199,118 @@ async fn honest_clients_are_served_while_slow_ones_take_every_slot() {
     }
     let _server = attack.await.unwrap();
 }
+
+/// The peak resident memory of process `pid` so far (`VmHWM` of `/proc/{pid}/status`), in bytes.
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc status");
+    kb * 1024
+}
+
+/// The start of an answer, for failure messages (a found payload is 900 KB).
+fn brief(body: &Value) -> String {
+    body.to_string().chars().take(300).collect()
+}
+
+/// Most memory a search may add to the server's peak.
+const SEARCH_MEMORY: u64 = 100 << 20;
+/// Most time one search may take (a debug build, on a shared machine).
+const SEARCH_TIME: Duration = Duration::from_secs(2);
+
+/// Issue 23: one stored event of 500,000 `a` and `q` = 1,000 `a` took 523 MB and 2.7 s on
+/// SQLite (FTS5 copied the event's positions once per token of the phrase), 10,000 characters
+/// 21.7 GB. Here: an event of 900,000 `a`, one built so that the re-check of `a…ab` compares the
+/// whole term at each position, and the longest allowed terms over them; each search stays under
+/// [`SEARCH_TIME`] and all of them add less than [`SEARCH_MEMORY`] to the server's peak. A longer
+/// term is refused at once.
+async fn a_hostile_search_stays_within_memory_and_time(db: TestDb) {
+    let store = Store::open(&db.url).await.expect("open");
+    let now = chrono::Utc::now().timestamp_millis();
+    let payloads = ["a".repeat(900_000), format!("aab{}", "a".repeat(100_000))];
+    let events = payloads
+        .iter()
+        .enumerate()
+        .map(|(i, text)| NewEvent {
+            id: format!("evt_hostile_{i}"),
+            name: "hostile".into(),
+            payload: json!({ "t": text }),
+            context: None,
+            source: "api".into(),
+            parent_run_id: None,
+            deliver_at: None,
+            now,
+        })
+        .collect();
+    store.event_insert_many(events).await.expect("insert");
+    // Searched through the index (SQLite indexes behind a watermark; PostgreSQL on insert).
+    while store.search_index(100).await.expect("index") > 0 {}
+    drop(store);
+
+    let port = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flare"));
+    command
+        .args([
+            "serve",
+            "--demo=false",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(["--database-url", &db.url])
+        .env_remove("FLARE_API_KEY")
+        .env("RUST_LOG", "warn");
+    let mut server = Proc::spawn("flare serve", command);
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    support::wait_for("flare serve to answer", || async {
+        let up = http.get(format!("{base}/healthz")).send().await;
+        up.is_ok_and(|r| r.status().is_success()).then_some(())
+    })
+    .await;
+    let search = |q: String| {
+        let req = http.get(format!("{base}/api/events")).query(&[("q", q)]);
+        async move {
+            let res = req.send().await.expect("search");
+            let status = res.status();
+            (status, res.json::<Value>().await.expect("JSON"))
+        }
+    };
+    // The first search opens connections and prepares statements.
+    let (status, _) = search("zzz".into()).await;
+    assert_eq!(status, 200);
+    let before = peak_memory(server.child.id());
+
+    let longest = MAX_SEARCH_CHARS;
+    let mut times = Vec::new();
+    for (q, found) in [
+        ("a".repeat(longest), 2),
+        (format!("{}b", "a".repeat(longest - 1)), 0),
+        ("ab".repeat(longest / 2), 0),
+    ] {
+        let started = Instant::now();
+        let (status, body) = search(q.clone()).await;
+        times.push((format!("{}…", &q[..8]), started.elapsed()));
+        assert_eq!(status, 200, "{}", brief(&body));
+        let events = body["events"].as_array().expect("events");
+        assert_eq!(events.len(), found, "{}…", &q[..8]);
+    }
+    let grew = peak_memory(server.child.id()).saturating_sub(before);
+    assert!(
+        grew < SEARCH_MEMORY && times.iter().all(|(_, took)| *took < SEARCH_TIME),
+        "the searches raised the server's peak memory by {} MB (at most {} MB) and took {times:?} \
+         (each under {SEARCH_TIME:?})",
+        grew >> 20,
+        SEARCH_MEMORY >> 20,
+    );
+
+    let (status, body) = search("a".repeat(10_000)).await;
+    assert_eq!(status, 400, "{}", brief(&body));
+    let message = body["error"].as_str().expect("error");
+    assert!(message.contains(&MAX_SEARCH_CHARS.to_string()), "{message}");
+    server.assert_running();
+}
+
+backend_tests!(a_hostile_search_stays_within_memory_and_time);

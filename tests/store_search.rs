@@ -2,16 +2,21 @@
 //! backend. SQLite indexes events behind a watermark (`store/sqlite/search.rs`), so a search must
 //! find events on both sides of it; pruning must take events out of the index; the statistics
 //! read the event counts, which pruning must keep true (the suite's drift check after each test
-//! compares them, and the index, with the rows).
+//! compares them, and the index, with the rows). A search longer than
+//! [`MAX_SEARCH_CHARS`] is refused by the store and so by every HTTP entry point.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
-use flare::store::query::{EventQuery, StatsQuery, StatsWindow};
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use flare::store::query::{EventQuery, StatsQuery, StatsWindow, MAX_SEARCH_CHARS};
 use flare::store::{NewEvent, Store};
+use flare::ManualClock;
 use serde_json::{json, Value};
 use support::TestDb;
+use tower::ServiceExt;
 
 const HOUR: i64 = 3_600_000;
 
@@ -161,7 +166,115 @@ async fn statistics_count_events_from_the_rollup_that_pruning_keeps(db: TestDb) 
     assert!(store.rollups_drift().await.expect("drift").is_empty());
 }
 
+/// One request to `app` from the dashboard's own origin: the status and the body's text.
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: Option<(&str, String)>,
+) -> (StatusCode, String) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "127.0.0.1:3000")
+        .header("origin", "http://127.0.0.1:3000");
+    let body = match body {
+        Some((content_type, text)) => {
+            req = req.header("content-type", content_type);
+            Body::from(text)
+        }
+        None => Body::empty(),
+    };
+    let res = app
+        .clone()
+        .oneshot(req.body(body).expect("request"))
+        .await
+        .expect("response");
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The limit is in characters, one more is refused: by the store, and so by the API's list and
+/// bulk replay (a JSON 400) and the dashboard's list and bulk form (a 400 page saying why).
+async fn a_search_longer_than_the_limit_is_refused_everywhere(db: TestDb) {
+    let client = db.sender(&ManualClock::new(now())).await;
+    let store = client.store();
+    insert(store, "evt_long", json!({ "t": "é".repeat(300) }), now()).await;
+    index_all(store).await;
+    // Counted in characters: the longest term, two bytes each, is searched.
+    let longest = "é".repeat(MAX_SEARCH_CHARS);
+    assert_eq!(search(store, &longest).await, ["evt_long"]);
+    let over = "é".repeat(MAX_SEARCH_CHARS + 1);
+    let err = store
+        .events_list(EventQuery {
+            q: Some(over.clone()),
+            ..EventQuery::default()
+        })
+        .await
+        .expect_err("too long");
+    assert!(matches!(err, flare::store::Error::Invalid(_)), "{err:?}");
+
+    let app = support::sample::router(&client, db.url.clone(), None);
+    let encoded = "%C3%A9".repeat(MAX_SEARCH_CHARS + 1);
+    let said = format!("at most {MAX_SEARCH_CHARS}");
+    let (status, body) = call(&app, "GET", &format!("/api/events?q={encoded}"), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let error: Value = serde_json::from_str(&body).expect("JSON");
+    assert!(
+        error["error"].as_str().expect("error").contains(&said),
+        "{body}"
+    );
+    let replay = json!({"action": "replay", "dryRun": true, "filter": {"q": over}});
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/api/events/bulk",
+        Some(("application/json", replay.to_string())),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let error: Value = serde_json::from_str(&body).expect("JSON");
+    assert!(
+        error["error"].as_str().expect("error").contains(&said),
+        "{body}"
+    );
+    let (status, page) = call(&app, "GET", &format!("/events?q={encoded}"), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        page.contains("error-message") && page.contains(&said),
+        "{page}"
+    );
+    let form = format!("action=replay&q={encoded}");
+    let (status, page) = call(
+        &app,
+        "POST",
+        "/events/bulk",
+        Some(("application/x-www-form-urlencoded", form)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        page.contains("error-message") && page.contains(&said),
+        "{page}"
+    );
+
+    // The longest term passes everywhere.
+    let encoded = "%C3%A9".repeat(MAX_SEARCH_CHARS);
+    let (status, body) = call(&app, "GET", &format!("/api/events?q={encoded}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("evt_long"));
+    let (status, page) = call(&app, "GET", &format!("/events?q={encoded}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("evt_long"));
+    // The form says so before anything is sent.
+    assert!(page.contains(&format!("maxlength=\"{MAX_SEARCH_CHARS}\"")));
+}
+
 backend_tests!(
+    a_search_longer_than_the_limit_is_refused_everywhere,
     search_finds_indexed_and_not_yet_indexed_events,
     pruned_events_leave_the_search_index,
     statistics_count_events_from_the_rollup_that_pruning_keeps,

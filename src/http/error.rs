@@ -192,6 +192,7 @@ impl From<store::Error> for ApiError {
         match e {
             store::Error::NotFound { .. } => ApiError::NotFound(e.to_string()),
             store::Error::Conflict(msg) => ApiError::Conflict(msg),
+            store::Error::Invalid(msg) => ApiError::BadRequest(msg),
             other => {
                 log_storage_failure(
                     storage_failures(),

@@ -25,6 +25,10 @@ pub enum Error {
     /// The record is not in a state that allows the operation.
     #[error("{0}")]
     Conflict(String),
+    /// The request asks for what the store does not do (a payload search longer than
+    /// [`super::events::MAX_SEARCH_CHARS`]); the message says what to change.
+    #[error("{0}")]
+    Invalid(String),
     /// Stored data could not be decoded.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

@@ -65,7 +65,9 @@ pub use webhooks::{NewWebhookDelivery, WebhookDelivery, WebhookRecorded};
 
 /// The read side's types under their earlier path (`store::query::EventQuery`, …).
 pub mod query {
-    pub use super::events::{EventQuery, EventStatus, EventSummary};
+    pub use super::events::{
+        search_refusal, EventQuery, EventStatus, EventSummary, MAX_SEARCH_CHARS,
+    };
     pub use super::jobs::{JobDefinition, JobSchedule, JobSummary, NEXT_RUNS};
     pub use super::page::{clamp_limit, Cursor, InvalidCursor, Page, DEFAULT_LIMIT, MAX_LIMIT};
     pub use super::runs::{RunCounts, RunQuery, RunSummary};
@@ -169,8 +171,11 @@ impl Store {
         dispatch!(self, s => s.event_detail(id.to_string()).await)
     }
 
-    /// One newest-first page of events matching `q`, each with its outcome and run counts.
+    /// One newest-first page of events matching `q` (a search of at most [`events::MAX_SEARCH_CHARS`]).
     pub async fn events_list(&self, q: EventQuery) -> Result<Page<EventSummary>> {
+        if let Some(why) = q.q.as_deref().and_then(events::search_refusal) {
+            return Err(Error::Invalid(why));
+        }
         if ![&q.name, &q.source, &q.q]
             .into_iter()
             .flatten()

@@ -17,7 +17,7 @@ use super::page::{self, layout, PageError, PageResult, Params};
 use crate::http::api;
 use crate::http::AppState;
 use crate::model::RunStatus;
-use crate::store::query::{EventQuery, EventStatus, RunCounts, DEFAULT_LIMIT};
+use crate::store::query::{EventQuery, EventStatus, RunCounts, DEFAULT_LIMIT, MAX_SEARCH_CHARS};
 use crate::store::WebhookDelivery;
 
 /// How far back a payload search looks when the URL gives no `from` and no `within`: the search
@@ -162,7 +162,7 @@ pub async fn list(
             }
             label { "From (UTC) " input type="datetime-local" step="1" name="from" value=[shown_from.map(page::input_time)]; }
             label { "To (UTC) " input type="datetime-local" step="1" name="to" value=[shown.to.map(page::input_time)]; }
-            label.grow { "Payload contains " input type="search" name="q" value=[shown.q.as_deref()] placeholder="text in the payload JSON"; }
+            label.grow { "Payload contains " input type="search" name="q" maxlength=(MAX_SEARCH_CHARS) value=[shown.q.as_deref()] placeholder="text in the payload JSON"; }
             button type="submit" { "Filter" }
             a.clear href="/events" { "Clear" }
         }

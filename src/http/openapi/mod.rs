@@ -11,6 +11,8 @@
 
 use serde_json::{json, Value};
 
+use crate::store::events::MAX_SEARCH_CHARS;
+
 mod compat;
 use compat::{ingest_paths, trigger_dev_v2_paths};
 
@@ -38,6 +40,11 @@ fn id_param(what: &str) -> Value {
 
 fn string() -> Value {
     json!({ "type": "string" })
+}
+
+/// The payload search `q`: its longest length is [`MAX_SEARCH_CHARS`].
+fn search() -> Value {
+    json!({ "type": "string", "maxLength": MAX_SEARCH_CHARS })
 }
 
 fn time() -> Value {
@@ -71,7 +78,7 @@ fn paths() -> Value {
                 query("status", "Outcome of the event.", schema_ref("EventStatus")),
                 query("from", "Received at or after (RFC 3339).", time()),
                 query("to", "Received before (RFC 3339).", time()),
-                query("q", "Text the payload JSON contains.", string()),
+                query("q", &format!("Text the payload JSON contains (ASCII letters in either case), at most {MAX_SEARCH_CHARS} characters; a longer one is 400."), search()),
                 limit, cursor,
             ],
             "responses": {
@@ -165,11 +172,11 @@ fn paths() -> Value {
                     "action": { "enum": ["replay"] },
                     "filter": { "type": "object", "properties": {
                         "name": string(), "source": string(), "status": string(),
-                        "from": time(), "to": time(), "q": string() } },
+                        "from": time(), "to": time(), "q": search() } },
                     "dryRun": { "type": "boolean" } } } } } },
             "responses": {
                 "200": ok("What was selected (count) and replayed (acted).", schema_ref("BulkOutcome")),
-                "400": error("Unknown action, field or status."),
+                "400": error("Unknown action, field or status, or filter.q too long."),
             }
         }},
         "/api/jobs": { "get": {
@@ -360,11 +367,13 @@ fn dashboard_paths() -> Value {
         "content": { "text/html": { "schema": string() } } });
     json!({
         "/": page("Overview: events and runs per minute or hour, failure rates, the queue", none.clone()),
-        "/events": page("Event history with filters", none.clone()),
+        "/events": page("Event history with filters (name, source, status, from, to, within, q, cursor); a too long q is a 400 page", json!([
+            query("q", &format!("Text the payload JSON contains, at most {MAX_SEARCH_CHARS} characters."), search()),
+        ])),
         "/events/{id}": page("One event: payload, runs, chain, actions", id("event")),
         "/events/{id}/replay": post("Replay the event (form: payload, optional)", id("event")),
         "/events/{id}/cancel": post("Cancel a scheduled event", id("event")),
-        "/events/bulk": post("Replay all events a filter selects (form: action=replay, the list's filter, confirm): first a count to confirm, then the replays", none.clone()),
+        "/events/bulk": post(&format!("Replay all events a filter selects (form: action=replay, the list's filter with q of at most {MAX_SEARCH_CHARS} characters, confirm): first a count to confirm, then the replays"), none.clone()),
         "/send": send_form,
         "/runs": page("Runs with filters", none.clone()),
         "/runs/bulk": post("Retry or cancel all runs a filter selects (form: action, the list's filter, confirm): first a count to confirm, then the action", none.clone()),
@@ -610,6 +619,26 @@ pub fn document() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The payload search's longest length is in the document wherever `q` is taken.
+    #[test]
+    fn the_payload_search_documents_its_longest_length() {
+        let paths = document()["paths"].clone();
+        let q_param = |path: &str| {
+            paths[path]["get"]["parameters"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|p| p["name"] == "q"))
+                .map(|p| p["schema"]["maxLength"].clone())
+        };
+        let longest = json!(MAX_SEARCH_CHARS);
+        assert_eq!(q_param("/api/events"), Some(longest.clone()));
+        assert_eq!(q_param("/events"), Some(longest.clone()));
+        let bulk = &paths["/api/events/bulk"]["post"]["requestBody"]["content"]["application/json"];
+        assert_eq!(
+            bulk["schema"]["properties"]["filter"]["properties"]["q"]["maxLength"],
+            longest
+        );
+    }
 
     /// Every `$ref` in the document names a schema it defines.
     #[test]

@@ -11,11 +11,14 @@
 //!
 //! **Searches are always complete**: [`events_page`] reads the not-yet-indexed tail
 //! (`seq > watermark`, the newest events) with the old `LIKE` walk, then the indexed part through
-//! the FTS table, newest first, both in one read snapshot. Each candidate the index finds is
-//! checked again with the same `LIKE` on `events.payload`, so the results are exactly those of
-//! the scan: ASCII letters match either case, other characters exactly (the trigram index folds
-//! case more widely, so it finds a superset). Terms shorter than three characters have no
-//! trigram and use the scan alone.
+//! the FTS table, newest first, both in one read snapshot. The index is asked for the events
+//! holding the term's first [`MAX_TRIGRAMS`] distinct trigrams (see [`trigrams`]: bounded work
+//! and memory whatever the term and the payloads), and each candidate it finds is checked again
+//! with the same `LIKE` on `events.payload`, so the results are exactly those of the scan: ASCII
+//! letters match either case, other characters exactly (the trigram index folds case more
+//! widely, so it finds a superset). Terms shorter than three characters have no trigram and use
+//! the scan alone; terms longer than
+//! [`MAX_SEARCH_CHARS`](crate::store::events::MAX_SEARCH_CHARS) are refused by the store.
 //!
 //! **Contentless, deleted by rowid.** The table is `content=''` with `contentless_delete=1`,
 //! keyed by `events.seq`: the payload is already stored once in `events` (the re-check reads it
@@ -42,6 +45,10 @@ pub const BUSY_CHUNK: usize = 50;
 
 /// The shortest term the trigram index can look up, in characters.
 const MIN_TERM: usize = 3;
+
+/// Most trigrams of a term the index looks up (see [`trigrams`]): enough to make a candidate that
+/// lacks the term rare, few enough that the lookup's cursors stay small.
+const MAX_TRIGRAMS: usize = 16;
 
 /// The highest `seq` indexed so far.
 fn watermark(conn: &Connection) -> Result<i64> {
@@ -94,10 +101,35 @@ pub(super) fn forget(conn: &Connection, ids: &str) -> Result<()> {
     Ok(())
 }
 
-/// The FTS5 query for `text` anywhere: one phrase, quotes doubled. The trigram tokenizer turns it
-/// into consecutive trigrams, which is a substring match.
-fn phrase(text: &str) -> String {
-    format!("\"{}\"", text.replace('"', "\"\""))
+/// The FTS5 query finding the events that may contain `text`: the first [`MAX_TRIGRAMS`] distinct
+/// trigrams of `text`, each a one-token phrase (quotes doubled), all required.
+///
+/// Not `text` as one phrase: FTS5 gives each token of a phrase its own cursor, and each copies the
+/// token's positions in the event at hand, so a phrase of the same trigram repeated (`aaa…a`)
+/// over an event holding it at every position cost the term's length times the payload's
+/// (523 MB for 1,000 `a` over one event of 500,000). Distinct trigrams hold each position of an
+/// event at most once, and a few of them select about as well as all: every candidate is checked
+/// again with the scan's `LIKE`, which is what decides.
+fn trigrams(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut picked: Vec<String> = Vec::new();
+    for w in chars.windows(MIN_TERM) {
+        let t: String = w.iter().collect();
+        // The tokenizer folds case, so the same trigram in another case adds nothing. (Only
+        // ASCII is compared folded here; the trigram itself goes to FTS5 as written, which folds
+        // it as it folded the payloads.)
+        if !picked.iter().any(|p| p.eq_ignore_ascii_case(&t)) {
+            picked.push(t);
+            if picked.len() == MAX_TRIGRAMS {
+                break;
+            }
+        }
+    }
+    picked
+        .iter()
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" AND ")
 }
 
 /// Whether the index can answer a search for `text` (else the scan does).
@@ -138,7 +170,7 @@ pub(super) fn events_page<T>(
     // The indexed part: the FTS table drives (CROSS JOIN keeps it outer), newest first, and each
     // candidate is looked up by seq and checked by the list's conditions, `LIKE` included.
     let mut w = events_where(q, Walk::Bounded);
-    let m = w.param(phrase(text));
+    let m = w.param(trigrams(text));
     let p = w.param(indexed);
     let conds = std::iter::once(format!(
         "event_search MATCH {m} AND event_search.rowid <= {p}"
@@ -252,6 +284,39 @@ mod tests {
     }
 
     #[test]
+    fn the_index_is_asked_for_a_few_distinct_trigrams() {
+        // One cursor per distinct trigram, not one per position: `aaa…a` is one lookup.
+        assert_eq!(trigrams(&"a".repeat(256)), "\"aaa\"");
+        assert_eq!(trigrams("AaAab"), "\"AaA\" AND \"Aab\"");
+        assert_eq!(
+            trigrams("say \"hi\""),
+            "\"say\" AND \"ay \" AND \"y \"\"\" AND \" \"\"h\" AND \"\"\"hi\" AND \"hi\"\"\""
+        );
+        let long: String = ('a'..='z').chain('A'..='Z').collect();
+        assert_eq!(trigrams(&long).split(" AND ").count(), MAX_TRIGRAMS);
+    }
+
+    #[test]
+    fn candidates_of_the_trigrams_are_checked_with_the_scans_like() {
+        let (_dir, conn) = db();
+        // Every trigram of the term, in another order: the index finds it, LIKE refuses it.
+        insert(&conn, "scattered", r#"{"a":"pqrX","b":"qrsX","c":"rstX"}"#);
+        // The same first 21 characters (the 16 trigrams asked for and more), then a difference.
+        let term = "0123456789abcdefghij-tail";
+        insert(&conn, "near", r#"{"t":"0123456789abcdefghij-TAIX"}"#);
+        insert(
+            &conn,
+            "exact",
+            &format!(r#"{{"t":"{}"}}"#, term.to_uppercase()),
+        );
+        index_chunk(&conn, CHUNK).expect("index");
+        assert!(found(&conn, "pqrst").is_empty());
+        assert_eq!(found(&conn, "qrsX"), ["scattered"]);
+        assert_eq!(found(&conn, term), ["exact"]);
+        assert_eq!(found(&conn, &"a".repeat(40)), Vec::<String>::new());
+    }
+
+    #[test]
     fn pages_continue_from_the_tail_into_the_index() {
         let (_dir, conn) = db();
         for i in 0..5 {
@@ -305,7 +370,7 @@ mod tests {
             ..EventQuery::default()
         };
         let mut w = events_where(&q, Walk::Bounded);
-        let m = w.param(phrase("needle"));
+        let m = w.param(trigrams("needle"));
         let sql = format!(
             "EXPLAIN QUERY PLAN SELECT events.seq FROM event_search CROSS JOIN events \
                ON events.seq = event_search.rowid WHERE event_search MATCH {m} AND {} \
