@@ -133,6 +133,61 @@ pub(super) fn events_where(q: &EventQuery, walk: Walk) -> Where {
     w
 }
 
+/// One page of [`EventQuery`] with a payload search (`q` set and [`search::indexable`]): the rows
+/// of the event list (columns of `event_from_row`, then `seq`), newest first, at
+/// most one more than the page. Runs in the caller's read transaction.
+pub(super) fn events_page<T>(
+    conn: &Connection,
+    q: &EventQuery,
+    text: &str,
+    mut row: impl FnMut(&rusqlite::Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let limit = fetch_limit(q);
+    let indexed = search::watermark(conn)?;
+    let mut out = Vec::new();
+
+    // The tail: events not indexed yet, the newest ones, walked by the primary key.
+    let mut w = events_where(q, Walk::Bounded);
+    let p = w.param(indexed);
+    w.cond(format!("seq > {p}"));
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS}, seq FROM events {} ORDER BY seq DESC LIMIT {limit}",
+        w.sql()
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params_from_iter(w.params))?;
+    while let Some(r) = rows.next()? {
+        out.push(row(r)?);
+    }
+    if out.len() >= limit || indexed == 0 {
+        return Ok(out);
+    }
+
+    // The indexed part: the FTS table drives (CROSS JOIN keeps it outer), newest first, and each
+    // candidate is looked up by seq and checked by the list's conditions, `LIKE` included.
+    let mut w = events_where(q, Walk::Bounded);
+    let m = w.param(search::trigrams(text));
+    let p = w.param(indexed);
+    let conds = std::iter::once(format!(
+        "event_search MATCH {m} AND event_search.rowid <= {p}"
+    ))
+    .chain(w.conds.iter().cloned())
+    .collect::<Vec<_>>()
+    .join(" AND ");
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS}, events.seq FROM event_search CROSS JOIN events \
+           ON events.seq = event_search.rowid \
+         WHERE {conds} ORDER BY event_search.rowid DESC LIMIT {}",
+        limit - out.len()
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params_from_iter(w.params))?;
+    while let Some(r) = rows.next()? {
+        out.push(row(r)?);
+    }
+    Ok(out)
+}
+
 /// The run list's SQL: columns of [`run_from_row`], then `seq` and the event's name.
 fn runs_sql(q: &RunQuery) -> (String, Vec<SqlValue>) {
     let mut w = Where::default();
@@ -263,7 +318,7 @@ impl SqliteStore {
             let _snapshot = c.unchecked_transaction()?;
             let row = |r: &rusqlite::Row<'_>| Ok((event_from_row(c, r)?, r.get::<_, i64>(10)?));
             let events = match q.q.as_deref().filter(|t| search::indexable(t)) {
-                Some(text) => search::events_page(c, &q, text, row)?,
+                Some(text) => events_page(c, &q, text, row)?,
                 None => {
                     let (sql, args) = events_sql(&q);
                     let mut stmt = c.prepare_cached(&sql)?;

@@ -9,7 +9,7 @@
 //! write goes through the one writer and `seq` grows with each insert, so no event can appear
 //! below the watermark after it moved.
 //!
-//! **Searches are always complete**: [`events_page`] reads the not-yet-indexed tail
+//! **Searches are always complete**: the event list (`query.rs`, `events_page`) reads the not-yet-indexed tail
 //! (`seq > watermark`, the newest events) with the old `LIKE` walk, then the indexed part through
 //! the FTS table, newest first, both in one read snapshot. The index is asked for the events
 //! holding the term's first [`MAX_TRIGRAMS`] distinct trigrams (see [`trigrams`]: bounded work
@@ -26,11 +26,8 @@
 //! external-content table would need each pruned payload read back to delete its trigrams. Pruning
 //! calls [`forget`] inside its transaction, so no index row outlives its event.
 
-use rusqlite::{params, params_from_iter, Connection};
+use rusqlite::{params, Connection};
 
-use super::query::{events_where, fetch_limit, Walk};
-use super::rows::EVENT_COLUMNS;
-use crate::store::query::EventQuery;
 use crate::store::Result;
 
 /// Events indexed per write. Every send that arrives while a chunk is written waits for it, and
@@ -51,7 +48,7 @@ const MIN_TERM: usize = 3;
 const MAX_TRIGRAMS: usize = 16;
 
 /// The highest `seq` indexed so far.
-fn watermark(conn: &Connection) -> Result<i64> {
+pub(super) fn watermark(conn: &Connection) -> Result<i64> {
     Ok(conn
         .prepare_cached("SELECT indexed_seq FROM search_progress WHERE id = 1")?
         .query_row([], |r| r.get(0))?)
@@ -110,7 +107,7 @@ pub(super) fn forget(conn: &Connection, ids: &str) -> Result<()> {
 /// (523 MB for 1,000 `a` over one event of 500,000). Distinct trigrams hold each position of an
 /// event at most once, and a few of them select about as well as all: every candidate is checked
 /// again with the scan's `LIKE`, which is what decides.
-fn trigrams(text: &str) -> String {
+pub(super) fn trigrams(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut picked: Vec<String> = Vec::new();
     for w in chars.windows(MIN_TERM) {
@@ -135,61 +132,6 @@ fn trigrams(text: &str) -> String {
 /// Whether the index can answer a search for `text` (else the scan does).
 pub(super) fn indexable(text: &str) -> bool {
     text.chars().count() >= MIN_TERM
-}
-
-/// One page of [`EventQuery`] with a payload search (`q` set and [`indexable`]): the rows of
-/// [`super::query`]'s event list (columns of `event_from_row`, then `seq`), newest first, at
-/// most one more than the page. Runs in the caller's read transaction.
-pub(super) fn events_page<T>(
-    conn: &Connection,
-    q: &EventQuery,
-    text: &str,
-    mut row: impl FnMut(&rusqlite::Row<'_>) -> Result<T>,
-) -> Result<Vec<T>> {
-    let limit = fetch_limit(q);
-    let indexed = watermark(conn)?;
-    let mut out = Vec::new();
-
-    // The tail: events not indexed yet, the newest ones, walked by the primary key.
-    let mut w = events_where(q, Walk::Bounded);
-    let p = w.param(indexed);
-    w.cond(format!("seq > {p}"));
-    let sql = format!(
-        "SELECT {EVENT_COLUMNS}, seq FROM events {} ORDER BY seq DESC LIMIT {limit}",
-        w.sql()
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query(params_from_iter(w.params))?;
-    while let Some(r) = rows.next()? {
-        out.push(row(r)?);
-    }
-    if out.len() >= limit || indexed == 0 {
-        return Ok(out);
-    }
-
-    // The indexed part: the FTS table drives (CROSS JOIN keeps it outer), newest first, and each
-    // candidate is looked up by seq and checked by the list's conditions, `LIKE` included.
-    let mut w = events_where(q, Walk::Bounded);
-    let m = w.param(trigrams(text));
-    let p = w.param(indexed);
-    let conds = std::iter::once(format!(
-        "event_search MATCH {m} AND event_search.rowid <= {p}"
-    ))
-    .chain(w.conds.iter().cloned())
-    .collect::<Vec<_>>()
-    .join(" AND ");
-    let sql = format!(
-        "SELECT {EVENT_COLUMNS}, events.seq FROM event_search CROSS JOIN events \
-           ON events.seq = event_search.rowid \
-         WHERE {conds} ORDER BY event_search.rowid DESC LIMIT {}",
-        limit - out.len()
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query(params_from_iter(w.params))?;
-    while let Some(r) = rows.next()? {
-        out.push(row(r)?);
-    }
-    Ok(out)
 }
 
 /// Where the index differs from the events, one line per event; empty when they agree. For the
@@ -221,7 +163,10 @@ pub(super) fn backlog(conn: &Connection) -> Result<(i64, u64)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::query::{events_page, events_where, Walk};
     use super::*;
+    use crate::store::EventQuery;
+    use rusqlite::params_from_iter;
 
     fn db() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().expect("tempdir");
