@@ -16,9 +16,10 @@ use std::sync::Arc;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::completer::finish;
 use super::execution::Execution;
+use super::shared::{set_abort, track, Registered, Shared};
 use super::steps::Suspension;
-use super::{finish, set_abort, track, Registered, Shared};
 use crate::metrics::AttemptEnd;
 use crate::model::JobError;
 use crate::store::{ClaimedRun, Completion, Finish, Lease};

@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ms, Shared};
+use super::shared::{ms, Shared};
 
 const BATCH: usize = 1000;
 

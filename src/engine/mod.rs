@@ -1,129 +1,56 @@
 //! The engine: claims runnable runs, executes them, records their outcome; keeps delayed events,
 //! expired leases and old data in order.
 //!
-//! Tasks, each small and named:
-//! - the **worker** loop claims runs of locally defined jobs in batches (up to the free slots) when
-//!   woken by a commit that created work, or when the next run is due;
+//! Tasks, each small and named, each in its own file:
+//! - the **worker** loop (`worker`) claims runs of locally defined jobs in batches (up to the free
+//!   slots) when woken by a commit that created work, or when the next run is due;
 //! - the **executor** ([`executor`]) runs one attempt: payload → job → outcome, catching panics and
 //!   timeouts, and decides retry or failure with the job's [`retry::RetryPolicy`], or that the
-//!   run waits ([`steps`]: durable steps, waits that end the execution);
-//! - the **completer** records finished attempts in batches, fenced by each claim's lease token;
-//! - the **heartbeat** extends the leases of runs still executing;
+//!   run waits ([`steps`]: durable steps, waits that end the execution). A job's body gets an
+//!   [`execution::Execution`]; the engine never sees `crate::Io`, which the Rust API builds from it;
+//! - the **completer** (`completer`) records finished attempts in batches, fenced by each claim's
+//!   lease token;
+//! - the **heartbeat** (`heartbeat`) extends the leases of runs still executing, and beats for
+//!   this node;
 //! - the **maintenance** services ([`maintenance`]): scheduler (delayed events), rescuer (expired
-//!   leases), pruner (retention). Each has a `run_once` that tests call directly.
+//!   leases), pruner (retention). Each has a `*_once` that tests call directly.
+//!
+//! What they share is in `shared`; the settings in `config`. This file is the [`Engine`] handle
+//! and nothing a task imports: the tasks never import it back.
 
+mod completer;
+mod config;
 pub mod execution;
 pub mod executor;
+mod heartbeat;
 pub mod maintenance;
+mod shared;
 pub mod steps;
+mod worker;
+
+use completer::completer_loop;
+pub use config::EngineConfig;
+use heartbeat::{heartbeat_loop, node_beat, node_loop};
+pub use shared::Jitter;
+use shared::{cancel_local, Registered, Shared};
+use worker::worker_loop;
 
 /// The retry policy, now a noun of [`crate::model`]; kept here for the old path.
 pub use crate::model::retry;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
-use tokio::task::{AbortHandle, JoinHandle};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::model::JobSpec;
-use crate::store::{ClaimGroup, ClaimParams, Completion, Lease, Store};
+use crate::store::{Lease, Store};
 use execution::Handler;
 pub use execution::Logger;
-
-/// Engine settings. Defaults suit a small service.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Runs executing at once in this process (per-job limits apply on top). Default 100.
-    pub concurrency: usize,
-    /// Most runs claimed in one transaction. Default 500.
-    pub claim_batch: usize,
-    /// How long a claim stays valid without a heartbeat. Default 30 s.
-    pub lease: Duration,
-    /// Longest the worker and scheduler wait before looking again. Default 200 ms.
-    pub poll_interval: Duration,
-    /// Finished events and runs older than this are pruned. `None` keeps everything. Default 7 days.
-    pub retention: Option<Duration>,
-    /// How often the pruner runs. Default 1 minute.
-    pub prune_interval: Duration,
-    /// How long running runs may take to finish at shutdown. Default 30 s.
-    pub shutdown_grace: Duration,
-    /// How long a shutdown may take past the grace period: the time the storage gets to record
-    /// the last outcomes, release the runs still executing and hand leadership over, whatever it
-    /// does (a full disk, a database gone). Default 10 s.
-    pub shutdown_bound: Duration,
-    /// How long the maintenance leadership lasts without renewal: when the leading node dies,
-    /// another takes over within this time. Renewed every poll interval, so keep it several
-    /// poll intervals long. Default 2 s.
-    pub leader_ttl: Duration,
-    /// How often this node records that it is alive and which jobs it defines (the dashboard
-    /// flags jobs no live node defines). Default 5 s.
-    pub node_beat: Duration,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            concurrency: 100,
-            claim_batch: 500,
-            lease: Duration::from_secs(30),
-            poll_interval: Duration::from_millis(200),
-            retention: Some(Duration::from_secs(7 * 86_400)),
-            prune_interval: Duration::from_secs(60),
-            shutdown_grace: Duration::from_secs(30),
-            shutdown_bound: Duration::from_secs(10),
-            leader_ttl: Duration::from_secs(2),
-            node_beat: Duration::from_secs(5),
-        }
-    }
-}
-
-/// A source of random numbers in `[0, 1)` for backoff jitter.
-pub type Jitter = Arc<dyn Fn() -> f64 + Send + Sync>;
-
-pub(crate) struct Registered {
-    pub(crate) spec: JobSpec,
-    pub(crate) handler: Handler,
-}
-
-pub(crate) struct InFlight {
-    token: i64,
-    job_id: String,
-    abort: Option<AbortHandle>,
-    /// Tripped when the run's lease is found gone (cancelled, or rescued): the job sees it through
-    /// `io`, and the executor stops the execution.
-    cancel: CancellationToken,
-}
-
-pub(crate) struct Shared {
-    pub(crate) store: Store,
-    /// This engine's name in leader leases; unique per process and client.
-    pub(crate) node_id: String,
-    /// When this engine started, ms.
-    pub(crate) started_at: i64,
-    /// Whether this node held the maintenance leadership at its last attempt.
-    pub(crate) leading: AtomicBool,
-    pub(crate) clock: SharedClock,
-    pub(crate) config: EngineConfig,
-    pub(crate) jitter: RwLock<Jitter>,
-    pub(crate) jobs: RwLock<HashMap<String, Arc<Registered>>>,
-    inflight: Mutex<HashMap<String, InFlight>>,
-    /// Finished attempts handed to the completer and not recorded yet (run id → lease token).
-    /// Their leases are still extended: a slow write must not let the rescuer run them again.
-    recording: Mutex<HashMap<String, i64>>,
-    /// Held while the completer or the heartbeat writes: both may touch the same runs, and two
-    /// transactions updating the same rows in different orders deadlock on PostgreSQL.
-    lease_writes: tokio::sync::Mutex<()>,
-    /// Woken when a slot frees or a job is defined.
-    wake: Notify,
-    /// Cancelled to stop claiming.
-    stop: CancellationToken,
-    completions: Mutex<Option<mpsc::Sender<Completion>>>,
-}
 
 /// The running engine of one client.
 #[derive(Clone)]
@@ -400,305 +327,4 @@ impl Engine {
 /// Says that a shutdown step was cut off at the shutdown bound.
 fn skipped(bound: Duration, what: &str) {
     tracing::warn!(?bound, "shutdown: {what} took too long; skipped");
-}
-
-fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// Claim groups for the free slots: one group for jobs without a limit, one per limited job.
-fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {
-    let jobs = match shared.jobs.read() {
-        Ok(j) => j,
-        Err(_) => return Vec::new(),
-    };
-    let running: HashMap<String, usize> = match shared.inflight.lock() {
-        Ok(m) => m.values().fold(HashMap::new(), |mut acc, f| {
-            *acc.entry(f.job_id.clone()).or_default() += 1;
-            acc
-        }),
-        Err(_) => return Vec::new(),
-    };
-    let batch = free.min(shared.config.claim_batch);
-    let mut unlimited = Vec::new();
-    let mut groups = Vec::new();
-    for (id, reg) in jobs.iter() {
-        match reg.spec.concurrency {
-            None => unlimited.push(id.clone()),
-            Some(cap) => {
-                let cap = cap as usize;
-                let busy = running.get(id).copied().unwrap_or(0);
-                if cap > busy {
-                    groups.push(ClaimGroup {
-                        jobs: vec![id.clone()],
-                        limit: (cap - busy).min(batch),
-                    });
-                }
-            }
-        }
-    }
-    if !unlimited.is_empty() {
-        groups.push(ClaimGroup {
-            jobs: unlimited,
-            limit: batch,
-        });
-    }
-    groups
-}
-
-async fn worker_loop(shared: Arc<Shared>) {
-    let store_wake = Arc::clone(shared.store.work_notify());
-    let mut failures = 0u32;
-    // Consecutive claims that found nothing although something was due: runs another node was
-    // claiming at that moment (locked rows are skipped, yet still look queued). Each one doubles
-    // the pause before looking again, so idle nodes do not hammer the database; a wake-up (new
-    // work committed) still ends the pause at once.
-    let mut contended = 0u32;
-    loop {
-        if shared.stop.is_cancelled() {
-            return;
-        }
-        let in_flight = shared
-            .inflight
-            .lock()
-            .map(|m| m.len())
-            .unwrap_or(usize::MAX);
-        let free = shared.config.concurrency.saturating_sub(in_flight);
-        let mut full_batch = false;
-        let mut claimed_none = false;
-        if free > 0 {
-            let groups = claim_groups(&shared, free);
-            let asked: usize = groups.iter().map(|g| g.limit).sum();
-            if asked > 0 {
-                let now = shared.clock.now_ms();
-                let params = ClaimParams {
-                    now,
-                    lease_until: now + ms(shared.config.lease),
-                    node: Some(shared.node_id.clone()),
-                    groups,
-                };
-                match shared.store.runs_claim(params).await {
-                    Ok(runs) => {
-                        failures = 0;
-                        full_batch = runs.len() == asked;
-                        claimed_none = runs.is_empty();
-                        for run in runs {
-                            executor::spawn(&shared, run);
-                        }
-                    }
-                    Err(e) => {
-                        failures += 1;
-                        tracing::error!(error = %e, "claiming runs failed; retrying");
-                        let backoff = Duration::from_millis(50 * 2u64.pow(failures.min(6)));
-                        tokio::select! {
-                            _ = tokio::time::sleep(backoff) => {}
-                            _ = shared.stop.cancelled() => return,
-                        }
-                        continue;
-                    }
-                }
-            }
-        }
-        if full_batch {
-            continue;
-        }
-        let wait = if free == 0 {
-            shared.config.poll_interval
-        } else {
-            let local: Vec<String> = shared
-                .jobs
-                .read()
-                .map(|j| j.keys().cloned().collect())
-                .unwrap_or_default();
-            match shared.store.runs_next_due(local).await {
-                Ok(Some(due)) => {
-                    let until = (due - shared.clock.now_ms()).max(0);
-                    Duration::from_millis(u64::try_from(until).unwrap_or(0))
-                        .min(shared.config.poll_interval)
-                }
-                _ => shared.config.poll_interval,
-            }
-        };
-        let wait = if wait.is_zero() && claimed_none {
-            contended = (contended + 1).min(8);
-            Duration::from_millis(1 << contended).min(shared.config.poll_interval)
-        } else {
-            contended = 0;
-            wait
-        };
-        tokio::select! {
-            _ = store_wake.notified() => {}
-            _ = shared.wake.notified() => {}
-            _ = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {}
-            _ = shared.stop.cancelled() => return,
-        }
-    }
-}
-
-pub(crate) fn track(
-    shared: &Shared,
-    run_id: &str,
-    token: i64,
-    job_id: &str,
-    abort: Option<AbortHandle>,
-    cancel: CancellationToken,
-) {
-    if let Ok(mut m) = shared.inflight.lock() {
-        m.insert(
-            run_id.to_string(),
-            InFlight {
-                token,
-                job_id: job_id.to_string(),
-                abort,
-                cancel,
-            },
-        );
-    }
-}
-
-/// Stops the executions of `runs` in this process, whose leases are gone (a cancel): their jobs
-/// see `io.is_cancelled()`, their executors drop them.
-pub(crate) fn cancel_local(shared: &Shared, runs: &[String]) {
-    if let Ok(m) = shared.inflight.lock() {
-        for id in runs {
-            if let Some(f) = m.get(id) {
-                tracing::info!(run = %id, job = %f.job_id, "the run's lease is gone (cancelled); stopping its execution");
-                f.cancel.cancel();
-            }
-        }
-    }
-}
-
-pub(crate) fn set_abort(shared: &Shared, run_id: &str, abort: AbortHandle) {
-    if let Ok(mut m) = shared.inflight.lock() {
-        if let Some(f) = m.get_mut(run_id) {
-            f.abort = Some(abort);
-        }
-    }
-}
-
-/// Hands a finished attempt to the completer and frees its slot.
-pub(crate) async fn finish(shared: &Shared, completion: Completion) {
-    let tx = shared.completions.lock().ok().and_then(|t| t.clone());
-    let run_id = completion.run_id.clone();
-    if let Ok(mut r) = shared.recording.lock() {
-        r.insert(run_id.clone(), completion.token);
-    }
-    if let Some(tx) = tx {
-        if tx.send(completion).await.is_err() {
-            if let Ok(mut r) = shared.recording.lock() {
-                r.remove(&run_id);
-            }
-            tracing::warn!(run = %run_id, "completer stopped; the run's lease will expire and it will run again");
-        }
-    }
-    if let Ok(mut m) = shared.inflight.lock() {
-        m.remove(&run_id);
-    }
-    shared.wake.notify_one();
-}
-
-async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>) {
-    let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, 1000).await > 0 {
-        let mut failures = 0u32;
-        loop {
-            let written = {
-                let _writing = shared.lease_writes.lock().await;
-                shared.store.runs_complete(batch.clone()).await
-            };
-            match written {
-                Ok(held) => {
-                    for (c, ok) in batch.iter().zip(held) {
-                        if !ok {
-                            tracing::warn!(run = %c.run_id, "lease was lost before completion; the outcome of this attempt was discarded");
-                        }
-                    }
-                    break;
-                }
-                Err(e) => {
-                    failures += 1;
-                    tracing::error!(error = %e, runs = batch.len(), "recording run outcomes failed; retrying");
-                    if failures > 50 {
-                        tracing::error!("giving up on these outcomes; their leases will expire and the runs will run again");
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100 * u64::from(failures.min(20))))
-                        .await;
-                }
-            }
-        }
-        if let Ok(mut r) = shared.recording.lock() {
-            for c in &batch {
-                r.remove(&c.run_id);
-            }
-        }
-        batch.clear();
-    }
-}
-
-async fn node_beat(shared: &Shared) -> Result<(), crate::store::Error> {
-    let mut jobs: Vec<String> = shared
-        .jobs
-        .read()
-        .map(|j| j.keys().cloned().collect())
-        .unwrap_or_default();
-    jobs.sort();
-    shared
-        .store
-        .node_beat(crate::store::NodeBeat {
-            id: shared.node_id.clone(),
-            started_at: shared.started_at,
-            now: shared.clock.now_ms(),
-            jobs,
-        })
-        .await
-}
-
-/// Records every [`EngineConfig::node_beat`] that this node is alive and which jobs it defines.
-async fn node_loop(shared: Arc<Shared>) {
-    loop {
-        if let Err(e) = node_beat(&shared).await {
-            tracing::debug!(error = %e, "could not record this node's jobs");
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(shared.config.node_beat) => {}
-            _ = shared.stop.cancelled() => return,
-        }
-    }
-}
-
-async fn heartbeat_loop(shared: Arc<Shared>) {
-    let every = (shared.config.lease / 3).max(Duration::from_millis(10));
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = shared.stop.cancelled() => return,
-        }
-        let mut leases: Vec<Lease> = match shared.inflight.lock() {
-            Ok(m) => m
-                .iter()
-                .map(|(id, f)| Lease {
-                    run_id: id.clone(),
-                    token: f.token,
-                })
-                .collect(),
-            Err(_) => continue,
-        };
-        if let Ok(r) = shared.recording.lock() {
-            leases.extend(r.iter().map(|(id, token)| Lease {
-                run_id: id.clone(),
-                token: *token,
-            }));
-        }
-        if leases.is_empty() {
-            continue;
-        }
-        let until = shared.clock.now_ms() + ms(shared.config.lease);
-        let _writing = shared.lease_writes.lock().await;
-        match shared.store.runs_heartbeat(leases, until).await {
-            Ok(lost) => cancel_local(&shared, &lost),
-            Err(e) => tracing::warn!(error = %e, "extending leases failed"),
-        }
-    }
 }

@@ -1,0 +1,141 @@
+//! The worker loop: claims runs of the jobs defined in this process, up to the free slots and
+//! each job's limit, in one transaction per batch, and starts an execution of each; it sleeps
+//! until a commit wakes it or the next run is due.
+
+use super::shared::{ms, Shared};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::store::{ClaimGroup, ClaimParams};
+
+use super::executor;
+
+/// Claim groups for the free slots: one group for jobs without a limit, one per limited job.
+pub(crate) fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {
+    let jobs = match shared.jobs.read() {
+        Ok(j) => j,
+        Err(_) => return Vec::new(),
+    };
+    let running: HashMap<String, usize> = match shared.inflight.lock() {
+        Ok(m) => m.values().fold(HashMap::new(), |mut acc, f| {
+            *acc.entry(f.job_id.clone()).or_default() += 1;
+            acc
+        }),
+        Err(_) => return Vec::new(),
+    };
+    let batch = free.min(shared.config.claim_batch);
+    let mut unlimited = Vec::new();
+    let mut groups = Vec::new();
+    for (id, reg) in jobs.iter() {
+        match reg.spec.concurrency {
+            None => unlimited.push(id.clone()),
+            Some(cap) => {
+                let cap = cap as usize;
+                let busy = running.get(id).copied().unwrap_or(0);
+                if cap > busy {
+                    groups.push(ClaimGroup {
+                        jobs: vec![id.clone()],
+                        limit: (cap - busy).min(batch),
+                    });
+                }
+            }
+        }
+    }
+    if !unlimited.is_empty() {
+        groups.push(ClaimGroup {
+            jobs: unlimited,
+            limit: batch,
+        });
+    }
+    groups
+}
+
+pub(crate) async fn worker_loop(shared: Arc<Shared>) {
+    let store_wake = Arc::clone(shared.store.work_notify());
+    let mut failures = 0u32;
+    // Consecutive claims that found nothing although something was due: runs another node was
+    // claiming at that moment (locked rows are skipped, yet still look queued). Each one doubles
+    // the pause before looking again, so idle nodes do not hammer the database; a wake-up (new
+    // work committed) still ends the pause at once.
+    let mut contended = 0u32;
+    loop {
+        if shared.stop.is_cancelled() {
+            return;
+        }
+        let in_flight = shared
+            .inflight
+            .lock()
+            .map(|m| m.len())
+            .unwrap_or(usize::MAX);
+        let free = shared.config.concurrency.saturating_sub(in_flight);
+        let mut full_batch = false;
+        let mut claimed_none = false;
+        if free > 0 {
+            let groups = claim_groups(&shared, free);
+            let asked: usize = groups.iter().map(|g| g.limit).sum();
+            if asked > 0 {
+                let now = shared.clock.now_ms();
+                let params = ClaimParams {
+                    now,
+                    lease_until: now + ms(shared.config.lease),
+                    node: Some(shared.node_id.clone()),
+                    groups,
+                };
+                match shared.store.runs_claim(params).await {
+                    Ok(runs) => {
+                        failures = 0;
+                        full_batch = runs.len() == asked;
+                        claimed_none = runs.is_empty();
+                        for run in runs {
+                            executor::spawn(&shared, run);
+                        }
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        tracing::error!(error = %e, "claiming runs failed; retrying");
+                        let backoff = Duration::from_millis(50 * 2u64.pow(failures.min(6)));
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = shared.stop.cancelled() => return,
+                        }
+                        continue;
+                    }
+                }
+            }
+        }
+        if full_batch {
+            continue;
+        }
+        let wait = if free == 0 {
+            shared.config.poll_interval
+        } else {
+            let local: Vec<String> = shared
+                .jobs
+                .read()
+                .map(|j| j.keys().cloned().collect())
+                .unwrap_or_default();
+            match shared.store.runs_next_due(local).await {
+                Ok(Some(due)) => {
+                    let until = (due - shared.clock.now_ms()).max(0);
+                    Duration::from_millis(u64::try_from(until).unwrap_or(0))
+                        .min(shared.config.poll_interval)
+                }
+                _ => shared.config.poll_interval,
+            }
+        };
+        let wait = if wait.is_zero() && claimed_none {
+            contended = (contended + 1).min(8);
+            Duration::from_millis(1 << contended).min(shared.config.poll_interval)
+        } else {
+            contended = 0;
+            wait
+        };
+        tokio::select! {
+            _ = store_wake.notified() => {}
+            _ = shared.wake.notified() => {}
+            _ = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {}
+            _ = shared.stop.cancelled() => return,
+        }
+    }
+}
