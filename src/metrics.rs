@@ -11,7 +11,7 @@
 //!   `running`, `scheduled_events`).
 //!
 //! The counters are process-wide (one registry per process), recorded with one call from the
-//! code that knows: [`event_inserted`] after a committed insert, [`attempt_finished`] when the
+//! code that knows: [`event_received`] after a committed insert, [`attempt_finished`] when the
 //! executor has an attempt's outcome.
 
 use std::sync::LazyLock;

@@ -1,6 +1,6 @@
 //! Sending an event, for [`crate::Client`] and [`crate::Io`] alike: [`SendEvent`] (name,
-//! payload and options), its validation into the row to insert ([`prepare`]: name, id, delay),
-//! the insert ([`send_with`]), what a send did ([`Sent`], [`Conflict`]), and the Rust API's
+//! payload and options), its validation into the row to insert (`prepare`: name, id, delay),
+//! the insert (`send_with`), what a send did ([`Sent`], [`Conflict`]), and the Rust API's
 //! [`Error`].
 
 use std::sync::Arc;
@@ -60,7 +60,7 @@ impl From<store::Error> for Error {
     }
 }
 
-/// An event to send, with options. See [`Client::send_event_with`].
+/// An event to send, with options. See [`crate::Client::send_event_with`].
 #[derive(Debug, Clone)]
 pub struct SendEvent {
     pub(crate) name: String,

@@ -1,8 +1,8 @@
 //! One execution of a claimed run, as the engine hands it to a job's body: which run, event and
-//! attempt it is, its durable steps ([`Steps`]), its logger and its cancellation.
+//! attempt it is, its durable steps (`Steps`), its logger and its cancellation.
 //!
-//! The engine runs a job through a [`Handler`]: a type-erased body taking the raw payload and an
-//! [`Execution`]. The Rust API (`crate::job::Job::run`) wraps the user's closure into a handler that
+//! The engine runs a job through a `Handler`: a type-erased body taking the raw payload and an
+//! `Execution`. The Rust API (`crate::job::Job::run`) wraps the user's closure into a handler that
 //! builds the `crate::Io` the closure expects from the execution, so the engine knows nothing of
 //! `Io`, and `Io` sits above the engine.
 

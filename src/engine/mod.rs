@@ -7,7 +7,7 @@
 //! - the **executor** ([`executor`]) runs one attempt: payload → job → outcome, catching panics and
 //!   timeouts, and decides retry or failure with the job's [`retry::RetryPolicy`], or that the
 //!   run waits ([`steps`]: durable steps, waits that end the execution). A job's body gets an
-//!   [`execution::Execution`]; the engine never sees `crate::Io`, which the Rust API builds from it;
+//!   `execution::Execution`; the engine never sees `crate::Io`, which the Rust API builds from it;
 //! - the **completer** (`completer`) records finished attempts in batches, fenced by each claim's
 //!   lease token;
 //! - the **heartbeat** (`heartbeat`) extends the leases of runs still executing, and beats for

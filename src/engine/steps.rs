@@ -8,8 +8,8 @@
 //!   succeeded returns its stored output and its closure is not called.
 //! - **Keys** are unique within a run. Using one twice in an execution, or with another kind
 //!   than it was stored with, is a fatal error (a bug in the job, which no retry fixes).
-//! - **Waits** suspend the execution: the wait records why ([`Suspension`]) and never resolves;
-//!   the executor, which selects on [`Steps::suspended`] next to the job's future, drops the
+//! - **Waits** suspend the execution: the wait records why (`Suspension`) and never resolves;
+//!   the executor, which selects on `Steps::suspended` next to the job's future, drops the
 //!   job's future and hands the completer [`crate::store::Finish::Wait`]: the wait step and the
 //!   run's return to the queue (due at the wait's time, the attempt not counted) are one
 //!   transaction. A user cannot swallow the suspension as they could an error.

@@ -1,7 +1,7 @@
 //! Events in the store: the row to insert ([`NewEvent`]) and what the insert did ([`Inserted`]);
 //! an event with its runs ([`EventDetail`]); the list query ([`EventQuery`]), its rows
 //! ([`EventSummary`]) and an event's outcome as lists show it ([`EventStatus`]); the text both
-//! backends store for a payload or context ([`json_text`]).
+//! backends store for a payload or context (`json_text`).
 
 use std::fmt;
 

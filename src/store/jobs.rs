@@ -149,10 +149,10 @@ pub struct JobSummary {
     pub queued: u64,
     /// Its runs now running.
     pub running: u64,
-    /// Runs that finished in the last hour: [`StatsWindow::Hour`]'s span (60 whole minutes, the
+    /// Runs that finished in the last hour: [`crate::store::query::StatsWindow::Hour`]'s span (60 whole minutes, the
     /// current one included), as on the statistics page.
     pub last_hour: Outcomes,
-    /// Runs that finished in the last 24 hours: [`StatsWindow::Day`]'s span (24 whole hours).
+    /// Runs that finished in the last 24 hours: [`crate::store::query::StatsWindow::Day`]'s span (24 whole hours).
     pub last_day: Outcomes,
     /// Where it runs: its endpoint, the live nodes defining it, and whether anything serves it.
     pub placement: JobPlacement,

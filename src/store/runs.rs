@@ -164,7 +164,7 @@ impl RunDetail {
     }
 }
 
-/// What a bulk action does to each run it selects (see [`Store::runs_bulk`]).
+/// What a bulk action does to each run it selects (see [`crate::store::Store::runs_bulk`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkRunAction {
     /// Cancel queued or running runs.

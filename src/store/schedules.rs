@@ -1,6 +1,6 @@
 //! Scheduled jobs in the store: a schedule as stored with its next and last tick
-//! ([`ScheduleState`]), the event a tick inserts ([`tick_event`]) and which tick a due schedule
-//! fires ([`tick_due`]).
+//! ([`ScheduleState`]), the event a tick inserts (`tick_event`) and which tick a due schedule
+//! fires (`tick_due`).
 
 use super::events::NewEvent;
 use crate::schedule::Schedule;

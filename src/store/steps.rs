@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::runs::Lease;
 use crate::model::{StepKind, StepStatus};
 
-/// A step to record for a run that holds a lease (see [`Store::step_record`]).
+/// A step to record for a run that holds a lease (see [`crate::store::Store::step_record`]).
 #[derive(Debug, Clone)]
 pub struct NewStep {
     /// The run and the lease token of the attempt recording it (fencing).

@@ -8,7 +8,7 @@ use super::events::NewEvent;
 use crate::model::StoredEvent;
 
 /// A verified webhook delivery to record, with the events it produces. See
-/// [`Store::webhook_record`].
+/// [`crate::store::Store::webhook_record`].
 #[derive(Debug, Clone)]
 pub struct NewWebhookDelivery {
     /// Which webhook route received it: `payments` or `auth`.

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 impl PgStore {
-    /// See [`super::Store::event_insert`]: grouped with concurrent inserts into one transaction.
+    /// See [`crate::store::Store::event_insert`]: grouped with concurrent inserts into one transaction.
     pub async fn event_insert(&self, event: NewEvent) -> Result<Inserted> {
         let payload = event.payload.to_string();
         let context = event.context.as_ref().map(serde_json::Value::to_string);
@@ -152,7 +152,7 @@ impl PgStore {
         Ok(due.len())
     }
 
-    /// See [`crate::store::Store::prune`]: one bounded batch, deleted in one statement.
+    /// See [`crate::store::Store::events_prune`]: one bounded batch, deleted in one statement.
     pub async fn events_prune(&self, before: i64, limit: usize) -> Result<usize> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut client = self.conn().await?;

@@ -404,7 +404,7 @@ impl PgStore {
         Ok(())
     }
 
-    /// See [`super::Store::set_read_only`]: later write transactions start `READ ONLY`, so the
+    /// See [`crate::store::Store::health_fail_writes`]: later write transactions start `READ ONLY`, so the
     /// database itself refuses them.
     pub async fn health_fail_writes(&self, on: bool) -> Result<()> {
         self.inner.read_only.store(on, Ordering::SeqCst);

@@ -655,7 +655,7 @@ impl PgStore {
         Ok(held)
     }
 
-    /// See [`crate::store::Store::next_due`]: both lookups walk a partial index in due order.
+    /// See [`crate::store::Store::runs_next_due`]: both lookups walk a partial index in due order.
     pub async fn runs_next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
         let conn = self.conn().await?;
         let r = self

@@ -192,7 +192,7 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`crate::store::Store::prune`].
+    /// See [`crate::store::Store::events_prune`].
     pub async fn events_prune(&self, before: i64, limit: usize) -> Result<usize> {
         self.write(move |ctx| {
             let ids: Vec<String> = ctx

@@ -319,7 +319,7 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`super::Store::set_read_only`].
+    /// See [`crate::store::Store::health_fail_writes`].
     pub async fn health_fail_writes(&self, on: bool) -> Result<()> {
         let (reply, rx) = oneshot::channel();
         self.inner
@@ -342,7 +342,7 @@ impl SqliteStore {
 
     /// See [`super::Store::search_index`]: one chunk through the writer, in its own savepoint.
     /// While the writer spent more than half of its time on batches since the last chunk, the
-    /// chunk is cut to [`search::BUSY_CHUNK`] events (fewer than asked: the indexer's pass ends).
+    /// chunk is cut to `search::BUSY_CHUNK` events (fewer than asked: the indexer's pass ends).
     /// Every send that arrives while a chunk is written waits for it, and FTS5 now and then merges
     /// its segments inside such a write: at full ingest the index would be paid for in the sends'
     /// tail latency (`POST /trigger` p99 19 ms against 3.5 ms). It catches up when the load

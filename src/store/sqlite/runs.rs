@@ -398,7 +398,7 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`crate::store::Store::next_due`].
+    /// See [`crate::store::Store::runs_next_due`].
     pub async fn runs_next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
         let jobs = serde_json::to_string(&jobs).unwrap_or_default();
         self.read(move |c| {
