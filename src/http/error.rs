@@ -152,15 +152,15 @@ pub async fn storage_reads(method: Method, res: Response) -> Response {
 
 /// The process's throttle for storage failures: during an outage every request fails the same
 /// way (16,040 ERROR lines in 12 s once), so the first is logged, then one per 10 s with the count.
-fn storage_failures() -> &'static super::log_throttle::LogThrottle {
-    static THROTTLE: std::sync::OnceLock<super::log_throttle::LogThrottle> =
+fn storage_failures() -> &'static crate::log_throttle::LogThrottle {
+    static THROTTLE: std::sync::OnceLock<crate::log_throttle::LogThrottle> =
         std::sync::OnceLock::new();
-    THROTTLE.get_or_init(super::log_throttle::LogThrottle::default)
+    THROTTLE.get_or_init(crate::log_throttle::LogThrottle::default)
 }
 
 /// Logs a storage failure an answer reports, through `throttle`.
 fn log_storage_failure(
-    throttle: &super::log_throttle::LogThrottle,
+    throttle: &crate::log_throttle::LogThrottle,
     error: &store::Error,
     now_ms: i64,
 ) {
@@ -213,8 +213,8 @@ impl From<crate::endpoints::Error> for ApiError {
 mod tests {
     #[test]
     fn an_outage_logs_a_line_then_a_summary_per_ten_seconds() {
-        let throttle = crate::http::log_throttle::LogThrottle::default();
-        let lines = crate::http::log_throttle::logged(|| {
+        let throttle = crate::log_throttle::LogThrottle::default();
+        let lines = crate::log_throttle::logged(|| {
             for ms in 0..12_000 {
                 super::log_storage_failure(&throttle, &crate::store::Error::Closed, ms);
             }

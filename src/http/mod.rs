@@ -28,7 +28,6 @@ pub mod duplicates;
 pub mod endpoints;
 pub mod error;
 pub mod guard;
-pub mod log_throttle;
 pub mod login_attempts;
 pub mod openapi;
 pub mod trigger;
@@ -74,7 +73,7 @@ pub struct SharedState {
     /// Failed dashboard sign-ins per client.
     pub logins: Arc<login_attempts::LoginAttempts>,
     /// The log lines about event ids resent with another name or payload ([`duplicates`]).
-    pub conflicts: Arc<log_throttle::LogThrottle>,
+    pub conflicts: Arc<crate::log_throttle::LogThrottle>,
 }
 
 impl AppState {

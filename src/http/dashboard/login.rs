@@ -5,7 +5,7 @@
 //!
 //! Wrong keys are counted per client ([`crate::http::login_attempts`]): after too many, `POST
 //! /login` answers 429 with `Retry-After` without looking at the key. Their log lines go through
-//! a [`crate::http::log_throttle::LogThrottle`], so a brute-force run writes a few summaries, not a
+//! a [`crate::log_throttle::LogThrottle`], so a brute-force run writes a few summaries, not a
 //! line per guess.
 
 use std::collections::HashMap;
