@@ -10,8 +10,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::log_throttle::LogThrottle;
 use crate::client::Sent;
+use crate::log_throttle::LogThrottle;
 
 /// The answer's fields about a resend: `duplicate`, `conflict` and, for a conflict,
 /// `conflictingFields`.

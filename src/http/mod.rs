@@ -30,6 +30,7 @@ pub mod error;
 pub mod guard;
 pub mod login_attempts;
 pub mod openapi;
+pub mod slots;
 pub mod trigger;
 pub mod trigger_dev_v2;
 pub mod webhooks;

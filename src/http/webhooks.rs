@@ -32,9 +32,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::body::RawBody;
-use crate::log_throttle::LogThrottle;
 use super::{ApiError, AppState};
 use crate::config::ServeConfig;
+use crate::log_throttle::LogThrottle;
 use crate::model::{ms_to_time, validate_event_name, Source};
 use crate::store::{NewEvent, NewWebhookDelivery};
 use crate::webhooks::mapping::{self, MappedEvent};
