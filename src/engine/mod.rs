@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::job::{Handler, InvalidJob, Job, JobSpec};
+use crate::log_throttle::storage_failure;
 use crate::store::{ClaimGroup, ClaimParams, Completion, Lease, Store};
 
 /// Engine settings. Defaults suit a small service.
@@ -198,7 +199,9 @@ impl Engine {
             let now = self.shared.clock.now_ms();
             handle.spawn(async move {
                 if let Err(e) = store.job_define_at(spec, now).await {
-                    tracing::warn!(error = %e, "could not store a job definition");
+                    if let Some(suppressed) = storage_failure("engine:define") {
+                        tracing::warn!(error = %e, suppressed, "could not store a job definition");
+                    }
                 }
             });
         }
@@ -494,7 +497,9 @@ async fn worker_loop(shared: Arc<Shared>) {
                     }
                     Err(e) => {
                         failures += 1;
-                        tracing::error!(error = %e, "claiming runs failed; retrying");
+                        if let Some(suppressed) = storage_failure("engine:claim") {
+                            tracing::error!(error = %e, suppressed, "claiming runs failed; retrying");
+                        }
                         let backoff = Duration::from_millis(50 * 2u64.pow(failures.min(6)));
                         tokio::select! {
                             _ = tokio::time::sleep(backoff) => {}
@@ -624,7 +629,9 @@ async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<Completion>)
                 }
                 Err(e) => {
                     failures += 1;
-                    tracing::error!(error = %e, runs = batch.len(), "recording run outcomes failed; retrying");
+                    if let Some(suppressed) = storage_failure("engine:complete") {
+                        tracing::error!(error = %e, runs = batch.len(), suppressed, "recording run outcomes failed; retrying");
+                    }
                     if failures > 50 {
                         tracing::error!("giving up on these outcomes; their leases will expire and the runs will run again");
                         break;
@@ -704,7 +711,11 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
         let _writing = shared.lease_writes.lock().await;
         match shared.store.runs_heartbeat(leases, until).await {
             Ok(lost) => cancel_local(&shared, &lost),
-            Err(e) => tracing::warn!(error = %e, "extending leases failed"),
+            Err(e) => {
+                if let Some(suppressed) = storage_failure("engine:heartbeat") {
+                    tracing::warn!(error = %e, suppressed, "extending leases failed");
+                }
+            }
         }
     }
 }

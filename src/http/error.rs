@@ -150,21 +150,15 @@ pub async fn storage_reads(method: Method, res: Response) -> Response {
     }
 }
 
-/// The process's throttle for storage failures: during an outage every request fails the same
-/// way (16,040 ERROR lines in 12 s once), so the first is logged, then one per 10 s with the count.
-fn storage_failures() -> &'static crate::log_throttle::LogThrottle {
-    static THROTTLE: std::sync::OnceLock<crate::log_throttle::LogThrottle> =
-        std::sync::OnceLock::new();
-    THROTTLE.get_or_init(crate::log_throttle::LogThrottle::default)
-}
-
-/// Logs a storage failure an answer reports, through `throttle`.
+/// Logs a storage failure an answer reports, through `throttle` (the process's storage failures'
+/// throttle: during an outage every request fails the same way, 16,040 ERROR lines in 12 s once,
+/// so the first is logged, then one per 10 s with the count).
 fn log_storage_failure(
     throttle: &crate::log_throttle::LogThrottle,
     error: &store::Error,
     now_ms: i64,
 ) {
-    if let Some(suppressed) = throttle.admit("storage", now_ms) {
+    if let Some(suppressed) = throttle.admit("http:storage", now_ms) {
         tracing::error!(%error, suppressed, "storage failure; requests answer 503");
     }
 }
@@ -176,9 +170,9 @@ impl From<store::Error> for ApiError {
             store::Error::Conflict(msg) => ApiError::Conflict(msg),
             other => {
                 log_storage_failure(
-                    storage_failures(),
+                    crate::log_throttle::storage(),
                     &other,
-                    chrono::Utc::now().timestamp_millis(),
+                    crate::log_throttle::storage_now_ms(),
                 );
                 ApiError::Storage(Access::Write)
             }

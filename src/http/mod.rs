@@ -150,7 +150,8 @@ async fn healthz() -> Response {
 
 /// Ready when storage answers a read and takes a write ([`crate::store::Store::health_write`]),
 /// so a read-only, full or corrupt database is not ready. Otherwise 503 saying which failed (the
-/// cause is logged as a warning: a load balancer may poll this every second).
+/// cause is logged as a warning, through the storage failures' throttle: a load balancer may poll
+/// this every second).
 async fn readyz(State(state): State<AppState>) -> Response {
     let store = state.client.store();
     let failure = match store.ping().await {
@@ -164,7 +165,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
     match failure {
         None => Json(json!({"status": "ready"})).into_response(),
         Some((error, message)) => {
-            tracing::warn!(%error, "{message}");
+            if let Some(suppressed) = crate::log_throttle::storage_failure("readyz") {
+                tracing::warn!(%error, suppressed, "{message}");
+            }
             ApiError::Unavailable(message.into()).into_response()
         }
     }

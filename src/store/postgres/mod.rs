@@ -39,6 +39,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use super::{Error, Inserted, NewEvent, Result, Triggers};
+use crate::log_throttle::storage_failure;
 
 /// Most inserts grouped into one transaction.
 pub const MAX_BATCH: usize = 2048;
@@ -475,8 +476,8 @@ async fn listen_loop(config: tokio_postgres::Config, work: Arc<Notify>) {
             Ok(()) => failures = 0,
             Err(e) => {
                 failures += 1;
-                if failures <= 3 {
-                    tracing::warn!(error = %e, "the PostgreSQL wake-up listener stopped; workers poll until it reconnects");
+                if let Some(suppressed) = storage_failure("postgres:listen") {
+                    tracing::warn!(error = %e, suppressed, "the PostgreSQL wake-up listener stopped; workers poll until it reconnects");
                 }
             }
         }
@@ -537,7 +538,9 @@ async fn writer_loop(writer: Arc<Writer>, rx: Arc<tokio::sync::Mutex<mpsc::Recei
                 }
             }
             Err(e) => {
-                tracing::error!(error = %e, events = batch.len(), "inserting a batch of events failed; every sender gets the error");
+                if let Some(suppressed) = storage_failure("postgres:insert") {
+                    tracing::error!(error = %e, events = batch.len(), suppressed, "inserting a batch of events failed; every sender gets the error");
+                }
                 for op in batch.drain(..) {
                     let _ = op.reply.send(Err(e.clone()));
                 }
