@@ -413,7 +413,7 @@ struct ServeArgs {
     max_connections: usize,
     /// HTTP connections one client (IP address, IPv6 by /64) may hold; its next one replaces its
     /// oldest idle one. Default: a quarter of --max-connections (behind a reverse proxy every
-    /// client is the proxy: raise it up to --max-connections).
+    /// connection comes from the proxy: raise it up to --max-connections).
     #[arg(long, env = "FLARE_MAX_CONNECTIONS_PER_IP")]
     max_connections_per_ip: Option<usize>,
     /// Seconds a new connection gets to send the first byte of its request.
