@@ -224,6 +224,8 @@ impl App {
             shutdown_grace_secs: args.engine.shutdown_grace_secs,
             max_body_bytes: Some(args.max_body_bytes),
             max_connections: Some(args.max_connections),
+            max_connections_per_ip: args.max_connections_per_ip,
+            first_byte_timeout_secs: Some(args.first_byte_timeout_secs),
             header_timeout_secs: Some(args.header_timeout_secs),
             body_timeout_secs: Some(args.body_timeout_secs),
             demo,
@@ -232,8 +234,7 @@ impl App {
             trusted_proxies: args.trusted_proxies,
         }
         .validate()?;
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
+        let listener = crate::http::connections::listen(config.listen)
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         crate::server::run_with(config, self.jobs, listener, shutdown_signal()).await?;
         Ok(ExitCode::SUCCESS)
@@ -411,6 +412,14 @@ struct ServeArgs {
     /// HTTP connections open at once; more clients wait until one ends.
     #[arg(long, env = "FLARE_MAX_CONNECTIONS", default_value_t = crate::http::connections::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// HTTP connections one client (IP address, IPv6 by /64) may hold; its next one replaces its
+    /// oldest idle one. Default: a quarter of --max-connections (behind a reverse proxy every
+    /// connection comes from the proxy: raise it up to --max-connections).
+    #[arg(long, env = "FLARE_MAX_CONNECTIONS_PER_IP")]
+    max_connections_per_ip: Option<usize>,
+    /// Seconds a new connection gets to send the first byte of its request.
+    #[arg(long, env = "FLARE_FIRST_BYTE_TIMEOUT_SECS", default_value_t = crate::http::connections::DEFAULT_FIRST_BYTE_TIMEOUT_SECS)]
+    first_byte_timeout_secs: u64,
     /// Seconds a client gets to send a request's headers (also how long a kept-alive connection
     /// may stay idle).
     #[arg(long, env = "FLARE_HEADER_TIMEOUT_SECS", default_value_t = crate::http::connections::DEFAULT_HEADER_TIMEOUT_SECS)]

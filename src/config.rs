@@ -200,6 +200,10 @@ pub struct RawServe {
     pub max_body_bytes: Option<usize>,
     /// `--max-connections`; `None` means [`crate::http::connections::DEFAULT_MAX_CONNECTIONS`].
     pub max_connections: Option<usize>,
+    /// `--max-connections-per-ip`; `None` means a quarter of the connections.
+    pub max_connections_per_ip: Option<usize>,
+    /// `--first-byte-timeout-secs`; `None` means the default (3 s).
+    pub first_byte_timeout_secs: Option<u64>,
     /// `--header-timeout-secs`; `None` means the default (10 s).
     pub header_timeout_secs: Option<u64>,
     /// `--body-timeout-secs`; `None` means the default (30 s).
@@ -264,11 +268,13 @@ impl RawServe {
                 reason: "must be at least 1".into(),
             });
         }
-        let limits = connection_limits(
-            self.max_connections,
-            self.header_timeout_secs,
-            self.body_timeout_secs,
-        )?;
+        let limits = connection_limits(RawLimits {
+            max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip,
+            first_byte_timeout_secs: self.first_byte_timeout_secs,
+            header_timeout_secs: self.header_timeout_secs,
+            body_timeout_secs: self.body_timeout_secs,
+        })?;
         let stripe_secrets = secrets(self.stripe_secrets);
         let clerk_secrets = secrets(self.clerk_secrets);
         if !stripe_secrets.is_empty() {
@@ -309,12 +315,17 @@ impl RawServe {
     }
 }
 
-/// The connection limits of `serve`, checked; `None` takes the default.
-fn connection_limits(
+/// The connection limits of `serve` as given; `None` takes the default.
+struct RawLimits {
     max_connections: Option<usize>,
+    max_connections_per_ip: Option<usize>,
+    first_byte_timeout_secs: Option<u64>,
     header_timeout_secs: Option<u64>,
     body_timeout_secs: Option<u64>,
-) -> Result<crate::http::connections::Limits, Error> {
+}
+
+/// The connection limits of `serve`, checked.
+fn connection_limits(raw: RawLimits) -> Result<crate::http::connections::Limits, Error> {
     let defaults = crate::http::connections::Limits::default();
     let at_least_one = |name: &'static str, v: u64| {
         if v == 0 {
@@ -326,19 +337,42 @@ fn connection_limits(
             Ok(v)
         }
     };
+    let secs = |name: &'static str, given: Option<u64>, default: Duration| match given {
+        Some(s) => at_least_one(name, s).map(Duration::from_secs),
+        None => Ok(default),
+    };
+    let max_connections = match raw.max_connections {
+        Some(n) => at_least_one("--max-connections", n as u64)? as usize,
+        None => defaults.max_connections,
+    };
+    let max_connections_per_ip = match raw.max_connections_per_ip {
+        Some(n) if n > max_connections => {
+            return Err(Error::Value {
+                name: "--max-connections-per-ip",
+                reason: format!("must be at most --max-connections ({max_connections})"),
+            })
+        }
+        Some(n) => Some(at_least_one("--max-connections-per-ip", n as u64)? as usize),
+        None => None,
+    };
     Ok(crate::http::connections::Limits {
-        max_connections: match max_connections {
-            Some(n) => at_least_one("--max-connections", n as u64)? as usize,
-            None => defaults.max_connections,
-        },
-        header_timeout: match header_timeout_secs {
-            Some(s) => Duration::from_secs(at_least_one("--header-timeout-secs", s)?),
-            None => defaults.header_timeout,
-        },
-        body_timeout: match body_timeout_secs {
-            Some(s) => Duration::from_secs(at_least_one("--body-timeout-secs", s)?),
-            None => defaults.body_timeout,
-        },
+        max_connections,
+        max_connections_per_ip,
+        first_byte_timeout: secs(
+            "--first-byte-timeout-secs",
+            raw.first_byte_timeout_secs,
+            defaults.first_byte_timeout,
+        )?,
+        header_timeout: secs(
+            "--header-timeout-secs",
+            raw.header_timeout_secs,
+            defaults.header_timeout,
+        )?,
+        body_timeout: secs(
+            "--body-timeout-secs",
+            raw.body_timeout_secs,
+            defaults.body_timeout,
+        )?,
     })
 }
 
@@ -473,10 +507,21 @@ mod tests {
         r.body_timeout_secs = Some(3);
         let c = r.validate().expect("valid");
         assert_eq!(c.limits.max_connections, 8);
+        assert_eq!(c.limits.per_ip(), 2, "a quarter by default");
+        assert_eq!(c.limits.first_byte_timeout, Duration::from_secs(3));
         assert_eq!(c.limits.header_timeout, Duration::from_secs(2));
         assert_eq!(c.limits.body_timeout, Duration::from_secs(3));
+        let mut r = raw("127.0.0.1:1");
+        r.max_connections_per_ip = Some(512);
+        r.first_byte_timeout_secs = Some(1);
+        let c = r.validate().expect("valid");
+        assert_eq!(c.limits.per_ip(), 512, "one client may have them all");
+        assert_eq!(c.limits.first_byte_timeout, Duration::from_secs(1));
         for set in [
             |r: &mut RawServe| r.max_connections = Some(0),
+            |r: &mut RawServe| r.max_connections_per_ip = Some(0),
+            |r: &mut RawServe| r.max_connections_per_ip = Some(513),
+            |r: &mut RawServe| r.first_byte_timeout_secs = Some(0),
             |r: &mut RawServe| r.header_timeout_secs = Some(0),
             |r: &mut RawServe| r.body_timeout_secs = Some(0),
         ] {

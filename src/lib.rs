@@ -38,6 +38,8 @@
 //! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
 //! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
 //!   Inngest), the JSON API, the dashboard (`http::dashboard`), access control, health.
+//! - [`log_throttle`]: summarised log lines (the first, then one per interval with the count) for
+//!   what can repeat at request speed: rejected clients, storage failures.
 //! - [`metrics`]: Prometheus counters and their text rendering for `GET /metrics`.
 //! - [`reference_jobs`]: the demo jobs of the README's tour, run only when asked for (`--demo`).
 //! - [`server`]: `run_with(config, jobs, listener, shutdown)` and `run_worker`, wiring it all.
@@ -57,6 +59,7 @@ pub mod filter;
 pub mod http;
 pub mod io;
 pub mod job;
+pub mod log_throttle;
 pub mod metrics;
 pub mod model;
 pub mod reference_jobs;

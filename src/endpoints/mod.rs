@@ -307,7 +307,9 @@ impl Registry {
                 delay = (delay * 2).min(Duration::from_secs(60));
             }
             if let Err(e) = self.sync().await {
-                tracing::warn!(error = %e, "could not load the endpoints; retrying");
+                if let Some(suppressed) = crate::log_throttle::storage_failure("endpoints:load") {
+                    tracing::warn!(error = %e, suppressed, "could not load the endpoints; retrying");
+                }
             }
             self.report().await;
             tokio::select! {

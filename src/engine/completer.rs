@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::shared::Shared;
+use crate::log_throttle::storage_failure;
 use crate::store::Completion;
 
 /// Hands a finished attempt to the completer and frees its slot.
@@ -50,7 +51,9 @@ pub(crate) async fn completer_loop(shared: Arc<Shared>, mut rx: mpsc::Receiver<C
                 }
                 Err(e) => {
                     failures += 1;
-                    tracing::error!(error = %e, runs = batch.len(), "recording run outcomes failed; retrying");
+                    if let Some(suppressed) = storage_failure("engine:complete") {
+                        tracing::error!(error = %e, runs = batch.len(), suppressed, "recording run outcomes failed; retrying");
+                    }
                     if failures > 50 {
                         tracing::error!("giving up on these outcomes; their leases will expire and the runs will run again");
                         break;

@@ -5,6 +5,7 @@ use super::shared::{cancel_local, ms, Shared};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::log_throttle::storage_failure;
 use crate::store::Lease;
 
 pub(crate) async fn node_beat(shared: &Shared) -> Result<(), crate::store::Error> {
@@ -68,7 +69,11 @@ pub(crate) async fn heartbeat_loop(shared: Arc<Shared>) {
         let _writing = shared.lease_writes.lock().await;
         match shared.store.runs_heartbeat(leases, until).await {
             Ok(lost) => cancel_local(&shared, &lost),
-            Err(e) => tracing::warn!(error = %e, "extending leases failed"),
+            Err(e) => {
+                if let Some(suppressed) = storage_failure("engine:heartbeat") {
+                    tracing::warn!(error = %e, suppressed, "extending leases failed");
+                }
+            }
         }
     }
 }

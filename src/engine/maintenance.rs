@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::shared::{ms, Shared};
+use crate::log_throttle::storage_failure;
 
 const BATCH: usize = 1000;
 
@@ -243,7 +244,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 leading = false;
             }
             Err(e) => {
-                tracing::error!(error = %e, "taking the maintenance lease failed");
+                if let Some(suppressed) = storage_failure("maintenance:lease") {
+                    tracing::error!(error = %e, suppressed, "taking the maintenance lease failed");
+                }
                 leading = false;
             }
         }
@@ -258,24 +261,34 @@ async fn chores(
     last_prune: &mut tokio::time::Instant,
 ) {
     if let Err(e) = m.schedule_once().await {
-        tracing::error!(error = %e, "delivering scheduled events failed");
+        if let Some(suppressed) = storage_failure("maintenance:schedule") {
+            tracing::error!(error = %e, suppressed, "delivering scheduled events failed");
+        }
     }
     if let Err(e) = m.ticks_once().await {
-        tracing::error!(error = %e, "firing scheduled jobs failed");
+        if let Some(suppressed) = storage_failure("maintenance:ticks") {
+            tracing::error!(error = %e, suppressed, "firing scheduled jobs failed");
+        }
     }
     if last_rescue.is_none_or(|at| at.elapsed() >= rescue_every) {
         *last_rescue = Some(tokio::time::Instant::now());
         if let Err(e) = m.rescue_once().await {
-            tracing::error!(error = %e, "rescuing expired runs failed");
+            if let Some(suppressed) = storage_failure("maintenance:rescue") {
+                tracing::error!(error = %e, suppressed, "rescuing expired runs failed");
+            }
         }
     }
     if let Err(e) = m.index_once().await {
-        tracing::error!(error = %e, "indexing events for the payload search failed");
+        if let Some(suppressed) = storage_failure("maintenance:index") {
+            tracing::error!(error = %e, suppressed, "indexing events for the payload search failed");
+        }
     }
     if last_prune.elapsed() >= shared.config.prune_interval {
         *last_prune = tokio::time::Instant::now();
         if let Err(e) = m.prune_once().await {
-            tracing::error!(error = %e, "pruning failed");
+            if let Some(suppressed) = storage_failure("maintenance:prune") {
+                tracing::error!(error = %e, suppressed, "pruning failed");
+            }
         }
     }
 }

@@ -47,6 +47,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::log_throttle::storage_failure;
 use crate::model::JobSpec;
 use crate::store::{Lease, Store};
 use execution::Handler;
@@ -129,7 +130,9 @@ impl Engine {
             let now = self.shared.clock.now_ms();
             handle.spawn(async move {
                 if let Err(e) = store.job_define_at(spec, now).await {
-                    tracing::warn!(error = %e, "could not store a job definition");
+                    if let Some(suppressed) = storage_failure("engine:define") {
+                        tracing::warn!(error = %e, suppressed, "could not store a job definition");
+                    }
                 }
             });
         }

@@ -25,6 +25,7 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::log_throttle::storage_failure;
 use crate::model::JobError;
 use crate::model::{Step, StepKind, StepStatus};
 use crate::store::{Lease, NewStep, Store};
@@ -208,7 +209,9 @@ impl Steps {
                 step.finished_at = Some(self.clock.now_ms());
                 step.error = Some(e.message().to_string());
                 if let Err(not_recorded) = self.record(step).await {
-                    tracing::warn!(run = %self.lease.run_id, error = %not_recorded, "a failed step's error was not recorded");
+                    if let Some(suppressed) = storage_failure("steps:failed-step") {
+                        tracing::warn!(run = %self.lease.run_id, error = %not_recorded, suppressed, "a failed step's error was not recorded");
+                    }
                 }
                 Err(e)
             }
@@ -269,7 +272,9 @@ impl Steps {
         step.finished_at = Some(self.clock.now_ms());
         step.output = Some(serde_json::json!({ "eventId": event_id }));
         if let Err(e) = self.record(step).await {
-            tracing::warn!(run = %self.lease.run_id, error = %e, "a chained event's step was not recorded");
+            if let Some(suppressed) = storage_failure("steps:event-step") {
+                tracing::warn!(run = %self.lease.run_id, error = %e, suppressed, "a chained event's step was not recorded");
+            }
         }
     }
 }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::log_throttle::storage_failure;
 use crate::store::{ClaimGroup, ClaimParams};
 
 use super::executor;
@@ -93,7 +94,9 @@ pub(crate) async fn worker_loop(shared: Arc<Shared>) {
                     }
                     Err(e) => {
                         failures += 1;
-                        tracing::error!(error = %e, "claiming runs failed; retrying");
+                        if let Some(suppressed) = storage_failure("engine:claim") {
+                            tracing::error!(error = %e, suppressed, "claiming runs failed; retrying");
+                        }
                         let backoff = Duration::from_millis(50 * 2u64.pow(failures.min(6)));
                         tokio::select! {
                             _ = tokio::time::sleep(backoff) => {}

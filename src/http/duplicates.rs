@@ -10,8 +10,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::log_throttle::LogThrottle;
 use crate::client::Sent;
+use crate::log_throttle::LogThrottle;
 
 /// The answer's fields about a resend: `duplicate`, `conflict` and, for a conflict,
 /// `conflictingFields`.
@@ -125,7 +125,7 @@ mod tests {
             name: false,
             payload: true,
         };
-        let lines = crate::http::log_throttle::logged(|| {
+        let lines = crate::log_throttle::logged(|| {
             for ms in 0..100 {
                 log_conflicts(
                     &throttle,

@@ -168,21 +168,15 @@ pub async fn storage_reads(method: Method, res: Response) -> Response {
     }
 }
 
-/// The process's throttle for storage failures: during an outage every request fails the same
-/// way (16,040 ERROR lines in 12 s once), so the first is logged, then one per 10 s with the count.
-fn storage_failures() -> &'static super::log_throttle::LogThrottle {
-    static THROTTLE: std::sync::OnceLock<super::log_throttle::LogThrottle> =
-        std::sync::OnceLock::new();
-    THROTTLE.get_or_init(super::log_throttle::LogThrottle::default)
-}
-
-/// Logs a storage failure an answer reports, through `throttle`.
+/// Logs a storage failure an answer reports, through `throttle` (the process's storage failures'
+/// throttle: during an outage every request fails the same way, 16,040 ERROR lines in 12 s once,
+/// so the first is logged, then one per 10 s with the count).
 fn log_storage_failure(
-    throttle: &super::log_throttle::LogThrottle,
+    throttle: &crate::log_throttle::LogThrottle,
     error: &store::Error,
     now_ms: i64,
 ) {
-    if let Some(suppressed) = throttle.admit("storage", now_ms) {
+    if let Some(suppressed) = throttle.admit("http:storage", now_ms) {
         tracing::error!(%error, suppressed, "storage failure; requests answer 503");
     }
 }
@@ -195,9 +189,9 @@ impl From<store::Error> for ApiError {
             store::Error::Invalid(msg) => ApiError::BadRequest(msg),
             other => {
                 log_storage_failure(
-                    storage_failures(),
+                    crate::log_throttle::storage(),
                     &other,
-                    chrono::Utc::now().timestamp_millis(),
+                    crate::log_throttle::storage_now_ms(),
                 );
                 ApiError::Storage(Access::Write)
             }
@@ -232,8 +226,8 @@ impl From<crate::endpoints::Error> for ApiError {
 mod tests {
     #[test]
     fn an_outage_logs_a_line_then_a_summary_per_ten_seconds() {
-        let throttle = crate::http::log_throttle::LogThrottle::default();
-        let lines = crate::http::log_throttle::logged(|| {
+        let throttle = crate::log_throttle::LogThrottle::default();
+        let lines = crate::log_throttle::logged(|| {
             for ms in 0..12_000 {
                 super::log_storage_failure(&throttle, &crate::store::Error::Closed, ms);
             }

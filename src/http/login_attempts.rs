@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 
-use super::log_throttle::LogThrottle;
+use crate::log_throttle::LogThrottle;
 
 /// Wrong keys a client may send within [`WINDOW_MS`] before it is locked out.
 pub const MAX_FAILURES: u32 = 5;

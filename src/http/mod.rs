@@ -29,9 +29,9 @@ pub mod duplicates;
 pub mod endpoints;
 pub mod error;
 pub mod guard;
-pub mod log_throttle;
 pub mod login_attempts;
 pub mod openapi;
+pub mod slots;
 pub mod trigger;
 pub mod trigger_dev_v2;
 pub mod webhooks;
@@ -75,7 +75,7 @@ pub struct SharedState {
     /// Wrong API keys per client: dashboard sign-ins and every protected route share it.
     pub logins: Arc<login_attempts::LoginAttempts>,
     /// The log lines about event ids resent with another name or payload ([`duplicates`]).
-    pub conflicts: Arc<log_throttle::LogThrottle>,
+    pub conflicts: Arc<crate::log_throttle::LogThrottle>,
 }
 
 impl AppState {
@@ -151,7 +151,8 @@ async fn healthz() -> Response {
 
 /// Ready when storage answers a read and takes a write ([`crate::store::Store::health_write`]),
 /// so a read-only, full or corrupt database is not ready. Otherwise 503 saying which failed (the
-/// cause is logged as a warning: a load balancer may poll this every second).
+/// cause is logged as a warning, through the storage failures' throttle: a load balancer may poll
+/// this every second).
 async fn readyz(State(state): State<AppState>) -> Response {
     let store = state.client.store();
     let failure = match store.health_read().await {
@@ -165,7 +166,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
     match failure {
         None => Json(json!({"status": "ready"})).into_response(),
         Some((error, message)) => {
-            tracing::warn!(%error, "{message}");
+            if let Some(suppressed) = crate::log_throttle::storage_failure("readyz") {
+                tracing::warn!(%error, suppressed, "{message}");
+            }
             ApiError::Unavailable(message.into()).into_response()
         }
     }

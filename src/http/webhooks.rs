@@ -32,9 +32,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::body::RawBody;
-use super::log_throttle::LogThrottle;
 use super::{ApiError, AppState};
 use crate::config::ServeConfig;
+use crate::log_throttle::LogThrottle;
 use crate::model::{ms_to_time, validate_event_name, Source};
 use crate::store::{NewEvent, NewWebhookDelivery};
 use crate::webhooks::mapping::{self, MappedEvent};
@@ -348,7 +348,7 @@ mod tests {
     fn a_flood_of_rejections_writes_a_line_then_a_summary_per_ten_seconds() {
         let hooks = Webhooks::new(Vec::new(), Vec::new());
         let bad = ApiError::BadRequest("no valid signature".into());
-        let lines = crate::http::log_throttle::logged(|| {
+        let lines = crate::log_throttle::logged(|| {
             for ms in 0..10_000 {
                 hooks.reject(Provider::Payments, ms, &bad);
             }

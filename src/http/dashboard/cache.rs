@@ -82,7 +82,11 @@ impl<T: Clone + Send + 'static> Cache<T> {
                                     );
                                 }
                                 Err(e) => {
-                                    tracing::warn!(error = %e, "dashboard statistics refresh failed");
+                                    if let Some(suppressed) =
+                                        crate::log_throttle::storage_failure("dashboard:stats")
+                                    {
+                                        tracing::warn!(error = %e, suppressed, "dashboard statistics refresh failed");
+                                    }
                                     if let Some(entry) = entries.get_mut(&key) {
                                         entry.refreshing = false;
                                     }

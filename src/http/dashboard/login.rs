@@ -7,7 +7,7 @@
 //! API keys on the other routes): after too many, a wrong key gets 429 with `Retry-After`. The
 //! right key always signs in, so a lockout caused by someone else behind the same address (a
 //! reverse proxy) does not lock the operator out. Their log lines go through a
-//! [`crate::http::log_throttle::LogThrottle`], so a brute-force run writes a few summaries, not a
+//! [`crate::log_throttle::LogThrottle`], so a brute-force run writes a few summaries, not a
 //! line per guess.
 
 use std::collections::HashMap;

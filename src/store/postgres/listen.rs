@@ -2,6 +2,7 @@
 //! when another process (or this one) committed runnable work. Workers poll as well, so a lost
 //! notification only delays them.
 
+use crate::log_throttle::storage_failure;
 use crate::store::{Error, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +21,8 @@ pub(super) async fn listen_loop(config: tokio_postgres::Config, work: Arc<Notify
             Ok(()) => failures = 0,
             Err(e) => {
                 failures += 1;
-                if failures <= 3 {
-                    tracing::warn!(error = %e, "the PostgreSQL wake-up listener stopped; workers poll until it reconnects");
+                if let Some(suppressed) = storage_failure("postgres:listen") {
+                    tracing::warn!(error = %e, suppressed, "the PostgreSQL wake-up listener stopped; workers poll until it reconnects");
                 }
             }
         }

@@ -7,6 +7,7 @@
 
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
+use crate::log_throttle::storage_failure;
 use crate::model::StoredEvent;
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
 use deadpool_postgres::{GenericClient, Pool};
@@ -61,7 +62,9 @@ pub(super) async fn writer_loop(
                 }
             }
             Err(e) => {
-                tracing::error!(error = %e, events = batch.len(), "inserting a batch of events failed; every sender gets the error");
+                if let Some(suppressed) = storage_failure("postgres:insert") {
+                    tracing::error!(error = %e, events = batch.len(), suppressed, "inserting a batch of events failed; every sender gets the error");
+                }
                 for op in batch.drain(..) {
                     let _ = op.reply.send(Err(e.clone()));
                 }

@@ -6,6 +6,7 @@
 
 use super::rollups;
 use super::rows::triggers_refresh;
+use crate::log_throttle::storage_failure;
 use crate::store::{Error, Result, Triggers};
 use rusqlite::Connection;
 use std::path::PathBuf;
@@ -233,7 +234,11 @@ impl WalBound {
                 wal_bytes = size,
                 "WAL reset waits for readers; trying again"
             ),
-            Err(e) => tracing::warn!(error = %e, wal_bytes = size, "WAL checkpoint failed"),
+            Err(e) => {
+                if let Some(suppressed) = storage_failure("sqlite:checkpoint") {
+                    tracing::warn!(error = %e, wal_bytes = size, suppressed, "WAL checkpoint failed");
+                }
+            }
         }
     }
 }
@@ -302,7 +307,9 @@ pub(super) fn run_batch(
         };
         if let Err(e) = conn.pragma_update(None, "synchronous", level) {
             // Stay durable: a claim committed with an fsync is only slower.
-            tracing::warn!(error = %e, level, "cannot change the commit's sync level");
+            if let Some(suppressed) = storage_failure("sqlite:sync") {
+                tracing::warn!(error = %e, level, suppressed, "cannot change the commit's sync level");
+            }
             let _ = conn.pragma_update(None, "synchronous", "FULL");
             *sync = Commit::Durable;
         } else {
@@ -311,14 +318,18 @@ pub(super) fn run_batch(
     }
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let err = Error::from(e);
-        tracing::error!(error = %err, ops = batch.len(), "cannot begin a write transaction");
+        if let Some(suppressed) = storage_failure("sqlite:begin") {
+            tracing::error!(error = %err, ops = batch.len(), suppressed, "cannot begin a write transaction");
+        }
         for op in batch.drain(..) {
             op.finish(Err(err.clone()));
         }
         return;
     }
     if let Err(e) = triggers_refresh(conn, triggers) {
-        tracing::warn!(error = %e, "could not reload job definitions");
+        if let Some(suppressed) = storage_failure("sqlite:triggers") {
+            tracing::warn!(error = %e, suppressed, "could not reload job definitions");
+        }
     }
     let mut ctx = WriteCtx {
         conn,
@@ -344,7 +355,9 @@ pub(super) fn run_batch(
         Some(e) => Err(e),
     };
     if let Err(e) = &commit {
-        tracing::error!(error = %e, ops = batch.len(), "the batch failed (commit, or an operation without a savepoint after writing); it is rolled back and every operation answered with the error");
+        if let Some(suppressed) = storage_failure("sqlite:batch") {
+            tracing::error!(error = %e, ops = batch.len(), suppressed, "the batch failed (commit, or an operation without a savepoint after writing); it is rolled back and every operation answered with the error");
+        }
         let _ = conn.execute_batch("ROLLBACK");
     }
     let committed = commit.is_ok();
