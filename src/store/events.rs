@@ -52,6 +52,17 @@ pub struct NewEvent {
     pub now: i64,
 }
 
+impl NewEvent {
+    /// The payload and the context as the JSON text both backends store (computed on the caller's
+    /// task, not on a writer).
+    pub(crate) fn texts(&self) -> (String, Option<String>) {
+        (
+            self.payload.to_string(),
+            self.context.as_ref().map(Value::to_string),
+        )
+    }
+}
+
 /// What an insert did.
 #[derive(Debug, Clone)]
 pub struct Inserted {

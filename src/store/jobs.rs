@@ -9,9 +9,82 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::nodes::JobPlacement;
+use super::runs::RunCounts;
 use super::schedules::ScheduleState;
 use super::stats::Outcomes;
-use crate::model::JobSpec;
+use crate::filter::Filter;
+use crate::model::{JobSpec, RetryPolicy};
+
+use super::error::{Error, Result};
+
+/// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
+pub(crate) const JOB_COLUMNS: &str =
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency";
+
+/// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
+/// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
+/// policy's attempts, not its delays; an endpoint's full definitions are rebuilt from its index).
+pub(crate) struct JobRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) event: String,
+    /// The filter as JSON text.
+    pub(crate) filter: Option<String>,
+    pub(crate) max_attempts: u32,
+    pub(crate) timeout_ms: i64,
+    pub(crate) concurrency: Option<u32>,
+}
+
+impl JobRow {
+    /// The definition, or [`Error::Corrupt`] for a filter that no longer parses.
+    pub(crate) fn into_spec(self) -> Result<JobSpec> {
+        let filter = match self.filter {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                Some(Filter::parse(&v).map_err(|e| Error::Corrupt(e.to_string()))?)
+            }
+            None => None,
+        };
+        Ok(JobSpec {
+            id: self.id,
+            name: self.name,
+            version: self.version,
+            event: self.event,
+            filter,
+            schedule: None,
+            retry: RetryPolicy::default().max_attempts(self.max_attempts),
+            timeout: std::time::Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0)),
+            concurrency: self.concurrency,
+        })
+    }
+}
+
+/// The jobs list from what a backend read: each definition (ordered by id) with its queued and
+/// running runs (`active`) and its outcomes over the last hour and day. Placement and schedule
+/// are added by the contract (`Store::jobs_list`). Written once for both backends.
+pub(crate) fn summaries(
+    defs: Vec<JobDefinition>,
+    mut active: HashMap<String, RunCounts>,
+    mut hour: HashMap<String, Outcomes>,
+    mut day: HashMap<String, Outcomes>,
+) -> Vec<JobSummary> {
+    defs.into_iter()
+        .map(|job| {
+            let load = active.remove(&job.id).unwrap_or_default();
+            JobSummary {
+                queued: load.queued,
+                running: load.running,
+                last_hour: hour.remove(&job.id).unwrap_or_default(),
+                last_day: day.remove(&job.id).unwrap_or_default(),
+                placement: JobPlacement::default(),
+                schedule: None,
+                job,
+            }
+        })
+        .collect()
+}
 
 /// The job definitions fan-out matches against, shared by every part of the process.
 #[derive(Debug, Default)]

@@ -2,10 +2,12 @@
 //! ([`StatsWindow`]), their query and result ([`StatsQuery`], [`Stats`]), and the queue now
 //! ([`QueueDepth`]).
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::model::RunStatus;
+use crate::model::{ms_to_time, RunStatus};
 
 /// Runs that finished in a time window, with rates.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -173,6 +175,71 @@ pub struct Stats {
     pub jobs: Vec<JobOutcomes>,
     /// The queue now.
     pub queue: QueueDepth,
+}
+
+/// What a backend read for [`Stats`]: per-minute counts already grouped into the window's
+/// buckets (bucket index, count; runs also by stored status), outcomes per job, and the queue.
+pub(crate) struct StatsRows {
+    /// Events received per bucket.
+    pub(crate) events: Vec<(i64, u64)>,
+    /// Runs finished per bucket and status.
+    pub(crate) runs: Vec<(i64, String, u64)>,
+    /// Outcomes per job over the window.
+    pub(crate) jobs: HashMap<String, Outcomes>,
+    /// The queue now.
+    pub(crate) queue: QueueDepth,
+}
+
+impl Stats {
+    /// Assembles the statistics of `q` from what a backend read: every bucket of the window (the
+    /// empty ones too), totals, jobs ordered by id. Written once for both backends.
+    pub(crate) fn assemble(q: &StatsQuery, read: StatsRows) -> Stats {
+        let now = q.now.timestamp_millis();
+        let (from, to) = q.window.bounds(now);
+        let width = q.window.bucket_ms();
+        let mut buckets: Vec<StatsBucket> = (0..q.window.buckets())
+            .map(|i| StatsBucket {
+                start: ms_to_time(from + i * width),
+                ..StatsBucket::default()
+            })
+            .collect();
+        let n = buckets.len();
+        let slot = move |b: i64| usize::try_from(b).ok().filter(|&i| i < n);
+        let mut events = 0;
+        for (b, k) in read.events {
+            events += k;
+            if let Some(i) = slot(b) {
+                buckets[i].events += k;
+            }
+        }
+        let mut runs = Outcomes::default();
+        for (b, status, k) in read.runs {
+            let Some(s) = RunStatus::parse(&status) else {
+                continue;
+            };
+            runs.add(s, k);
+            if let Some(i) = slot(b) {
+                buckets[i].runs.add(s, k);
+            }
+        }
+        let mut jobs: Vec<JobOutcomes> = read
+            .jobs
+            .into_iter()
+            .map(|(job_id, runs)| JobOutcomes { job_id, runs })
+            .collect();
+        jobs.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+        Stats {
+            window: q.window,
+            bucket_seconds: width / 1000,
+            from: ms_to_time(from),
+            to: ms_to_time(to),
+            events,
+            runs,
+            buckets,
+            jobs,
+            queue: read.queue,
+        }
+    }
 }
 
 #[cfg(test)]

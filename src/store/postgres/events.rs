@@ -11,14 +11,12 @@ use super::PgStore;
 use crate::model::StoredEvent;
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
 use deadpool_postgres::GenericClient;
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 impl PgStore {
     /// See [`crate::store::Store::event_insert`]: grouped with concurrent inserts into one transaction.
     pub async fn event_insert(&self, event: NewEvent) -> Result<Inserted> {
-        let payload = event.payload.to_string();
-        let context = event.context.as_ref().map(serde_json::Value::to_string);
+        let (payload, context) = event.texts();
         let (reply, rx) = oneshot::channel();
         let op = InsertOp {
             event,
@@ -36,15 +34,7 @@ impl PgStore {
 
     /// See [`crate::store::Store::event_insert_many`].
     pub async fn event_insert_many(&self, events: Vec<NewEvent>) -> Result<Vec<Inserted>> {
-        let texts: Vec<(String, Option<String>)> = events
-            .iter()
-            .map(|ev| {
-                (
-                    ev.payload.to_string(),
-                    ev.context.as_ref().map(Value::to_string),
-                )
-            })
-            .collect();
+        let texts: Vec<(String, Option<String>)> = events.iter().map(NewEvent::texts).collect();
         let batch: Vec<EventRow<'_>> = events
             .iter()
             .zip(&texts)

@@ -14,12 +14,13 @@ use super::rows::{
 };
 use super::{rows, PgStore};
 use crate::model::{ms_to_time, RunStatus};
+use crate::store::jobs;
 use crate::store::query::{
-    clamp_limit, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes, JobSummary,
-    Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket, StatsQuery,
-    StatsWindow,
+    clamp_limit, EventQuery, EventStatus, EventSummary, JobDefinition, JobSummary, Outcomes, Page,
+    QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsQuery, StatsWindow,
 };
 use crate::store::sql::{like_pattern, page, status_condition};
+use crate::store::stats::StatsRows;
 use crate::store::Result;
 
 /// The kind of a source, the part before the colon; indexed as `events_source_kind`, whose
@@ -300,23 +301,9 @@ impl PgStore {
                     .add(s, count_of(&r, 2)?);
             }
         }
-        let mut hour = outcomes_by_job(c, StatsWindow::Hour.bounds(now).0, None).await?;
-        let mut day = outcomes_by_job(c, StatsWindow::Day.bounds(now).0, None).await?;
-        Ok(defs
-            .into_iter()
-            .map(|job| {
-                let load = active.remove(&job.id).unwrap_or_default();
-                JobSummary {
-                    queued: load.queued,
-                    running: load.running,
-                    last_hour: hour.remove(&job.id).unwrap_or_default(),
-                    last_day: day.remove(&job.id).unwrap_or_default(),
-                    placement: Default::default(),
-                    schedule: None,
-                    job,
-                }
-            })
-            .collect())
+        let hour = outcomes_by_job(c, StatsWindow::Hour.bounds(now).0, None).await?;
+        let day = outcomes_by_job(c, StatsWindow::Day.bounds(now).0, None).await?;
+        Ok(jobs::summaries(defs, active, hour, day))
     }
 
     /// See [`crate::store::Store::stats`].
@@ -326,16 +313,7 @@ impl PgStore {
         let now = q.now.timestamp_millis();
         let (from, to) = q.window.bounds(now);
         let width = q.window.bucket_ms();
-        let mut buckets: Vec<StatsBucket> = (0..q.window.buckets())
-            .map(|i| StatsBucket {
-                start: ms_to_time(from + i * width),
-                ..StatsBucket::default()
-            })
-            .collect();
-        let n = buckets.len();
-        let slot = move |b: i64| usize::try_from(b).ok().filter(|&i| i < n);
-
-        let mut events = 0;
+        let mut events = Vec::new();
         for r in rows(
             c,
             "SELECT (minute * 60000 - $1) / $3, sum(n)::int8 FROM event_counts \
@@ -344,14 +322,9 @@ impl PgStore {
         )
         .await?
         {
-            let (b, k): (i64, u64) = (r.try_get(0)?, count_of(&r, 1)?);
-            events += k;
-            if let Some(i) = slot(b) {
-                buckets[i].events += k;
-            }
+            events.push((r.try_get(0)?, count_of(&r, 1)?));
         }
-
-        let mut runs = Outcomes::default();
+        let mut runs = Vec::new();
         for r in rows(
             c,
             "SELECT (minute * 60000 - $1) / $3, status, sum(n)::int8 FROM run_outcomes \
@@ -360,35 +333,15 @@ impl PgStore {
         )
         .await?
         {
-            let b: i64 = r.try_get(0)?;
-            let status: String = r.try_get(1)?;
-            let Some(s) = RunStatus::parse(&status) else {
-                continue;
-            };
-            let k = count_of(&r, 2)?;
-            runs.add(s, k);
-            if let Some(i) = slot(b) {
-                buckets[i].runs.add(s, k);
-            }
+            runs.push((r.try_get(0)?, r.try_get(1)?, count_of(&r, 2)?));
         }
-
-        let mut jobs: Vec<JobOutcomes> = outcomes_by_job(c, from, Some(to))
-            .await?
-            .into_iter()
-            .map(|(job_id, runs)| JobOutcomes { job_id, runs })
-            .collect();
-        jobs.sort_by(|a, b| a.job_id.cmp(&b.job_id));
-        Ok(Stats {
-            window: q.window,
-            bucket_seconds: width / 1000,
-            from: ms_to_time(from),
-            to: ms_to_time(to),
+        let read = StatsRows {
             events,
             runs,
-            buckets,
-            jobs,
+            jobs: outcomes_by_job(c, from, Some(to)).await?,
             queue: queue_depth_at(c, now).await?,
-        })
+        };
+        Ok(Stats::assemble(&q, read))
     }
 
     /// See [`crate::store::Store::queue_depth`].

@@ -2,13 +2,12 @@
 //! fan-out's triggers reloaded from them), schedules, endpoints; the JSON text columns; and the
 //! two query helpers every file uses (`rows`, `exec`). No `impl PgStore`.
 
-use crate::filter::Filter;
-use crate::model::{ms_to_time, JobSpec, RetryPolicy, Run, RunStatus, StoredEvent};
+use crate::model::{ms_to_time, JobSpec, Run, RunStatus, StoredEvent};
 use crate::store::endpoints::EndpointRow;
+use crate::store::jobs::{JobRow, JOB_COLUMNS};
 use crate::store::{Error, Result, Triggers};
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
-use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -110,38 +109,24 @@ pub(super) fn u32_of(row: &tokio_postgres::Row, i: usize) -> Result<u32> {
 
 /// Loads stored job definitions (so fan-out knows jobs defined by other processes).
 pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
-    let mut specs = Vec::new();
-    for r in rows(
-        c,
-        "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency FROM jobs",
-        &[],
-    )
-    .await?
-    {
-        let filter: Option<String> = r.try_get(4)?;
-        let filter = match filter {
-            Some(text) => {
-                let v: Value =
-                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
-                Some(Filter::parse(&v).map_err(|e| Error::Corrupt(e.to_string()))?)
+    rows(c, &format!("SELECT {JOB_COLUMNS} FROM jobs"), &[])
+        .await?
+        .iter()
+        .map(|r| {
+            let concurrency: Option<i32> = r.try_get(7)?;
+            JobRow {
+                id: r.try_get(0)?,
+                name: r.try_get(1)?,
+                version: r.try_get(2)?,
+                event: r.try_get(3)?,
+                filter: r.try_get(4)?,
+                max_attempts: u32_of(r, 5)?,
+                timeout_ms: r.try_get(6)?,
+                concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
             }
-            None => None,
-        };
-        let timeout_ms: i64 = r.try_get(6)?;
-        let concurrency: Option<i32> = r.try_get(7)?;
-        specs.push(JobSpec {
-            id: r.try_get(0)?,
-            name: r.try_get(1)?,
-            version: r.try_get(2)?,
-            event: r.try_get(3)?,
-            filter,
-            schedule: None,
-            retry: RetryPolicy::default().max_attempts(u32_of(&r, 5)?),
-            timeout: Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0)),
-            concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
-        });
-    }
-    Ok(specs)
+            .into_spec()
+        })
+        .collect()
 }
 
 /// Reads a row of `schedules` (`job_id, spec, timezone, next_tick, last_tick`).

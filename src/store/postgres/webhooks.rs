@@ -7,8 +7,7 @@ use super::rows::{exec, json_text, rows, triggers_refresh};
 use super::writer::{insert_events, EventRow};
 use super::PgStore;
 use crate::model::ms_to_time;
-use crate::store::{Error, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
-use serde_json::Value;
+use crate::store::{Error, NewEvent, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
 
 /// Most deliveries one list returns.
 pub(super) const MAX_LIST: usize = 1000;
@@ -21,16 +20,8 @@ pub(super) fn event_ids(text: &str) -> Result<Vec<String>> {
 impl PgStore {
     /// See [`crate::store::Store::webhook_record`].
     pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
-        let texts: Vec<(String, Option<String>)> = delivery
-            .events
-            .iter()
-            .map(|ev| {
-                (
-                    ev.payload.to_string(),
-                    ev.context.as_ref().map(Value::to_string),
-                )
-            })
-            .collect();
+        let texts: Vec<(String, Option<String>)> =
+            delivery.events.iter().map(NewEvent::texts).collect();
         let ids: Vec<String> = delivery.events.iter().map(|e| e.id.clone()).collect();
         let ids_text = serde_json::to_string(&ids).map_err(|e| Error::Corrupt(e.to_string()))?;
         let mut client = self.conn().await?;

@@ -113,8 +113,7 @@ impl SqliteStore {
     /// See [`crate::store::Store::event_insert`].
     pub async fn event_insert(&self, ev: NewEvent) -> Result<Inserted> {
         // Serialize on the caller's task, not on the writer thread.
-        let payload_text = ev.payload.to_string();
-        let context_text = ev.context.as_ref().map(Value::to_string);
+        let (payload_text, context_text) = ev.texts();
         // No savepoint: once the event row is written, only database errors can follow.
         self.write_guarded(Guard::Batch, move |ctx| {
             insert_event(ctx, &ev, &payload_text, context_text.as_deref())
@@ -124,15 +123,7 @@ impl SqliteStore {
 
     /// See [`crate::store::Store::event_insert_many`].
     pub async fn event_insert_many(&self, events: Vec<NewEvent>) -> Result<Vec<Inserted>> {
-        let texts: Vec<(String, Option<String>)> = events
-            .iter()
-            .map(|ev| {
-                (
-                    ev.payload.to_string(),
-                    ev.context.as_ref().map(Value::to_string),
-                )
-            })
-            .collect();
+        let texts: Vec<(String, Option<String>)> = events.iter().map(NewEvent::texts).collect();
         self.write(move |ctx| {
             events
                 .iter()

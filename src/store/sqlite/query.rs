@@ -15,12 +15,13 @@ use super::rows::{event_from_row, json_text, run_from_row, EVENT_COLUMNS, RUN_CO
 use super::search;
 use super::SqliteStore;
 use crate::model::{ms_to_time, RunStatus};
+use crate::store::jobs;
 use crate::store::query::{
-    clamp_limit, EventQuery, EventStatus, EventSummary, JobDefinition, JobOutcomes, JobSummary,
-    Outcomes, Page, QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsBucket, StatsQuery,
-    StatsWindow,
+    clamp_limit, EventQuery, EventStatus, EventSummary, JobDefinition, JobSummary, Outcomes, Page,
+    QueueDepth, RunCounts, RunQuery, RunSummary, Stats, StatsQuery, StatsWindow,
 };
 use crate::store::sql::{like_pattern, page, status_condition};
+use crate::store::stats::StatsRows;
 use crate::store::{Error, Result};
 
 /// The kind of a source, the part before the colon; indexed as `events_source_kind` (0002), whose
@@ -404,23 +405,9 @@ impl SqliteStore {
                         .add(status, r.get::<_, u64>(1)?);
                 }
             }
-            let mut hour = outcomes_by_job(c, StatsWindow::Hour.bounds(now).0, None)?;
-            let mut day = outcomes_by_job(c, StatsWindow::Day.bounds(now).0, None)?;
-            Ok(defs
-                .into_iter()
-                .map(|job| {
-                    let load = active.remove(&job.id).unwrap_or_default();
-                    JobSummary {
-                        queued: load.queued,
-                        running: load.running,
-                        last_hour: hour.remove(&job.id).unwrap_or_default(),
-                        last_day: day.remove(&job.id).unwrap_or_default(),
-                        placement: Default::default(),
-                        schedule: None,
-                        job,
-                    }
-                })
-                .collect())
+            let hour = outcomes_by_job(c, StatsWindow::Hour.bounds(now).0, None)?;
+            let day = outcomes_by_job(c, StatsWindow::Day.bounds(now).0, None)?;
+            Ok(jobs::summaries(defs, active, hour, day))
         })
         .await
     }
@@ -431,60 +418,23 @@ impl SqliteStore {
             let now = q.now.timestamp_millis();
             let (from, to) = q.window.bounds(now);
             let width = q.window.bucket_ms();
-            let mut buckets: Vec<StatsBucket> = (0..q.window.buckets())
-                .map(|i| StatsBucket {
-                    start: ms_to_time(from + i * width),
-                    ..StatsBucket::default()
-                })
-                .collect();
-            let n = buckets.len();
-            let slot = move |b: i64| usize::try_from(b).ok().filter(|&i| i < n);
-
-            let mut events = 0;
-            let mut stmt = c.prepare_cached(EVENT_BUCKETS)?;
-            let counted: Vec<(i64, u64)> = stmt
+            let events = c
+                .prepare_cached(EVENT_BUCKETS)?
                 .query_map(params![from, to, width], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<_>>()?;
-            for (b, n) in counted {
-                events += n;
-                if let Some(i) = slot(b) {
-                    buckets[i].events += n;
-                }
-            }
-
-            let mut runs = Outcomes::default();
-            let mut stmt = c.prepare_cached(RUN_BUCKETS)?;
-            let counted: Vec<(i64, String, u64)> = stmt
+            let runs = c
+                .prepare_cached(RUN_BUCKETS)?
                 .query_map(params![from, to, width], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
                 })?
                 .collect::<rusqlite::Result<_>>()?;
-            for (b, status, n) in counted {
-                let Some(s) = RunStatus::parse(&status) else {
-                    continue;
-                };
-                runs.add(s, n);
-                if let Some(i) = slot(b) {
-                    buckets[i].runs.add(s, n);
-                }
-            }
-
-            let mut jobs: Vec<JobOutcomes> = outcomes_by_job(c, from, Some(to))?
-                .into_iter()
-                .map(|(job_id, runs)| JobOutcomes { job_id, runs })
-                .collect();
-            jobs.sort_by(|a, b| a.job_id.cmp(&b.job_id));
-            Ok(Stats {
-                window: q.window,
-                bucket_seconds: width / 1000,
-                from: ms_to_time(from),
-                to: ms_to_time(to),
+            let read = StatsRows {
                 events,
                 runs,
-                buckets,
-                jobs,
+                jobs: outcomes_by_job(c, from, Some(to))?,
                 queue: queue_depth_at(c, now)?,
-            })
+            };
+            Ok(Stats::assemble(&q, read))
         })
         .await
     }

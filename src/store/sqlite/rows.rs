@@ -2,13 +2,12 @@
 //! definitions (and the fan-out's [`Triggers`](crate::store::Triggers) reloaded from them),
 //! schedules, endpoints; the JSON text columns. Reads only; no `impl SqliteStore`.
 
-use crate::filter::Filter;
-use crate::model::{ms_to_time, JobSpec, RetryPolicy, Run, RunStatus, StoredEvent};
+use crate::model::{ms_to_time, JobSpec, Run, RunStatus, StoredEvent};
 use crate::store::endpoints::EndpointRow;
+use crate::store::jobs::{JobRow, JOB_COLUMNS};
 use crate::store::{Error, Result};
 use rusqlite::{Connection, Row};
 use serde_json::Value;
-use std::time::Duration;
 
 /// A new run id: time-ordered, so ids sort by creation.
 pub(crate) fn new_run_id() -> String {
@@ -17,45 +16,20 @@ pub(crate) fn new_run_id() -> String {
 
 /// Loads stored job definitions (so fan-out knows jobs defined by other processes).
 pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency FROM jobs",
-    )?;
+    let mut stmt = conn.prepare(&format!("SELECT {JOB_COLUMNS} FROM jobs"))?;
     let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, String>(3)?,
-            r.get::<_, Option<String>>(4)?,
-            r.get::<_, u32>(5)?,
-            r.get::<_, i64>(6)?,
-            r.get::<_, Option<u32>>(7)?,
-        ))
+        Ok(JobRow {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            version: r.get(2)?,
+            event: r.get(3)?,
+            filter: r.get(4)?,
+            max_attempts: r.get(5)?,
+            timeout_ms: r.get(6)?,
+            concurrency: r.get(7)?,
+        })
     })?;
-    let mut specs = Vec::new();
-    for row in rows {
-        let (id, name, version, event, filter, max_attempts, timeout_ms, concurrency) = row?;
-        let filter = match filter {
-            Some(text) => {
-                let v: Value =
-                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
-                Some(Filter::parse(&v).map_err(|e| Error::Corrupt(e.to_string()))?)
-            }
-            None => None,
-        };
-        specs.push(JobSpec {
-            id,
-            name,
-            version,
-            event,
-            filter,
-            schedule: None,
-            retry: RetryPolicy::default().max_attempts(max_attempts),
-            timeout: Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0)),
-            concurrency,
-        });
-    }
-    Ok(specs)
+    rows.map(|row| row?.into_spec()).collect()
 }
 
 /// Reloads stored job definitions when the job table changed (another process defined a job), so

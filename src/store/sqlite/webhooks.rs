@@ -5,9 +5,8 @@ use super::events::insert_event;
 use super::rows::json_text;
 use super::SqliteStore;
 use crate::model::ms_to_time;
-use crate::store::{Error, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
+use crate::store::{Error, NewEvent, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
 use rusqlite::{params, OptionalExtension};
-use serde_json::Value;
 
 /// Most deliveries one list returns.
 pub(super) const MAX_LIST: usize = 1000;
@@ -20,16 +19,8 @@ pub(super) fn event_ids(text: &str) -> Result<Vec<String>> {
 impl SqliteStore {
     /// See [`crate::store::Store::webhook_record`].
     pub async fn webhook_record(&self, delivery: NewWebhookDelivery) -> Result<WebhookRecorded> {
-        let texts: Vec<(String, Option<String>)> = delivery
-            .events
-            .iter()
-            .map(|ev| {
-                (
-                    ev.payload.to_string(),
-                    ev.context.as_ref().map(Value::to_string),
-                )
-            })
-            .collect();
+        let texts: Vec<(String, Option<String>)> =
+            delivery.events.iter().map(NewEvent::texts).collect();
         self.write(move |ctx| {
             let existing: Option<String> = ctx
                 .conn
