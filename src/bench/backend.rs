@@ -2,7 +2,8 @@
 //! a fresh database created for it on the PostgreSQL server of `--database-url` and dropped after
 //! it, so every repetition starts from empty tables.
 
-use super::{db_url, Args, Error};
+use super::args::{db_url, Args, Error};
+use crate::store::postgres::{database_create, database_drop};
 
 /// The store a repetition runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,9 +59,11 @@ impl Place {
                     Error::Stalled("this scenario on PostgreSQL needs --database-url".into())
                 })?;
                 let name = format!("{prefix}_{:016x}", rand::random::<u64>());
-                create_database(server, &name).await?;
+                let url = database_create(server, &name).await.map_err(|e| {
+                    Error::Stalled(format!("cannot create a database on {server}: {e}"))
+                })?;
                 Place {
-                    url: with_database(server, &name),
+                    url,
                     _dir: dir,
                     pg: Some((server.to_string(), name)),
                 }
@@ -76,48 +79,9 @@ impl Place {
     /// Drops the PostgreSQL database (the temp dir goes with `self`).
     pub(super) async fn remove(self) {
         if let Some((server, name)) = &self.pg {
-            drop_database(server, name).await;
+            if let Err(e) = database_drop(server, name).await {
+                tracing::warn!(error = %e, database = %name, "could not drop the benchmark's database");
+            }
         }
     }
-}
-
-async fn create_database(url: &str, name: &str) -> Result<(), Error> {
-    let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .map_err(|e| Error::Stalled(format!("cannot connect to {url}: {e}")))?;
-    let task = tokio::spawn(conn);
-    let created = admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await;
-    drop(admin);
-    let _ = task.await;
-    created.map_err(|e| Error::Stalled(format!("cannot create a database: {e}")))
-}
-
-async fn drop_database(url: &str, name: &str) {
-    if let Ok((admin, conn)) = tokio_postgres::connect(url, tokio_postgres::NoTls).await {
-        let task = tokio::spawn(conn);
-        if let Err(e) = admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .await
-        {
-            tracing::warn!(error = %e, database = name, "could not drop the benchmark's database");
-        }
-        drop(admin);
-        let _ = task.await;
-    }
-}
-
-/// `url` with its database name replaced by `db` (query parameters kept).
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, format!("?{q}")),
-        None => (url, String::new()),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    format!("{host}/{db}{query}")
 }

@@ -20,9 +20,9 @@ use indicatif::ProgressBar;
 use serde_json::json;
 use tower::ServiceExt;
 
+use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
 use super::report::Figure;
-use super::{Args, Error, Sample};
 use crate::config::RawServe;
 use crate::http::{app, AppState};
 use crate::store::NewEvent;

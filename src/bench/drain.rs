@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use serde_json::json;
 
+use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
 use super::scenarios::{count, engine_config, noop_job, EVENT};
-use super::{Args, Error, Sample};
 use crate::store::NewEvent;
 use crate::{Client, RunStatus};
 

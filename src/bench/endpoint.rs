@@ -28,9 +28,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
 
+use super::args::{db_url, Args, Error, Sample};
 use super::report::quantile;
 use super::scenarios::{EVENT, JOB};
-use super::{db_url, Args, Error, Sample};
 use crate::endpoints::Registry;
 use crate::store::query::{RunQuery, MAX_LIMIT};
 use crate::webhooks::svix::{SvixHeaders, SvixVerifier};

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Sample;
+use super::args::Sample;
 
 /// One scenario variant measured over several repetitions.
 #[derive(Debug, Clone, Serialize)]

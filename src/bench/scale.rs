@@ -21,9 +21,10 @@ use serde_json::json;
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
 
+use super::args::{Args, Error, Sample};
 use super::report::quantile;
+use super::scenarios::worker_noop_job as noop_job;
 use super::scenarios::{EVENT, JOB};
-use super::{noop_job, Args, Error, Sample};
 use crate::model::Source;
 use crate::store::query::{RunQuery, MAX_LIMIT};
 use crate::{Client, RunStatus, SendEvent};

@@ -10,8 +10,8 @@ use indicatif::ProgressBar;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
+use super::args::{db_url, Args, Error, Sample};
 use super::report::{proc_status_kb, quantile};
-use super::{db_url, Args, Error, Sample};
 use crate::{event_trigger, Client, EngineConfig, Io, Job, JobError, RunStatus};
 
 /// The event every scenario sends; it starts exactly one run of [`JOB`].
@@ -31,6 +31,24 @@ pub(super) fn noop_job(on_start: impl Fn(&Value) + Send + Sync + 'static) -> Job
         .run(move |payload: Value, _io: Io| {
             on_start(&payload);
             async move { Ok::<_, JobError>(Value::Null) }
+        })
+}
+
+/// The no-op job of the multi-process scenario, run by `flare worker --bench-job`: `bench-noop`
+/// on `bench.noop`, like the in-process scenarios' job. When the payload carries `sentAtUs`
+/// (wall-clock microseconds just before the send), its output is `{"latencyUs": start − sent}`,
+/// so send → start latency can be measured across processes; otherwise its output is null.
+pub fn worker_noop_job() -> crate::Job {
+    crate::Job::new(JOB, "Benchmark no-op", "1.0.0")
+        .trigger(crate::event_trigger(EVENT))
+        .run(|payload: serde_json::Value, _io: crate::Io| async move {
+            let output = match payload["sentAtUs"].as_i64() {
+                Some(sent) => {
+                    serde_json::json!({ "latencyUs": chrono::Utc::now().timestamp_micros() - sent })
+                }
+                None => serde_json::Value::Null,
+            };
+            Ok::<_, crate::JobError>(output)
         })
 }
 

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::process::Command;
 
+use super::args::{Args, Error};
 use super::report::{proc_status_kb, quantile};
-use super::{Args, Error};
 
 /// One window's figures.
 #[derive(Debug, Default)]

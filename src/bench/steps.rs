@@ -17,9 +17,9 @@ use indicatif::ProgressBar;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
+use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
 use super::report::quantile;
-use super::{Args, Error, Sample};
 use crate::{event_trigger, Client, EngineConfig, Io, Job, JobError, RunStatus};
 
 const EVENT: &str = "bench.steps";

@@ -509,6 +509,46 @@ impl PgStore {
     }
 }
 
+/// Creates the database `name` on the server of `url` and returns the URL naming it (a fresh
+/// database per benchmark repetition or test). `name` must be a plain identifier.
+pub async fn database_create(url: &str, name: &str) -> Result<String> {
+    let (admin, conn) = tokio_postgres::connect(url, NoTls).await?;
+    let task = tokio::spawn(conn);
+    let created = admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await;
+    drop(admin);
+    let _ = task.await;
+    created?;
+    Ok(with_database(url, name))
+}
+
+/// Drops the database `name` on the server of `url`, closing its connections.
+pub async fn database_drop(url: &str, name: &str) -> Result<()> {
+    let (admin, conn) = tokio_postgres::connect(url, NoTls).await?;
+    let task = tokio::spawn(conn);
+    let dropped = admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await;
+    drop(admin);
+    let _ = task.await;
+    Ok(dropped?)
+}
+
+/// `url` with its database name replaced by `db` (query parameters kept).
+pub fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    format!("{host}/{db}{query}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
