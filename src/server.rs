@@ -24,7 +24,9 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::client::Client;
-use crate::config::{ServeConfig, WorkerConfig};
+use crate::config::{EndpointSeed, ServeConfig, WorkerConfig};
+use crate::endpoints::Registry;
+use crate::engine::EngineConfig;
 use crate::http::{app, AppState};
 use crate::job::Job;
 use crate::reference_jobs;
@@ -52,16 +54,43 @@ pub enum Error {
 /// Connects, defines the jobs (the demo jobs only when `config.demo`) and returns the client,
 /// ready to serve.
 pub async fn start(config: &ServeConfig, jobs: Vec<Job>) -> Result<Client, Error> {
-    let client = Client::builder(&config.database_url)
-        .config(config.engine.clone())
-        .connect()
-        .await?;
+    connect(
+        &config.database_url,
+        config.engine.clone(),
+        config.demo,
+        jobs,
+    )
+    .await
+}
+
+/// What every node does first, `serve` and `worker` alike: connect (this client becomes the
+/// process's default) and define the jobs, stopping the engine again if that fails.
+async fn connect(
+    url: &str,
+    engine: EngineConfig,
+    demo: bool,
+    jobs: Vec<Job>,
+) -> Result<Client, Error> {
+    let client = Client::builder(url).config(engine).connect().await?;
     client.make_default();
-    if let Err(e) = define_jobs(&client, config.demo, jobs).await {
+    if let Err(e) = define_jobs(&client, demo, jobs).await {
         client.shutdown().await;
         return Err(e);
     }
     Ok(client)
+}
+
+/// Starts `registry` with the endpoints given at start; on failure stops `client`'s engine.
+async fn start_endpoints(
+    client: &Client,
+    registry: Arc<Registry>,
+    seeds: Vec<EndpointSeed>,
+) -> Result<Arc<Registry>, Error> {
+    if let Err(e) = registry.start(seeds).await {
+        client.shutdown().await;
+        return Err(e.into());
+    }
+    Ok(registry)
 }
 
 /// Runs the service on `listener` until `shutdown` resolves, with the demo jobs if
@@ -82,11 +111,12 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let client = start(&config, jobs).await?;
-    let endpoints = crate::endpoints::Registry::new(client.clone());
-    if let Err(e) = endpoints.start(config.endpoints.clone()).await {
-        client.shutdown().await;
-        return Err(e.into());
-    }
+    let endpoints = start_endpoints(
+        &client,
+        Registry::new(client.clone()),
+        config.endpoints.clone(),
+    )
+    .await?;
     let state = AppState::with_endpoints(client.clone(), config, Arc::clone(&endpoints));
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
@@ -127,20 +157,19 @@ pub async fn run_worker(
     jobs: Vec<Job>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let client = Client::builder(&config.database_url)
-        .config(config.engine.clone())
-        .connect()
-        .await?;
-    client.make_default();
-    if let Err(e) = define_jobs(&client, config.demo, jobs).await {
-        client.shutdown().await;
-        return Err(e);
-    }
-    let endpoints = crate::endpoints::Registry::without_api(client.clone());
-    if let Err(e) = endpoints.start(config.endpoints.clone()).await {
-        client.shutdown().await;
-        return Err(e.into());
-    }
+    let client = connect(
+        &config.database_url,
+        config.engine.clone(),
+        config.demo,
+        jobs,
+    )
+    .await?;
+    let endpoints = start_endpoints(
+        &client,
+        Registry::without_api(client.clone()),
+        config.endpoints.clone(),
+    )
+    .await?;
     tracing::info!(
         node = client.engine().node_id(),
         concurrency = config.engine.concurrency,
