@@ -39,8 +39,9 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::dashboard::{page, paths};
 use super::login_attempts::ClientId;
-use super::{compat, dashboard, ApiError, AppState};
+use super::{compat, ApiError, AppState};
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "flare_session";
@@ -147,10 +148,10 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
         return next.run(req).await;
     }
     let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str());
-    let dashboard_route = route.filter(|r| dashboard::is_route(r));
+    let dashboard_route = route.filter(|r| paths::is_route(r));
     if let Some(route) = dashboard_route {
         let now = state.client.clock().now_ms();
-        if dashboard::is_public_route(route) || sessions().is_valid(req.headers(), now) {
+        if paths::is_public_route(route) || sessions().is_valid(req.headers(), now) {
             return next.run(req).await;
         }
     }
@@ -165,8 +166,7 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_string();
-        return Redirect::to(&format!("/login?next={}", dashboard::url_encode(&wanted)))
-            .into_response();
+        return Redirect::to(&format!("/login?next={}", page::url_encode(&wanted))).into_response();
     }
     ApiError::Unauthorized(
         "missing or invalid API key: send `Authorization: Bearer <FLARE_API_KEY>`".into(),

@@ -27,7 +27,8 @@ use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::dashboard::{self, PageError};
+use super::dashboard::page::PageError;
+use super::dashboard::paths;
 use super::{ApiError, AppState};
 
 /// Routes served under any name even without a key: they tell nothing but "up" and "ready".
@@ -133,7 +134,7 @@ pub async fn same_origin(req: Request, next: Next) -> Response {
     let on_dashboard = req
         .extensions()
         .get::<MatchedPath>()
-        .is_some_and(|m| dashboard::is_route(m.as_str()));
+        .is_some_and(|m| paths::is_route(m.as_str()));
     let host = req
         .headers()
         .get(HOST)

@@ -322,7 +322,7 @@ async fn detail_page(state: &AppState, id: &str, edit: Option<ReplayEdit>) -> Pa
                     Some(d) => {
                         p #delivery {
                             "Delivery " code { (d.delivery_id) } " (" (d.event_type) ") to "
-                            a href={ "/webhooks?provider=" (super::url_encode(provider)) } { "/webhooks/" (provider) }
+                            a href={ "/webhooks?provider=" (super::page::url_encode(provider)) } { "/webhooks/" (provider) }
                             ", received " (page::time(d.received_at)) ", signature verified: " (page::badge(&d.outcome))
                         }
                     }

@@ -46,7 +46,7 @@ pub async fn resume(
 async fn set_paused(state: &AppState, id: &str, paused: bool) -> Result<Response, PageError> {
     api::job_pause(state, id, paused).await?;
     cache().forget(&state.config.database_url);
-    Ok(Redirect::to(&format!("/jobs#job-{}", super::url_encode(id))).into_response())
+    Ok(Redirect::to(&format!("/jobs#job-{}", super::page::url_encode(id))).into_response())
 }
 
 /// `GET /jobs`.
@@ -77,7 +77,7 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                     b { "Queued runs that nothing runs: " }
                     @for (i, j) in stuck.iter().enumerate() {
                         @if i > 0 { ", " }
-                        a href={ "/runs?status=queued&jobId=" (super::url_encode(&j.job.id)) } { (j.job.id) }
+                        a href={ "/runs?status=queued&jobId=" (super::page::url_encode(&j.job.id)) } { (j.job.id) }
                         " (" (j.queued) ")"
                     }
                     ". No live node or endpoint serves "
@@ -97,7 +97,7 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                         @for j in &jobs {
                             tr data-job=(j.job.id) id={ "job-" (j.job.id) } {
                                 td {
-                                    a href={ "/runs?jobId=" (super::url_encode(&j.job.id)) } { b { (j.job.id) } }
+                                    a href={ "/runs?jobId=" (super::page::url_encode(&j.job.id)) } { b { (j.job.id) } }
                                     br; span.muted { (j.job.name) }
                                 }
                                 td { (j.job.version) }
@@ -107,9 +107,9 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                         @if let Some(next) = s.next_runs.first() {
                                             br; span.muted.next-run title=(next_runs_title(s)) { "next " (page::time(*next)) }
                                         }
-                                        br; a.muted href={ "/events?name=" (super::url_encode(&j.job.event)) } { "ticks" }
+                                        br; a.muted href={ "/events?name=" (super::page::url_encode(&j.job.event)) } { "ticks" }
                                     } @else {
-                                        a href={ "/events?name=" (super::url_encode(&j.job.event)) } { code { (breakable(&j.job.event, &['.'])) } }
+                                        a href={ "/events?name=" (super::page::url_encode(&j.job.event)) } { code { (breakable(&j.job.event, &['.'])) } }
                                     }
                                 }
                                 td { @match &j.job.filter { Some(f) => { code { (page::json_short(f, 80)) } } None => { span.muted { "—" } } } }
@@ -133,7 +133,7 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                     @if j.job.paused {
                                         span.badge.st-paused title="its runs are created but not claimed until it is resumed" { "paused" } " "
                                     }
-                                    form.inline method="post" action={ "/jobs/" (super::url_encode(&j.job.id)) "/" (action) } {
+                                    form.inline method="post" action={ "/jobs/" (super::page::url_encode(&j.job.id)) "/" (action) } {
                                         button.pause type="submit" data-action=(action) { @if j.job.paused { "Resume" } @else { "Pause" } }
                                     }
                                 }
@@ -171,7 +171,7 @@ fn placement(p: &JobPlacement) -> Markup {
     html! {
         @if let Some(e) = &p.endpoint {
             @let shown = e.url.split_once("://").map_or(e.url.as_str(), |(_, rest)| rest);
-            a.endpoint href={ "/endpoints#" (super::url_encode(&e.id)) } title=(e.url) { code { (breakable(&page::short(shown, 48), &['.', ':', '/'])) } }
+            a.endpoint href={ "/endpoints#" (super::page::url_encode(&e.id)) } title=(e.url) { code { (breakable(&page::short(shown, 48), &['.', ':', '/'])) } }
             br; span.muted.callers { "called by " (p.nodes.len()) " " (live_nodes) } br;
         } @else {
             @for node in p.nodes.iter().take(NODES_SHOWN) {

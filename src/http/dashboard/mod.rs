@@ -34,6 +34,7 @@ pub mod jobs;
 pub mod login;
 pub mod overview;
 pub mod page;
+pub mod paths;
 pub mod runs;
 pub mod send;
 pub mod webhooks;
@@ -44,48 +45,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-pub use page::PageError;
+pub use page::{url_encode, PageError};
+pub use paths::{is_public_route, is_route, PUBLIC_ROUTES, ROUTES};
 
 use super::AppState;
-
-/// Every route of the dashboard, as matched by the router.
-pub const ROUTES: &[&str] = &[
-    "/",
-    "/events",
-    "/events/bulk",
-    "/events/{id}",
-    "/events/{id}/replay",
-    "/events/{id}/cancel",
-    "/send",
-    "/runs",
-    "/runs/bulk",
-    "/runs/{id}",
-    "/runs/{id}/retry",
-    "/runs/{id}/cancel",
-    "/jobs",
-    "/jobs/{id}/pause",
-    "/jobs/{id}/resume",
-    "/endpoints",
-    "/endpoints/{id}/index",
-    "/endpoints/{id}/remove",
-    "/webhooks",
-    "/login",
-    "/logout",
-    "/assets/{file}",
-];
-
-/// Dashboard routes open without a credential: the login form and the static assets.
-pub const PUBLIC_ROUTES: &[&str] = &["/login", "/assets/{file}"];
-
-/// Whether `route` (a matched route pattern) belongs to the dashboard.
-pub fn is_route(route: &str) -> bool {
-    ROUTES.contains(&route)
-}
-
-/// Whether `route` is a dashboard route open without a credential.
-pub fn is_public_route(route: &str) -> bool {
-    PUBLIC_ROUTES.contains(&route)
-}
 
 /// The dashboard's routes (merged into the protected group by [`super::protected_routes`]).
 pub fn routes() -> Router<AppState> {
@@ -134,29 +97,4 @@ async fn asset(Path(file): Path<String>) -> Response {
         body,
     )
         .into_response()
-}
-
-/// Percent-encodes `text` for a URL path segment or query value (RFC 3986 unreserved kept).
-pub fn url_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn url_encoding_keeps_only_unreserved_bytes() {
-        assert_eq!(url_encode("payments:evt_1:0"), "payments%3Aevt_1%3A0");
-        assert_eq!(url_encode("a b/é"), "a%20b%2F%C3%A9");
-        assert!(ROUTES.iter().all(|r| !is_public_route(r) || is_route(r)));
-    }
 }

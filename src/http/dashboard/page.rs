@@ -10,7 +10,6 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
 
-use super::url_encode;
 use crate::http::error::{Access, StorageFailure};
 use crate::http::{ApiError, AppState};
 use crate::store::query::Cursor;
@@ -399,6 +398,19 @@ pub fn raw(svg: String) -> PreEscaped<String> {
     PreEscaped(svg)
 }
 
+/// Percent-encodes `text` for a URL path segment or query value (RFC 3986 unreserved kept).
+pub fn url_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,5 +447,11 @@ mod tests {
         let s = m.into_string();
         assert!(!s.contains("<script>"), "{s}");
         assert!(s.contains("&lt;script&gt;"), "{s}");
+    }
+
+    #[test]
+    fn url_encoding_keeps_only_unreserved_bytes() {
+        assert_eq!(url_encode("payments:evt_1:0"), "payments%3Aevt_1%3A0");
+        assert_eq!(url_encode("a b/é"), "a%20b%2F%C3%A9");
     }
 }
