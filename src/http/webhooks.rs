@@ -191,39 +191,7 @@ async fn payments(
     headers: HeaderMap,
     body: Result<RawBody, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
-    let now_ms = state.client.clock().now_ms();
-    let result = async {
-        let RawBody(body) = body?;
-        let verifier = state
-            .webhooks
-            .stripe
-            .as_ref()
-            .map_err(|e| unconfigured(Provider::Payments, e))?;
-        let header = headers
-            .get(SIGNATURE_HEADER)
-            .ok_or_else(|| bad(VerifyError::MissingHeader(SIGNATURE_HEADER)))?
-            .to_str()
-            .map_err(|_| {
-                bad(VerifyError::MalformedHeader(
-                    "Stripe-Signature is not ASCII".into(),
-                ))
-            })?;
-        verifier
-            .verify(header, &body, now_ms.div_euclid(1000))
-            .map_err(bad)?;
-        let delivery = mapping::stripe_events(&body).map_err(bad)?;
-        let verified = Verified {
-            delivery_id: delivery.id,
-            event_type: delivery.event_type,
-            events: delivery.events,
-        };
-        record(&state, Provider::Payments, verified, body, now_ms).await
-    }
-    .await;
-    if let Err(e) = &result {
-        state.webhooks.reject(Provider::Payments, now_ms, e);
-    }
-    result
+    deliver(&state, Provider::Payments, &headers, body).await
 }
 
 async fn auth(
@@ -231,32 +199,77 @@ async fn auth(
     headers: HeaderMap,
     body: Result<RawBody, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
+    deliver(&state, Provider::Auth, &headers, body).await
+}
+
+/// One delivery to `provider`'s route: verify and map it ([`Provider::verify`]), record it with
+/// its events, and keep the reason of a refusal.
+async fn deliver(
+    state: &AppState,
+    provider: Provider,
+    headers: &HeaderMap,
+    body: Result<RawBody, ApiError>,
+) -> Result<Json<Value>, ApiError> {
     let now_ms = state.client.clock().now_ms();
     let result = async {
         let RawBody(body) = body?;
-        let verifier = state
-            .webhooks
-            .svix
-            .as_ref()
-            .map_err(|e| unconfigured(Provider::Auth, e))?;
-        let svix = SvixHeaders::from_lookup(|name| headers.get(name).and_then(|v| v.to_str().ok()))
-            .map_err(bad)?;
-        verifier
-            .verify(&svix, &body, now_ms.div_euclid(1000))
-            .map_err(bad)?;
-        let delivery = mapping::clerk_events(&body).map_err(bad)?;
-        let verified = Verified {
-            delivery_id: svix.id,
-            event_type: delivery.event_type,
-            events: delivery.events,
-        };
-        record(&state, Provider::Auth, verified, body, now_ms).await
+        let verified = provider.verify(&state.webhooks, headers, &body, now_ms.div_euclid(1000))?;
+        record(state, provider, verified, body, now_ms).await
     }
     .await;
     if let Err(e) = &result {
-        state.webhooks.reject(Provider::Auth, now_ms, e);
+        state.webhooks.reject(provider, now_ms, e);
     }
     result
+}
+
+impl Provider {
+    /// Checks the delivery's signature over the raw `body` with this provider's verifier (at
+    /// `now_s`, Unix seconds) and maps the verified body to events: the one step that differs per
+    /// provider.
+    fn verify(
+        self,
+        hooks: &Webhooks,
+        headers: &HeaderMap,
+        body: &[u8],
+        now_s: i64,
+    ) -> Result<Verified, ApiError> {
+        match self {
+            Provider::Payments => {
+                let verifier = hooks.stripe.as_ref().map_err(|e| unconfigured(self, e))?;
+                let header = headers
+                    .get(SIGNATURE_HEADER)
+                    .ok_or_else(|| bad(VerifyError::MissingHeader(SIGNATURE_HEADER)))?
+                    .to_str()
+                    .map_err(|_| {
+                        bad(VerifyError::MalformedHeader(
+                            "Stripe-Signature is not ASCII".into(),
+                        ))
+                    })?;
+                verifier.verify(header, body, now_s).map_err(bad)?;
+                let delivery = mapping::stripe_events(body).map_err(bad)?;
+                Ok(Verified {
+                    delivery_id: delivery.id,
+                    event_type: delivery.event_type,
+                    events: delivery.events,
+                })
+            }
+            Provider::Auth => {
+                let verifier = hooks.svix.as_ref().map_err(|e| unconfigured(self, e))?;
+                let svix = SvixHeaders::from_lookup(|name| {
+                    headers.get(name).and_then(|v| v.to_str().ok())
+                })
+                .map_err(bad)?;
+                verifier.verify(&svix, body, now_s).map_err(bad)?;
+                let delivery = mapping::clerk_events(body).map_err(bad)?;
+                Ok(Verified {
+                    delivery_id: svix.id,
+                    event_type: delivery.event_type,
+                    events: delivery.events,
+                })
+            }
+        }
+    }
 }
 
 /// Stores the delivery with its events in one transaction and answers.
