@@ -229,6 +229,7 @@ impl App {
             demo,
             endpoints,
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
+            endpoint_allow: args.jobs.endpoint_allow(),
         }
         .validate()?;
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -257,6 +258,7 @@ impl App {
             demo,
             endpoints,
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
+            endpoint_allow: args.jobs.endpoint_allow(),
         }
         .validate()?;
         let mut jobs = self.jobs;
@@ -361,6 +363,10 @@ struct JobArgs {
     /// secret in FLARE_ENDPOINT_SECRET (docs/endpoints.md).
     #[arg(long = "endpoint", value_name = "URL")]
     endpoints: Vec<String>,
+    /// Also let endpoints be at this link-local, cloud metadata or unspecified address, network
+    /// or host name, refused otherwise (repeatable; or FLARE_ENDPOINT_ALLOW, comma-separated).
+    #[arg(long = "endpoint-allow", value_name = "CIDR|HOST")]
+    endpoint_allow: Vec<String>,
 }
 
 impl JobArgs {
@@ -370,6 +376,16 @@ impl JobArgs {
             return self.endpoints.clone();
         }
         std::env::var("FLARE_ENDPOINTS")
+            .map(|list| split_list(&list))
+            .unwrap_or_default()
+    }
+
+    /// `--endpoint-allow` entries, or else those of `FLARE_ENDPOINT_ALLOW`.
+    fn endpoint_allow(&self) -> Vec<String> {
+        if !self.endpoint_allow.is_empty() {
+            return self.endpoint_allow.clone();
+        }
+        std::env::var("FLARE_ENDPOINT_ALLOW")
             .map(|list| split_list(&list))
             .unwrap_or_default()
     }

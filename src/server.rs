@@ -82,7 +82,8 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let client = start(&config, jobs).await?;
-    let endpoints = crate::endpoints::Registry::new(client.clone());
+    let endpoints =
+        crate::endpoints::Registry::with_allow(client.clone(), config.endpoint_allow.clone());
     if let Err(e) = endpoints.start(config.endpoints.clone()).await {
         client.shutdown().await;
         return Err(e.into());
@@ -136,7 +137,8 @@ pub async fn run_worker(
         client.shutdown().await;
         return Err(e);
     }
-    let endpoints = crate::endpoints::Registry::without_api(client.clone());
+    let endpoints =
+        crate::endpoints::Registry::without_api(client.clone(), config.endpoint_allow.clone());
     if let Err(e) = endpoints.start(config.endpoints.clone()).await {
         client.shutdown().await;
         return Err(e.into());

@@ -1081,6 +1081,18 @@ async fn endpoints_are_added_listed_reindexed_and_removed_through_the_forms() {
             "give the secret your application checks",
         ),
         (
+            "http://169.254.169.254/latest/meta-data/",
+            APP_SECRET,
+            StatusCode::BAD_REQUEST,
+            "169.254.169.254 is a cloud metadata service",
+        ),
+        (
+            "http://metadata.google.internal/computeMetadata/v1/",
+            APP_SECRET,
+            StatusCode::BAD_REQUEST,
+            "metadata.google.internal is a cloud metadata service",
+        ),
+        (
             &format!("{}/missing", app.url),
             APP_SECRET,
             StatusCode::UNPROCESSABLE_ENTITY,
