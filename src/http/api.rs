@@ -224,6 +224,20 @@ pub(crate) async fn replay(
     id: &str,
     payload: Option<Value>,
 ) -> Result<crate::model::StoredEvent, ApiError> {
+    let send = replay_of(state, id, payload).await?;
+    let inserted = state
+        .client
+        .send_inserted(send, Source::Replay(id.to_string()))
+        .await?;
+    Ok(inserted.event)
+}
+
+/// The event to send to replay event `id`: its name and context, `payload` or its own.
+pub(crate) async fn replay_of(
+    state: &AppState,
+    id: &str,
+    payload: Option<Value>,
+) -> Result<SendEvent, ApiError> {
     let original = state
         .client
         .store()
@@ -235,11 +249,7 @@ pub(crate) async fn replay(
     if let Some(context) = original.context {
         send = send.context(context);
     }
-    let inserted = state
-        .client
-        .send_inserted(send, Source::Replay(id.to_string()))
-        .await?;
-    Ok(inserted.event)
+    Ok(send)
 }
 
 async fn event_cancel(

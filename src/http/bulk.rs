@@ -6,7 +6,7 @@
 //! cancelled for a retry, queued or running for a cancel), so a dry run (`dryRun: true`) counts
 //! exactly what the action would change. One call selects at most [`BULK_MAX`] (10,000),
 //! newest first; `truncated` says more matched, and calling again acts on the next ones. Runs are
-//! changed [`BULK_CHUNK`] per transaction; each replay is one event insert.
+//! changed, and events replayed (oldest first), [`BULK_CHUNK`] per transaction.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{api, ApiError, AppState};
-use crate::model::RunStatus;
+use crate::model::{RunStatus, Source};
 use crate::store::query::{EventQuery, EventStatus, RunQuery, MAX_LIMIT};
 use crate::store::{BulkRunAction, BULK_CHUNK};
 
@@ -232,10 +232,16 @@ pub async fn events(
     }
     let mut acted = 0;
     if !dry_run {
-        // Oldest first, so the replays keep the originals' order.
-        for id in ids.iter().rev() {
-            api::replay(state, id, None).await?;
-            acted += 1;
+        // Oldest first, so the replays keep the originals' order; [`BULK_CHUNK`] events per
+        // transaction (one commit per replay made 10,000 take a quarter of a minute).
+        let oldest_first: Vec<&String> = ids.iter().rev().collect();
+        for chunk in oldest_first.chunks(BULK_CHUNK) {
+            let mut sends = Vec::with_capacity(chunk.len());
+            for id in chunk {
+                let send = api::replay_of(state, id, None).await?;
+                sends.push((send, Source::Replay(id.to_string())));
+            }
+            acted += state.client.send_batch_from(sends).await?.len();
         }
     }
     Ok(BulkOutcome {
