@@ -12,6 +12,9 @@
 //!   routes whose clients, such as `curl -d`, often send a form content type with a JSON body).
 //! - [`RawBody`]: the exact bytes, for webhook signatures; only the size limit applies.
 //!
+//! A struct nested in a body is read with [`object`] (or [`optional_object`], [`objects`]) for
+//! the same reason as [`JsonObject`]: an array is not taken as its fields in order.
+//!
 //! The size limit is axum's [`axum::extract::DefaultBodyLimit`], which [`super::app`] sets from
 //! the configuration (1 MiB by default, [`DEFAULT_BODY_LIMIT`]).
 //!
@@ -23,7 +26,9 @@ use axum::extract::{FromRequest, Request};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, Deserializer, Unexpected};
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::ApiError;
 
@@ -94,6 +99,42 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonObject<T> {
         }
         Ok(JsonObject(value))
     }
+}
+
+/// For `#[serde(deserialize_with = "…")]` on a field holding a struct: the value must be a JSON
+/// object (a derived `Deserialize` also reads an array as the fields in order).
+pub fn object<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    from_object(Value::deserialize(d)?)
+}
+
+/// [`object`] for an optional field: `null` is `None`.
+pub fn optional_object<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        value => from_object(value).map(Some),
+    }
+}
+
+/// [`object`] for every item of an array.
+pub fn objects<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Vec<T>, D::Error> {
+    Vec::<Value>::deserialize(d)?
+        .into_iter()
+        .map(from_object)
+        .collect()
+}
+
+fn from_object<E: serde::de::Error, T: DeserializeOwned>(value: Value) -> Result<T, E> {
+    let unexpected = match &value {
+        Value::Object(_) => return T::deserialize(value).map_err(E::custom),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(_) => Unexpected::Other("number"),
+        Value::String(s) => Unexpected::Str(s),
+    };
+    Err(E::invalid_type(unexpected, &"a JSON object"))
 }
 
 /// The body of a request that must be JSON: the content type is checked, the bytes returned.
@@ -220,6 +261,39 @@ fn needs_rewrite(headers: &HeaderMap) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_structs_must_be_objects() {
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Inner {
+            #[serde(default)]
+            a: Option<i64>,
+        }
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Outer {
+            #[serde(deserialize_with = "object")]
+            one: Inner,
+            #[serde(default, deserialize_with = "optional_object")]
+            maybe: Option<Inner>,
+            #[serde(default, deserialize_with = "objects")]
+            many: Vec<Inner>,
+        }
+        let read = |v: Value| serde_json::from_value::<Outer>(v);
+        let outer = read(serde_json::json!({"one": {"a": 1}, "maybe": null, "many": [{}]}))
+            .expect("objects");
+        assert_eq!(outer.one, Inner { a: Some(1) });
+        assert_eq!(outer.maybe, None);
+        assert_eq!(outer.many, [Inner { a: None }]);
+        for bad in [
+            serde_json::json!({"one": [1]}),
+            serde_json::json!({"one": {}, "maybe": [null]}),
+            serde_json::json!({"one": {}, "many": [[2]]}),
+            serde_json::json!({"one": "a"}),
+        ] {
+            let err = read(bad.clone()).expect_err("not objects").to_string();
+            assert!(err.contains("expected a JSON object"), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn json_content_types_are_recognised() {

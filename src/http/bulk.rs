@@ -64,7 +64,7 @@ pub struct EventFilter {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RunsBody {
     action: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::body::object")]
     filter: RunFilter,
     #[serde(default)]
     dry_run: bool,
@@ -74,7 +74,7 @@ struct RunsBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct EventsBody {
     action: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::body::object")]
     filter: EventFilter,
     #[serde(default)]
     dry_run: bool,
@@ -254,8 +254,16 @@ pub async fn events(
     })
 }
 
+/// Reads a bulk body: a JSON object (an array is not taken as its fields in order).
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("invalid body: {e}")))
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid body: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::BadRequest(
+            "invalid body: it must be a JSON object".into(),
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::BadRequest(format!("invalid body: {e}")))
 }
 
 async fn runs_bulk(
