@@ -550,13 +550,18 @@ async fn reindex_removes_vanished_jobs_and_cancels_their_queued_runs(db: TestDb)
     assert_eq!(run.run.output, Some(json!("v2")));
 
     // A failed re-index keeps the index and is recorded on the endpoint.
-    app.set(|_| (StatusCode::BAD_GATEWAY, vec![], b"deploying".to_vec()));
+    app.set(|_| {
+        let answer = json!({"error": "deploying"}).to_string().into_bytes();
+        (StatusCode::BAD_GATEWAY, vec![], answer)
+    });
     let err = registry.reindex(&summary.id).await.expect_err("502");
-    assert!(err.to_string().contains("HTTP 502"), "{err}");
+    assert!(err.to_string().contains("HTTP 502: deploying"), "{err}");
     let failing = registry.get(&summary.id).await.unwrap();
     assert_eq!(failing.jobs, ["keep"]);
     assert_eq!(failing.health, EndpointHealth::Failing);
-    assert!(failing.recent_errors[0].message.contains("deploying"));
+    assert!(failing.recent_errors[0]
+        .message
+        .contains("HTTP 502: deploying"));
     let still = client.send_event("k.k", &json!({})).await.unwrap();
     assert_eq!(still.run_ids.len(), 1);
 
