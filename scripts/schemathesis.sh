@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Fuzzes the JSON API with schemathesis over the whole OpenAPI document that `flare serve` serves
-# at /api/openapi.json: for every documented operation it sends generated requests, valid and
+# Fuzzes Flare with schemathesis over the whole OpenAPI document that `flare serve` serves at
+# /api/openapi.json (the JSON API, the ingest, webhook and compatible routes, the dashboard's
+# pages and forms): for every documented operation it sends generated requests, valid and
 # invalid, and fails on any 5xx and on answers whose status code, content type or body does not
-# match the document. Results and how to read them: docs/schemathesis.md.
+# match the document. scripts/schemathesis.toml holds the answers that are right by design though
+# a check would count them (the 501 of Trigger.dev v2 features Flare lacks). Results and how to
+# read them: docs/schemathesis.md.
 #
 #   scripts/schemathesis.sh                  # build flare, start it, fuzz it, stop it
 #   MAX_EXAMPLES=500 scripts/schemathesis.sh # more cases per operation (default 200)
@@ -64,9 +67,14 @@ PORT="$endpoint_port" FLARE_ENDPOINT_SECRET="$endpoint_secret" \
 endpoint_pid=$!
 
 # With an API key, so the document's bearer security is real and schemathesis can check that
-# requests without it are refused; with the demo jobs, so there are jobs, runs and logs to read.
+# requests without it are refused; with the demo jobs, so there are jobs, runs and logs to read;
+# with webhook secrets, so the webhook routes check signatures (unconfigured, they answer 503).
 api_key="schemathesis-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
-env -u DATABASE_URL -u FLARE_ENDPOINTS -u STRIPE_WEBHOOK_SECRET -u CLERK_WEBHOOK_SECRET \
+webhook_secret() {
+    python3 -c 'import base64, os; print("whsec_" + base64.b64encode(os.urandom(32)).decode())'
+}
+env -u DATABASE_URL -u FLARE_ENDPOINTS -u FLARE_ENDPOINT_ALLOW \
+    STRIPE_WEBHOOK_SECRET="$(webhook_secret)" CLERK_WEBHOOK_SECRET="$(webhook_secret)" \
     FLARE_API_KEY="$api_key" RUST_LOG=warn "$FLARE_BIN" serve --listen "127.0.0.1:$port" \
     --database-url "sqlite://$work/flare.db" --demo --shutdown-grace-secs 2 \
     >"$work/server.log" 2>&1 &
@@ -105,9 +113,8 @@ sleep 2
 
 mkdir -p "$report_dir"
 status=0
-"$venv/bin/schemathesis" run "$base/api/openapi.json" \
+"$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base/api/openapi.json" \
     --checks all --exclude-checks positive_data_acceptance \
-    --exclude-tag dashboard \
     --header "Authorization: Bearer $api_key" \
     --max-examples "$max_examples" \
     --workers 1 \

@@ -232,6 +232,7 @@ impl App {
             endpoints,
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
             trusted_proxies: args.trusted_proxies,
+            endpoint_allow: args.jobs.endpoint_allow(),
         }
         .validate()?;
         let listener = crate::http::connections::listen(config.listen)
@@ -259,6 +260,7 @@ impl App {
             demo,
             endpoints,
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
+            endpoint_allow: args.jobs.endpoint_allow(),
         }
         .validate()?;
         let mut jobs = self.jobs;
@@ -363,6 +365,10 @@ struct JobArgs {
     /// secret in FLARE_ENDPOINT_SECRET (docs/endpoints.md).
     #[arg(long = "endpoint", value_name = "URL")]
     endpoints: Vec<String>,
+    /// Also let endpoints be at this link-local, cloud metadata or unspecified address, network
+    /// or host name, refused otherwise (repeatable; or FLARE_ENDPOINT_ALLOW, comma-separated).
+    #[arg(long = "endpoint-allow", value_name = "CIDR|HOST")]
+    endpoint_allow: Vec<String>,
 }
 
 impl JobArgs {
@@ -372,6 +378,16 @@ impl JobArgs {
             return self.endpoints.clone();
         }
         std::env::var("FLARE_ENDPOINTS")
+            .map(|list| split_list(&list))
+            .unwrap_or_default()
+    }
+
+    /// `--endpoint-allow` entries, or else those of `FLARE_ENDPOINT_ALLOW`.
+    fn endpoint_allow(&self) -> Vec<String> {
+        if !self.endpoint_allow.is_empty() {
+            return self.endpoint_allow.clone();
+        }
+        std::env::var("FLARE_ENDPOINT_ALLOW")
             .map(|list| split_list(&list))
             .unwrap_or_default()
     }

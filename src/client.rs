@@ -158,11 +158,20 @@ impl Client {
         events: Vec<SendEvent>,
         source: Source,
     ) -> Result<Vec<Sent>, Error> {
+        let events = events.into_iter().map(|e| (e, source.clone())).collect();
+        self.send_batch_from(events).await
+    }
+
+    /// [`Client::send_batch`] with a source per event (bulk replays: `replay:<id>` each).
+    pub async fn send_batch_from(
+        &self,
+        events: Vec<(SendEvent, Source)>,
+    ) -> Result<Vec<Sent>, Error> {
         let now = self.inner.clock.now_ms();
-        let checks: Vec<_> = events.iter().map(resend_check).collect();
+        let checks: Vec<_> = events.iter().map(|(e, _)| resend_check(e)).collect();
         let rows = events
             .into_iter()
-            .map(|e| prepare(e, &source, None, now))
+            .map(|(e, source)| prepare(e, &source, None, now))
             .collect::<Result<Vec<_>, _>>()?;
         let inserted = self.inner.store.event_insert_many(rows).await?;
         inserted.iter().for_each(crate::send::counted);

@@ -2,8 +2,10 @@
 //! a [`ServeConfig`] or a [`WorkerConfig`], or one clear [`Error`].
 //!
 //! Both carry the HTTP job endpoints given at start ([`EndpointSeed`]: `--endpoint` or
-//! `FLARE_ENDPOINTS`, signed with `FLARE_ENDPOINT_SECRET`) and whether the seed's demo jobs run
-//! (`demo`; the command line decides its default, see `crate::app`).
+//! `FLARE_ENDPOINTS`, signed with `FLARE_ENDPOINT_SECRET`), the addresses endpoints may have
+//! besides the default (`--endpoint-allow`/`FLARE_ENDPOINT_ALLOW`, see
+//! [`crate::endpoints::address`]) and whether the seed's demo jobs run (`demo`; the command line
+//! decides its default, see `crate::app`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -86,6 +88,8 @@ pub struct ServeConfig {
     /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`); none by
     /// default ([`crate::http::client_ip`]).
     pub trusted_proxies: crate::http::client_ip::TrustedProxies,
+    /// Link-local, metadata or unspecified addresses and names endpoints may have all the same.
+    pub endpoint_allow: crate::endpoints::address::AllowList,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -111,6 +115,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("demo", &self.demo)
             .field("endpoints", &self.endpoints)
             .field("trusted_proxies", &self.trusted_proxies)
+            .field("endpoint_allow", &self.endpoint_allow)
             .finish()
     }
 }
@@ -138,12 +143,24 @@ impl std::fmt::Debug for EndpointSeed {
 /// The longest endpoint URL accepted, in bytes.
 pub const MAX_ENDPOINT_URL_BYTES: usize = crate::endpoints::MAX_URL_LEN;
 
-/// Checks the endpoint URLs given at start (with the rules of [`crate::endpoints::validate_url`])
-/// and pairs each with `secret`.
-fn endpoint_seeds(urls: Vec<String>, secret: Option<String>) -> Result<Vec<EndpointSeed>, Error> {
+/// Reads `--endpoint-allow`/`FLARE_ENDPOINT_ALLOW` (see [`crate::endpoints::address`]).
+fn endpoint_allow(entries: &[String]) -> Result<crate::endpoints::address::AllowList, Error> {
+    crate::endpoints::address::AllowList::parse(entries).map_err(|reason| Error::Value {
+        name: "--endpoint-allow/FLARE_ENDPOINT_ALLOW",
+        reason,
+    })
+}
+
+/// Checks the endpoint URLs given at start (with the rules of [`crate::endpoints::validate_url`],
+/// under `allow`) and pairs each with `secret`.
+fn endpoint_seeds(
+    urls: Vec<String>,
+    secret: Option<String>,
+    allow: &crate::endpoints::address::AllowList,
+) -> Result<Vec<EndpointSeed>, Error> {
     let mut seeds: Vec<EndpointSeed> = Vec::with_capacity(urls.len());
     for raw in &urls {
-        let url = crate::endpoints::validate_url(raw).map_err(|e| Error::Endpoint {
+        let url = crate::endpoints::validate_url(raw, allow).map_err(|e| Error::Endpoint {
             url: crate::endpoints::shown_url(raw.trim()),
             reason: match e {
                 crate::endpoints::Error::Url { reason, .. } => reason,
@@ -216,6 +233,8 @@ pub struct RawServe {
     pub endpoint_secret: Option<String>,
     /// `--trusted-proxy` (each one) or `FLARE_TRUSTED_PROXIES` (split on commas).
     pub trusted_proxies: Vec<String>,
+    /// `--endpoint-allow` (each one) or `FLARE_ENDPOINT_ALLOW` (split on commas).
+    pub endpoint_allow: Vec<String>,
 }
 
 fn secrets(raw: Option<String>) -> Vec<String> {
@@ -293,7 +312,8 @@ impl RawServe {
                 }
             })?;
         }
-        let endpoints = endpoint_seeds(self.endpoints, self.endpoint_secret)?;
+        let endpoint_allow = endpoint_allow(&self.endpoint_allow)?;
+        let endpoints = endpoint_seeds(self.endpoints, self.endpoint_secret, &endpoint_allow)?;
         let trusted_proxies = crate::http::client_ip::TrustedProxies::parse(&self.trusted_proxies)
             .map_err(|reason| Error::Value {
                 name: "--trusted-proxy/FLARE_TRUSTED_PROXIES",
@@ -311,6 +331,7 @@ impl RawServe {
             demo: self.demo,
             endpoints,
             trusted_proxies,
+            endpoint_allow,
         })
     }
 }
@@ -424,6 +445,8 @@ pub struct WorkerConfig {
     pub demo: bool,
     /// HTTP job endpoints given at start.
     pub endpoints: Vec<EndpointSeed>,
+    /// Link-local, metadata or unspecified addresses and names endpoints may have all the same.
+    pub endpoint_allow: crate::endpoints::address::AllowList,
 }
 
 /// Raw settings of `flare worker`, as given on the command line or in the environment.
@@ -445,6 +468,8 @@ pub struct RawWorker {
     pub endpoints: Vec<String>,
     /// `FLARE_ENDPOINT_SECRET`.
     pub endpoint_secret: Option<String>,
+    /// `--endpoint-allow` (each one) or `FLARE_ENDPOINT_ALLOW` (split on commas).
+    pub endpoint_allow: Vec<String>,
 }
 
 impl RawWorker {
@@ -456,6 +481,7 @@ impl RawWorker {
                 reason: "must not be empty".into(),
             });
         }
+        let endpoint_allow = endpoint_allow(&self.endpoint_allow)?;
         Ok(WorkerConfig {
             engine: engine_config(
                 self.concurrency,
@@ -465,7 +491,8 @@ impl RawWorker {
             )?,
             database_url: self.database_url,
             demo: self.demo,
-            endpoints: endpoint_seeds(self.endpoints, self.endpoint_secret)?,
+            endpoints: endpoint_seeds(self.endpoints, self.endpoint_secret, &endpoint_allow)?,
+            endpoint_allow,
         })
     }
 }
@@ -724,6 +751,65 @@ mod tests {
         .validate()
         .unwrap_err();
         assert!(matches!(worker, Error::Endpoint { .. }), "{worker}");
+    }
+
+    #[test]
+    fn endpoints_at_link_local_metadata_or_unspecified_addresses_need_the_allow_flag() {
+        for (url, reason) in [
+            ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
+            ("http://metadata.google.internal/", "cloud metadata"),
+            ("http://[fe80::1]:4000/flare", "link-local"),
+            ("http://0.0.0.0:4000/flare", "unspecified"),
+        ] {
+            let shown = with_endpoints(&[url], Some(ENDPOINT_SECRET))
+                .unwrap_err()
+                .to_string();
+            assert!(shown.contains("--endpoint/FLARE_ENDPOINTS"), "{shown}");
+            assert!(shown.contains(reason), "{url}: {shown}");
+            assert!(shown.contains("--endpoint-allow"), "{shown}");
+        }
+        let allowed = |urls: &[&str], allow: &[&str]| {
+            RawServe {
+                endpoints: urls.iter().map(|u| u.to_string()).collect(),
+                endpoint_secret: Some(ENDPOINT_SECRET.into()),
+                endpoint_allow: allow.iter().map(|a| a.to_string()).collect(),
+                ..raw("127.0.0.1:1")
+            }
+            .validate()
+        };
+        let c = allowed(
+            &[
+                "http://169.254.169.254/flare",
+                "http://metadata.google.internal/",
+            ],
+            &["169.254.169.254", "metadata.google.internal"],
+        )
+        .expect("allowed");
+        assert_eq!(c.endpoints.len(), 2);
+        assert!(allowed(&["http://[fe80::1]/"], &["fe80::/10"]).is_ok());
+        // Private networks, where applications live, need no flag.
+        let c = with_endpoints(
+            &["http://10.1.2.3:4000/flare", "http://192.168.1.5/flare"],
+            Some(ENDPOINT_SECRET),
+        )
+        .expect("private addresses");
+        assert_eq!(c.endpoints.len(), 2);
+        let err = allowed(&[], &["10.0.0.0/99"]).unwrap_err().to_string();
+        assert!(
+            err.contains("--endpoint-allow/FLARE_ENDPOINT_ALLOW"),
+            "{err}"
+        );
+        let worker = |allow: &str| RawWorker {
+            database_url: "sqlite://x.db".into(),
+            concurrency: 1,
+            lease_secs: 1,
+            endpoints: vec!["http://169.254.169.254/".into()],
+            endpoint_secret: Some(ENDPOINT_SECRET.into()),
+            endpoint_allow: vec![allow.into()],
+            ..RawWorker::default()
+        };
+        assert!(worker("").validate().is_err());
+        assert!(worker("169.254.0.0/16").validate().is_ok());
     }
 
     #[test]

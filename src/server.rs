@@ -113,7 +113,7 @@ pub async fn run_with(
     let client = start(&config, jobs).await?;
     let endpoints = start_endpoints(
         &client,
-        Registry::new(client.clone()),
+        Registry::with_allow(client.clone(), config.endpoint_allow.clone()),
         config.endpoints.clone(),
     )
     .await?;
@@ -166,7 +166,7 @@ pub async fn run_worker(
     .await?;
     let endpoints = start_endpoints(
         &client,
-        Registry::without_api(client.clone()),
+        Registry::without_api(client.clone(), config.endpoint_allow.clone()),
         config.endpoints.clone(),
     )
     .await?;

@@ -678,6 +678,17 @@ async fn bulk_actions_act_on_what_the_filter_selects(db: TestDb) {
             json!({"action": "retry", "filter": {"nope": 1}}),
         ),
         ("/api/events/bulk", json!({"action": "retry"})),
+        // An array is not read as the fields in order.
+        ("/api/runs/bulk", json!(["cancel"])),
+        (
+            "/api/runs/bulk",
+            json!({"action": "cancel", "filter": ["greet"]}),
+        ),
+        ("/api/events/bulk", json!(["replay", {}, true])),
+        (
+            "/api/events/bulk",
+            json!({"action": "replay", "filter": [null]}),
+        ),
     ] {
         let (status, answer) = f.call("POST", uri, Some(body.clone())).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{uri} {body}: {answer}");

@@ -1102,6 +1102,18 @@ async fn endpoints_are_added_listed_reindexed_and_removed_through_the_forms() {
             "give the secret your application checks",
         ),
         (
+            "http://169.254.169.254/latest/meta-data/",
+            APP_SECRET,
+            StatusCode::BAD_REQUEST,
+            "169.254.169.254 is a cloud metadata service",
+        ),
+        (
+            "http://metadata.google.internal/computeMetadata/v1/",
+            APP_SECRET,
+            StatusCode::BAD_REQUEST,
+            "metadata.google.internal is a cloud metadata service",
+        ),
+        (
             &format!("{}/missing", app.url),
             APP_SECRET,
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -1191,11 +1203,12 @@ async fn endpoints_are_added_listed_reindexed_and_removed_through_the_forms() {
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
     assert!(!a.body.contains(&key), "the secret is not shown back");
 
-    // A failed call to the endpoint shows among its recent errors, escaped.
+    // A failed call to the endpoint shows among its recent errors, with its JSON error's
+    // message (the only part of an answer quoted), escaped.
     app.set_run_failure(
         "ep-report",
         StatusCode::SERVICE_UNAVAILABLE,
-        "report service <b>down</b>",
+        &json!({"error": "report service <b>down</b>"}).to_string(),
     );
     let stuck = f.failed_once("report.requested").await;
     let page = f.page("/endpoints").await;

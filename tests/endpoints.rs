@@ -303,6 +303,7 @@ async fn retry_false_fails_the_run_at_once(db: TestDb) {
 async fn bad_answers_fail_the_attempt_with_a_clear_error(db: TestDb) {
     let jobs: Vec<Value> = [
         "status", "redirect", "not-json", "too-large", "too-slow", "shape", "bad-event",
+        "huge-status", "json-status",
     ]
     .iter()
     .map(|id| {
@@ -316,6 +317,17 @@ async fn bad_answers_fail_the_attempt_with_a_clear_error(db: TestDb) {
                 StatusCode::INTERNAL_SERVER_ERROR,
                 vec![],
                 b"database exploded".to_vec(),
+            ),
+            // The status is the outcome, however large the body: not "larger than 1 MiB".
+            "huge-status" => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                vec![("content-type", "text/plain".into())],
+                vec![b'x'; 20 * 1024 * 1024],
+            ),
+            "json-status" => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                vec![],
+                json!({"error": "warming up"}).to_string().into_bytes(),
             ),
             "redirect" => (
                 StatusCode::FOUND,
@@ -337,7 +349,9 @@ async fn bad_answers_fail_the_attempt_with_a_clear_error(db: TestDb) {
     let (client, _clock, registry) = registry(&db).await;
     registry.add(&app.url, Some(SECRET.into())).await.unwrap();
     let expected = [
-        ("status", "HTTP 500: database exploded"),
+        ("status", "the endpoint answered HTTP 500"),
+        ("huge-status", "the endpoint answered HTTP 500"),
+        ("json-status", "the endpoint answered HTTP 503: warming up"),
         ("redirect", "does not follow redirects"),
         ("not-json", "not JSON"),
         ("too-large", "larger than 1048576 bytes"),
@@ -354,6 +368,11 @@ async fn bad_answers_fail_the_attempt_with_a_clear_error(db: TestDb) {
         assert_eq!(run.run.status, RunStatus::Failed, "{id}");
         let error = run.run.error.unwrap_or_default();
         assert!(error.contains(text), "{id}: {error}");
+        // A body that is not JSON is never quoted (only a JSON error's message is).
+        assert!(
+            !error.contains("database exploded") && !error.contains("<html>"),
+            "{id}: {error}"
+        );
     }
     // The endpoint's own failures are recorded on it (not the job's answered errors).
     let summary = wait_for("the failures to be reported", || async {
@@ -531,13 +550,18 @@ async fn reindex_removes_vanished_jobs_and_cancels_their_queued_runs(db: TestDb)
     assert_eq!(run.run.output, Some(json!("v2")));
 
     // A failed re-index keeps the index and is recorded on the endpoint.
-    app.set(|_| (StatusCode::BAD_GATEWAY, vec![], b"deploying".to_vec()));
+    app.set(|_| {
+        let answer = json!({"error": "deploying"}).to_string().into_bytes();
+        (StatusCode::BAD_GATEWAY, vec![], answer)
+    });
     let err = registry.reindex(&summary.id).await.expect_err("502");
-    assert!(err.to_string().contains("HTTP 502"), "{err}");
+    assert!(err.to_string().contains("HTTP 502: deploying"), "{err}");
     let failing = registry.get(&summary.id).await.unwrap();
     assert_eq!(failing.jobs, ["keep"]);
     assert_eq!(failing.health, EndpointHealth::Failing);
-    assert!(failing.recent_errors[0].message.contains("deploying"));
+    assert!(failing.recent_errors[0]
+        .message
+        .contains("HTTP 502: deploying"));
     let still = client.send_event("k.k", &json!({})).await.unwrap();
     assert_eq!(still.run_ids.len(), 1);
 

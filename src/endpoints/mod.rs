@@ -13,8 +13,12 @@
 //! runs endpoint jobs. It also reports what it saw of each endpoint's calls (health, recent
 //! errors) back to the store once a second.
 //!
+//! Endpoints are called only at addresses [`address`] allows: private networks are, link-local,
+//! cloud metadata and unspecified addresses are not unless the operator allows them.
+//!
 //! The protocol is written down for endpoint authors in `docs/endpoints.md`.
 
+pub mod address;
 pub mod caller;
 pub mod protocol;
 pub mod trigger_dev_v2;
@@ -82,9 +86,10 @@ pub fn endpoint_id(url: &str) -> String {
     format!("ep_{}", &hex::encode(digest)[..16])
 }
 
-/// Checks an endpoint URL: http or https, a host, no credentials, at most [`MAX_URL_LEN`] bytes.
-/// Returns it normalised (as the URL parser writes it).
-pub fn validate_url(url: &str) -> Result<String, Error> {
+/// Checks an endpoint URL: http or https, a host, no credentials, at most [`MAX_URL_LEN`] bytes,
+/// and an address `allow` lets through ([`address`]). Returns it normalised (as the URL parser
+/// writes it).
+pub fn validate_url(url: &str, allow: &address::AllowList) -> Result<String, Error> {
     let bad = |reason: &str| Error::Url {
         url: shown_url(url.trim()),
         reason: reason.to_string(),
@@ -107,6 +112,7 @@ pub fn validate_url(url: &str) -> Result<String, Error> {
     if parsed.fragment().is_some() {
         return Err(bad("remove the #fragment"));
     }
+    allow.check_url(&parsed).map_err(|r| bad(&r.to_string()))?;
     Ok(parsed.to_string())
 }
 
@@ -217,12 +223,18 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// A registry for `client`'s node. Call [`Registry::start`] to keep it in step with the
-    /// store in the background.
+    /// A registry for `client`'s node, calling no link-local, metadata or unspecified address.
+    /// Call [`Registry::start`] to keep it in step with the store in the background.
     pub fn new(client: Client) -> Arc<Self> {
+        Self::with_allow(client, address::AllowList::default())
+    }
+
+    /// [`Registry::new`], also registering and calling what `allow` lets through
+    /// (`--endpoint-allow`).
+    pub fn with_allow(client: Client, allow: address::AllowList) -> Arc<Self> {
         Arc::new(Self {
             client,
-            caller: Caller::new(),
+            caller: Caller::with_allow(Arc::new(allow)),
             reports: Arc::default(),
             defined: tokio::sync::Mutex::default(),
             revision: Mutex::default(),
@@ -234,8 +246,8 @@ impl Registry {
 
     /// A registry for a node without the HTTP API (`flare worker`): it does not run Trigger.dev
     /// v2 jobs, whose SDK calls the API of the node executing the run.
-    pub fn without_api(client: Client) -> Arc<Self> {
-        let mut this = Self::new(client);
+    pub fn without_api(client: Client, allow: address::AllowList) -> Arc<Self> {
+        let mut this = Self::with_allow(client, allow);
         if let Some(r) = Arc::get_mut(&mut this) {
             r.serves_api = false;
         }
@@ -258,7 +270,7 @@ impl Registry {
         let now = self.client.clock().now_ms();
         let mut pending = Vec::new();
         for seed in seeds {
-            let url = validate_url(&seed.url)?;
+            let url = validate_url(&seed.url, self.caller.allow())?;
             validate_secret(&seed.secret)?;
             let id = endpoint_id(&url);
             self.client
@@ -392,7 +404,7 @@ impl Registry {
         protocol: Protocol,
         client_id: Option<String>,
     ) -> Result<EndpointSummary, Error> {
-        let url = validate_url(url)?;
+        let url = validate_url(url, self.caller.allow())?;
         let Some(secret) = secret.map(|s| s.trim().to_string()) else {
             return Err(Error::Secret(match protocol {
                 // The application checks Flare's signature from the first request on (the
@@ -814,23 +826,27 @@ mod tests {
 
     #[test]
     fn urls_are_checked() {
+        let check = |url: &str| validate_url(url, &address::AllowList::default());
         assert_eq!(
-            validate_url("http://127.0.0.1:4000/flare").ok().as_deref(),
+            check("http://127.0.0.1:4000/flare").ok().as_deref(),
             Some("http://127.0.0.1:4000/flare")
         );
-        assert!(validate_url("https://jobs.example.com/api/flare?x=1").is_ok());
+        assert!(check("https://jobs.example.com/api/flare?x=1").is_ok());
         for (bad, why) in [
             ("ftp://x/y", "http"),
             ("not a url", "invalid endpoint URL"),
             ("http://user:hunter2@x/", "user name or password"),
             ("http://x/#frag", "fragment"),
             ("file:///etc/passwd", "http"),
+            ("http://169.254.169.254/latest", "cloud metadata service"),
+            ("http://[fe80::1]:4000/", "link-local"),
+            ("http://0.0.0.0:4000/", "unspecified"),
         ] {
-            let err = validate_url(bad).expect_err(bad).to_string();
+            let err = check(bad).expect_err(bad).to_string();
             assert!(err.contains(why), "{bad}: {err}");
             assert!(!err.contains("hunter2"), "a password is never shown: {err}");
         }
-        assert!(validate_url(&format!("http://x/{}", "a".repeat(MAX_URL_LEN))).is_err());
+        assert!(check(&format!("http://x/{}", "a".repeat(MAX_URL_LEN))).is_err());
     }
 
     #[test]

@@ -224,22 +224,35 @@ pub(crate) async fn replay(
     id: &str,
     payload: Option<Value>,
 ) -> Result<crate::model::StoredEvent, ApiError> {
-    let original = state
+    let original = replayed(state, id).await?;
+    let inserted = state
+        .client
+        .send_inserted(replay_of(original, payload), Source::Replay(id.to_string()))
+        .await?;
+    Ok(inserted.event)
+}
+
+/// Event `id`, to replay; 404 when there is none.
+pub(crate) async fn replayed(
+    state: &AppState,
+    id: &str,
+) -> Result<crate::model::StoredEvent, ApiError> {
+    state
         .client
         .store()
         .event_get(id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("event {id:?} not found")))?;
+        .ok_or_else(|| ApiError::NotFound(format!("event {id:?} not found")))
+}
+
+/// The event that replays `original`: its name and context, with `payload` or its own.
+pub(crate) fn replay_of(original: crate::model::StoredEvent, payload: Option<Value>) -> SendEvent {
     let payload = payload.unwrap_or(original.payload);
     let mut send = SendEvent::new(original.name, &payload);
     if let Some(context) = original.context {
         send = send.context(context);
     }
-    let inserted = state
-        .client
-        .send_inserted(send, Source::Replay(id.to_string()))
-        .await?;
-    Ok(inserted.event)
+    send
 }
 
 async fn event_cancel(

@@ -6,7 +6,8 @@
 //! cancelled for a retry, queued or running for a cancel), so a dry run (`dryRun: true`) counts
 //! exactly what the action would change. One call selects at most [`BULK_MAX`] (10,000),
 //! newest first; `truncated` says more matched, and calling again acts on the next ones. Runs are
-//! changed [`BULK_CHUNK`] per transaction; each replay is one event insert.
+//! changed, and events replayed (oldest first), [`BULK_CHUNK`] per transaction (replays: at most
+//! 8 MiB of payloads).
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -17,12 +18,16 @@ use serde::{Deserialize, Serialize};
 
 use super::body::LenientJsonBody;
 use super::{api, ApiError, AppState};
-use crate::model::RunStatus;
+use crate::model::{RunStatus, Source};
 use crate::store::query::{EventQuery, EventStatus, RunQuery, MAX_LIMIT};
 use crate::store::{BulkRunAction, BULK_CHUNK};
 
 /// Most records one bulk call selects.
 pub const BULK_MAX: usize = 10_000;
+
+/// Most payload bytes (and contexts) replayed in one transaction: payloads may be as large as a
+/// request body, so a batch is bounded by size as well as by [`BULK_CHUNK`].
+const REPLAY_BATCH_BYTES: usize = 8 * 1024 * 1024;
 
 /// The routes (in the protected group).
 pub fn routes() -> Router<AppState> {
@@ -233,10 +238,20 @@ pub async fn events(
     }
     let mut acted = 0;
     if !dry_run {
-        // Oldest first, so the replays keep the originals' order.
-        for id in ids.iter().rev() {
-            api::replay(state, id, None).await?;
-            acted += 1;
+        // Oldest first, so the replays keep the originals' order; [`BULK_CHUNK`] events (or
+        // [`REPLAY_BATCH_BYTES`] of payloads) per transaction: one commit per replay made
+        // 10,000 take a quarter of a minute.
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        for (i, id) in ids.iter().rev().enumerate() {
+            let original = api::replayed(state, id).await?;
+            bytes += json_len(&original.payload) + original.context.as_ref().map_or(0, json_len);
+            batch.push((api::replay_of(original, None), Source::Replay(id.clone())));
+            if batch.len() == BULK_CHUNK || bytes >= REPLAY_BATCH_BYTES || i + 1 == ids.len() {
+                let sends = std::mem::take(&mut batch);
+                acted += state.client.send_batch_from(sends).await?.len();
+                bytes = 0;
+            }
         }
     }
     Ok(BulkOutcome {
@@ -247,6 +262,24 @@ pub async fn events(
         limit: BULK_MAX,
         truncated,
     })
+}
+
+/// The length of `value` as JSON text, without writing the text.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 async fn runs_bulk(

@@ -118,19 +118,35 @@ pub(crate) fn trigger_dev_event(
         send = send.context(context);
     }
     if let Some(options) = options {
-        if let Some(at) = &options.deliver_at {
-            send = send.deliver_at(parse_time(at, "options.deliverAt")?);
+        let (at, after) = options.checked()?;
+        if let Some(at) = at {
+            send = send.deliver_at(at);
         }
-        if let Some(secs) = options.deliver_after {
-            let secs = u64::try_from(secs).map_err(|_| {
-                ApiError::BadRequest(
-                    "`options.deliverAfter` must be a number of seconds ≥ 0".into(),
-                )
-            })?;
+        if let Some(secs) = after {
             send = send.delay(Delay::seconds(secs));
         }
     }
     Ok(send)
+}
+
+impl TriggerDevOptions {
+    /// `deliverAt` and `deliverAfter`, checked (also for a bulk send of no event, so that a bad
+    /// option is refused whatever the events).
+    fn checked(&self) -> Result<(Option<DateTime<Utc>>, Option<u64>), ApiError> {
+        let at = match &self.deliver_at {
+            Some(at) => Some(parse_time(at, "options.deliverAt")?),
+            None => None,
+        };
+        let after = match self.deliver_after {
+            Some(secs) => Some(u64::try_from(secs).map_err(|_| {
+                ApiError::BadRequest(
+                    "`options.deliverAfter` must be a number of seconds ≥ 0".into(),
+                )
+            })?),
+            None => None,
+        };
+        Ok((at, after))
+    }
 }
 
 /// Trigger.dev's `ApiEventLog`.
@@ -167,6 +183,9 @@ async fn trigger_dev_send_bulk(
     State(state): State<AppState>,
     JsonObject(body): JsonObject<TriggerDevSendBulk>,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(options) = &body.options {
+        options.checked()?;
+    }
     let sends = body
         .events
         .into_iter()

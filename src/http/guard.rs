@@ -1,5 +1,9 @@
-//! Two guards against web pages that try to use a Flare server through the visitor's browser.
+//! Two guards against web pages that try to use a Flare server through the visitor's browser,
+//! and the rule they both stand on: one `Host`.
 //!
+//! - **One `Host`** ([`one_host`], on the whole app): a request with two `Host` headers gets 400,
+//!   as HTTP/1.1 requires (RFC 9112, 3.2). Each rule below reads one name; with two, a check
+//!   could pass on one while something behind Flare (a proxy, a log) acts on the other.
 //! - **Loopback names without a key** ([`loopback_host`], on the whole app): with no
 //!   `FLARE_API_KEY`, Flare listens only on loopback and trusts whoever reaches it. A page on
 //!   `evil.example` can still reach it through **DNS rebinding** (its name re-resolves to
@@ -39,6 +43,18 @@ pub const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site")
 
 /// Longest part of a refused `Host` quoted back in the error.
 const MAX_QUOTED: usize = 100;
+
+/// Middleware on the whole app (applied by [`super::app`], outside [`loopback_host`]): refuses a
+/// request with more than one `Host` header with 400.
+pub async fn one_host(req: Request, next: Next) -> Response {
+    if req.headers().get_all(HOST).iter().nth(1).is_some() {
+        return ApiError::BadRequest(
+            "the request has more than one Host header; send exactly one".into(),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
 
 /// Middleware on the whole app (applied by [`super::app`]): without an API key, refuses a request
 /// whose `Host` (or URI authority) is not a loopback name, see the module docs.

@@ -6,7 +6,8 @@
 //! key when one is configured: [`app`] puts [`auth::require_api_key`] on that whole group, so a
 //! route added to [`protected_routes`] is covered without further work.
 //!
-//! Two browser guards ([`guard`]) sit around that: on the protected group, after the key check,
+//! Two browser guards ([`guard`]) sit around that, inside [`guard::one_host`] (a request with two
+//! `Host` headers gets 400): on the protected group, after the key check,
 //! [`guard::same_origin`] refuses a state-changing request (POST, PUT, PATCH, DELETE) that the
 //! browser says comes from another site (403), so a page cannot post a form to `/e/{key}` or
 //! `/trigger`; and on the whole app, without an API key, [`guard::loopback_host`] serves only
@@ -63,6 +64,7 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             guard::loopback_host,
         ))
+        .layer(middleware::from_fn(guard::one_host))
         .layer(middleware::map_response(body::json_errors))
         .layer(middleware::map_response(error::storage_reads))
         .with_state(state)

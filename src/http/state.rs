@@ -41,7 +41,8 @@ impl AppState {
     /// The state for `client` under `config`; builds the webhook verifiers. Its endpoint
     /// registry is not started: the API's endpoint actions still apply at once to this process.
     pub fn new(client: Client, config: ServeConfig) -> Self {
-        let endpoints = crate::endpoints::Registry::new(client.clone());
+        let endpoints =
+            crate::endpoints::Registry::with_allow(client.clone(), config.endpoint_allow.clone());
         Self::with_endpoints(client, config, endpoints)
     }
 

@@ -3,17 +3,18 @@
 //! task calls of a run in progress (see [`crate::endpoints::v2_runs`]) and the read routes Flare
 //! has a counterpart for. The SDK's other calls (integrations, sources, dynamic triggers and
 //! schedules, status updates, the key-value store, invoking a job) answer 501 with a JSON error
-//! that names the feature. The event routes are in [`super::compat`].
+//! that names the feature, for the methods the SDK sends (others: 405 with `Allow`). The event
+//! routes are in [`super::compat`].
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::body::JsonBody;
+use super::body::JsonObject;
 use super::compat::{trigger_dev_event, trigger_dev_status, TriggerDevEvent, TriggerDevOptions};
 use super::{ApiError, AppState};
 use crate::endpoints::trigger_dev_v2::{ErrorWithStack, LAZY_LOADED_CACHED_TASKS};
@@ -37,6 +38,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/runs/{run}/cancel", post(run_cancel))
         .route("/api/v1/jobs/{job}/runs", get(job_runs))
         .route("/api/v1/events/{id}/cancel-runs", post(event_cancel_runs))
+        // The SDK's calls of features Flare lacks, each with the methods the SDK uses (another
+        // method is 405 with `Allow`, as on every route).
         .route("/api/v1/jobs/{job}/invoke", post(unsupported_invoke))
         .route(
             "/api/v1/jobs/{job}/cancel-runs",
@@ -44,23 +47,28 @@ pub fn routes() -> Router<AppState> {
         )
         .route(
             "/api/v1/runs/{run}/statuses/{id}",
-            any(unsupported_statuses),
+            put(unsupported_statuses),
         )
-        .route("/api/v1/store/{key}", any(unsupported_store))
+        .route(
+            "/api/v1/store/{key}",
+            get(unsupported_store)
+                .put(unsupported_store)
+                .delete(unsupported_store),
+        )
         .route(
             "/api/v1/event-dispatchers/ephemeral",
-            any(unsupported_dispatcher),
+            post(unsupported_dispatcher),
         )
-        .route("/api/v1/webhooks/{key}", any(unsupported_webhooks))
-        .route("/api/v1/{client}/auth/{id}", any(unsupported_auth))
+        .route("/api/v1/webhooks/{key}", put(unsupported_webhooks))
+        .route("/api/v1/{client}/auth/{id}", get(unsupported_auth))
         .route(
             "/api/v1/{client}/schedules/{*rest}",
-            any(unsupported_schedules),
+            post(unsupported_schedules).delete(unsupported_schedules),
         )
-        .route("/api/v2/{client}/sources/{*rest}", any(unsupported_sources))
+        .route("/api/v2/{client}/sources/{*rest}", put(unsupported_sources))
         .route(
             "/api/v2/{client}/triggers/{*rest}",
-            any(unsupported_triggers),
+            put(unsupported_triggers),
         )
 }
 
@@ -88,7 +96,7 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
 async fn register(
     State(state): State<AppState>,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<Register>,
+    JsonObject(body): JsonObject<Register>,
 ) -> Result<Response, ApiError> {
     let key = bearer(&headers).ok_or_else(|| {
         ApiError::BadRequest(
@@ -144,7 +152,7 @@ async fn task_create(
     State(state): State<AppState>,
     Path(run): Path<String>,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<Value>,
+    JsonObject(body): JsonObject<Value>,
 ) -> Result<Response, ApiError> {
     // The body is checked before the run is looked up, as the other routes' extractors do.
     let new: NewTask = crate::strict_json::from_value(body)
@@ -182,7 +190,7 @@ struct Complete {
 async fn task_complete(
     State(state): State<AppState>,
     Path((run, id)): Path<(String, String)>,
-    JsonBody(body): JsonBody<Complete>,
+    JsonObject(body): JsonObject<Complete>,
 ) -> Result<Response, ApiError> {
     let exec = execution(&state, &run)?;
     Ok(Json(exec.complete(&id, body.output.as_deref()).await?).into_response())
@@ -196,7 +204,7 @@ struct Fail {
 async fn task_fail(
     State(state): State<AppState>,
     Path((run, id)): Path<(String, String)>,
-    JsonBody(body): JsonBody<Fail>,
+    JsonObject(body): JsonObject<Fail>,
 ) -> Result<Response, ApiError> {
     let exec = execution(&state, &run)?;
     Ok(Json(exec.fail(&id, &body.error).await?).into_response())

@@ -190,10 +190,51 @@ async fn trigger_dev_bad_bodies_are_400() {
         assert_eq!(res.status, StatusCode::BAD_REQUEST, "{body}: {}", res.text);
         res.error();
     }
-    let bulk = app
-        .post_json("/api/v1/events/bulk", &json!([[{"name": "a.b"}]]))
-        .await;
-    assert_eq!(bulk.status, StatusCode::BAD_REQUEST, "{}", bulk.text);
+    // Nor is a nested array (found by schemathesis: `"options": [null, null]` was taken).
+    for body in [
+        json!({"event": ["a.b", {}]}),
+        json!({"event": {"name": "a.b"}, "options": [null, null]}),
+    ] {
+        let res = app.post_json("/api/v1/events", &body).await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST, "{body}: {}", res.text);
+        assert!(
+            res.error().contains("expected a JSON object"),
+            "{}",
+            res.text
+        );
+    }
+    for body in [
+        json!([[{"name": "a.b"}]]),
+        json!({"events": [["a.b"]]}),
+        json!({"events": [], "options": [null, null]}),
+        // The options are checked even when there is no event to apply them to.
+        json!({"events": [], "options": {"deliverAfter": -1}}),
+        json!({"events": [], "options": {"deliverAt": ""}}),
+    ] {
+        let bulk = app.post_json("/api/v1/events/bulk", &body).await;
+        assert_eq!(
+            bulk.status,
+            StatusCode::BAD_REQUEST,
+            "{body}: {}",
+            bulk.text
+        );
+        bulk.error();
+    }
+    assert!(app
+        .client
+        .store()
+        .events_list(flare::store::query::EventQuery {
+            limit: 500,
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .items
+        .is_empty());
+    // Absent and null options are the same.
+    let none = json!({"events": [], "options": null});
+    let bulk = app.post_json("/api/v1/events/bulk", &none).await;
+    assert_eq!(bulk.status, StatusCode::OK, "{}", bulk.text);
 }
 
 #[tokio::test]
@@ -415,4 +456,68 @@ async fn resent_ids_say_duplicate_and_conflict_on_both_dialects() {
         other.json["conflicts"],
         json!([{"id": "inn-dup", "conflictingFields": ["payload"]}])
     );
+}
+
+#[tokio::test]
+async fn trigger_dev_v2_features_flare_lacks_answer_501_and_other_methods_405() {
+    let app = start(|_| {}).await;
+    let send = |method: &'static str, path: &'static str| {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .expect("request");
+        app.call(req)
+    };
+    // The methods the SDK sends: a JSON 501 naming the feature.
+    for (method, path, feature) in [
+        ("POST", "/api/v1/jobs/j/invoke", "invoking a job"),
+        ("PUT", "/api/v1/runs/r/statuses/s", "run status updates"),
+        ("GET", "/api/v1/store/k", "key-value store"),
+        ("PUT", "/api/v1/store/k", "key-value store"),
+        ("DELETE", "/api/v1/store/k", "key-value store"),
+        ("GET", "/api/v1/app/auth/github", "integration connections"),
+        (
+            "POST",
+            "/api/v1/app/schedules/s/registrations",
+            "dynamic schedules",
+        ),
+        (
+            "DELETE",
+            "/api/v1/app/schedules/s/registrations/k",
+            "dynamic schedules",
+        ),
+        (
+            "PUT",
+            "/api/v2/app/triggers/t/registrations/k",
+            "dynamic triggers",
+        ),
+    ] {
+        let a = send(method, path).await;
+        assert_eq!(a.status, StatusCode::NOT_IMPLEMENTED, "{method} {path}");
+        assert!(a.error().contains(feature), "{method} {path}: {}", a.text);
+    }
+    // Any other method (TRACE included): 405 with the methods there are.
+    for (method, path, allow) in [
+        ("TRACE", "/api/v1/event-dispatchers/ephemeral", "POST"),
+        ("TRACE", "/api/v1/store/k", "GET,HEAD,PUT,DELETE"),
+        ("OPTIONS", "/api/v1/runs/r/statuses/s", "PUT"),
+        ("POST", "/api/v1/app/auth/github", "GET,HEAD"),
+        ("TRACE", "/api/v2/app/sources/s", "PUT"),
+        ("GET", "/api/v1/webhooks/w", "PUT"),
+    ] {
+        let a = send(method, path).await;
+        assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        let mut got: Vec<&str> = a.headers["allow"]
+            .to_str()
+            .expect("ascii")
+            .split(',')
+            .map(str::trim)
+            .collect();
+        let mut want: Vec<&str> = allow.split(',').collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "{method} {path}");
+        a.error();
+    }
 }

@@ -226,3 +226,41 @@ async fn every_state_changing_route_but_the_webhooks_refuses_other_sites() {
     .await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
 }
+
+#[tokio::test]
+async fn two_host_headers_are_refused() {
+    for key in [None, Some(KEY)] {
+        let app = start(|raw| raw.api_key = key.map(str::to_string)).await;
+        let bearer = format!("Bearer {KEY}");
+        let auth: &[(&str, &str)] = if key.is_some() {
+            &[("authorization", &bearer)]
+        } else {
+            &[]
+        };
+        for (path, method, body) in [
+            ("/api/events", "GET", ""),
+            ("/", "GET", ""),
+            ("/e/key", "POST", EVENT),
+            ("/healthz", "GET", ""),
+        ] {
+            let mut headers = auth.to_vec();
+            headers.push(("host", "evil.example"));
+            let a = send(&app, method, path, "localhost", &headers, body).await;
+            assert_eq!(
+                a.status,
+                StatusCode::BAD_REQUEST,
+                "{key:?} {path}: {}",
+                a.text
+            );
+            assert!(
+                a.error().contains("more than one Host header"),
+                "{}",
+                a.text
+            );
+            // Once is fine.
+            let a = send(&app, "GET", "/healthz", "localhost", auth, "").await;
+            assert_eq!(a.status, StatusCode::OK);
+        }
+        assert_eq!(event_count(&app).await, 0, "nothing stored");
+    }
+}

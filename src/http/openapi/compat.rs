@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{error, id_param, ok, schema_ref, string, time};
+use super::{error, id_param, ok, schema_ref, string};
 
 /// Health, the webhook routes and the compatible ingest routes (`src/http/{mod,webhooks,compat}.rs`).
 pub(super) fn ingest_paths() -> Value {
@@ -19,12 +19,14 @@ pub(super) fn ingest_paths() -> Value {
             "duplicate": { "type": "boolean" } } }),
     );
     let header = |name: &str, description: &str| json!({ "name": name, "in": "header", "required": false, "description": description, "schema": string() });
+    // As the SDK sends them; an optional field sent as null counts as absent.
     let td_event = json!({ "type": "object", "required": ["name"], "properties": {
         "name": string(), "payload": { "description": "Any JSON value." },
-        "context": { "description": "Any JSON value." }, "id": string(),
+        "context": { "description": "Any JSON value." }, "id": { "type": ["string", "null"] },
         "timestamp": { "description": "Ignored: Flare stamps the time it received the event." } } });
-    let td_options = json!({ "type": "object", "properties": {
-        "deliverAt": time(), "deliverAfter": { "type": "integer", "minimum": 0, "description": "Seconds." } } });
+    let td_options = json!({ "type": ["object", "null"], "properties": {
+        "deliverAt": { "type": ["string", "null"], "format": "date-time" },
+        "deliverAfter": { "type": ["integer", "null"], "minimum": 0, "description": "Seconds." } } });
     json!({
         "/healthz": { "get": {
             "summary": "The process is up", "security": open,
@@ -120,22 +122,37 @@ fn path_param(name: &str, description: &str) -> Value {
 pub(super) fn trigger_dev_v2_paths() -> Value {
     let run = path_param("run", "The run id.");
     let task = path_param("id", "The task id Flare gave.");
+    let job = path_param("job", "The job id.");
     let object = json!({ "type": "object" });
     let body = json!({ "required": true, "content": { "application/json": { "schema": object } } });
     let not_executing =
         error("The run is not executing now: only its current execution writes its tasks.");
-    let unsupported = |feature: &str| {
-        json!({ "post": {
-        "summary": format!("Trigger.dev v2 {feature}: not in Flare (any method)"),
-        "responses": { "501": error(&format!("Flare does not have {feature}; the message names it.")) } } })
+    // A feature Flare lacks: `methods` (those the SDK sends) answer 501 naming it.
+    let unsupported = |feature: &str, methods: &[&str], params: Value| {
+        let operation = json!({
+            "summary": format!("Trigger.dev v2 {feature}: not in Flare"),
+            "parameters": params,
+            "responses": { "501": error(&format!("Flare does not have {feature}; the message names it.")) } });
+        Value::Object(
+            methods
+                .iter()
+                .map(|m| (m.to_string(), operation.clone()))
+                .collect(),
+        )
     };
+    let key = path_param("key", "The SDK's key.");
+    let client = path_param("client", "The TriggerClient's id.");
+    let rest = path_param("rest", "The rest of the SDK's path.");
     json!({
         "/api/v1/endpoints": { "post": {
             "summary": "Trigger.dev v2 CLI: register an endpoint {url, name} (PING, then INDEX_ENDPOINT)",
             "requestBody": { "required": true, "content": { "application/json": { "schema": {
                 "type": "object", "required": ["url", "name"], "properties": { "url": string(), "name": string() } } } } },
             "responses": { "200": ok("The endpoint, as /api/endpoints/{id} shows it.", object.clone()),
-                "400": error("Bad url or name."), "502": error("The endpoint's PING or index failed; the message says how.") }
+                "400": error("Bad body, URL (one Flare does not call included: link-local, cloud metadata, unspecified) or key."),
+                "409": error("A job id of its index is taken by another endpoint or by code."),
+                "415": error("Not sent as application/json."),
+                "422": error("The endpoint's PING or index failed, or its index is invalid; the message says how. Nothing was stored.") }
         }},
         "/api/v1/runs/{run}/tasks": { "post": {
             "summary": "Trigger.dev v2 io.runTask: create a task, or return the stored one for its idempotency key",
@@ -146,13 +163,17 @@ pub(super) fn trigger_dev_v2_paths() -> Value {
         "/api/v1/runs/{run}/tasks/{id}/complete": { "post": {
             "summary": "Trigger.dev v2: a task completed with its output",
             "parameters": [run.clone(), task.clone()], "requestBody": body.clone(),
-            "responses": { "200": ok("The task.", object.clone()), "404": error("No such task."),
-                "409": not_executing.clone(), "413": error("The output is over the limit.") }
+            "responses": { "200": ok("The task.", object.clone()),
+                "400": error("The body is empty, not JSON, or not {output?: string}."),
+                "404": error("No such task."), "409": not_executing.clone(),
+                "413": error("The output is over the limit."), "415": error("Not sent as application/json.") }
         }},
         "/api/v1/runs/{run}/tasks/{id}/fail": { "post": {
             "summary": "Trigger.dev v2: a task failed with its error",
             "parameters": [run.clone(), task], "requestBody": body,
-            "responses": { "200": ok("The task.", object.clone()), "404": error("No such task."), "409": not_executing }
+            "responses": { "200": ok("The task.", object.clone()),
+                "400": error("The body is empty, not JSON, or has no error {message, name?, stack?}."),
+                "404": error("No such task."), "409": not_executing, "415": error("Not sent as application/json.") }
         }},
         "/api/v2/runs/{run}": { "get": {
             "summary": "Trigger.dev v2 getRun", "parameters": [run.clone()],
@@ -163,27 +184,31 @@ pub(super) fn trigger_dev_v2_paths() -> Value {
             "responses": { "200": ok("The run's status and statuses.", object.clone()), "404": error("No such run.") }
         }},
         "/api/v1/runs/{run}/cancel": { "post": {
-            "summary": "Trigger.dev v2 cancelRun", "parameters": [run],
+            "summary": "Trigger.dev v2 cancelRun", "parameters": [run.clone()],
             "responses": { "200": ok("The run.", object.clone()), "404": error("No such run."), "409": error("The run has finished.") }
         }},
         "/api/v1/jobs/{job}/runs": { "get": {
             "summary": "Trigger.dev v2 getRuns: a job's runs, newest first",
-            "parameters": [path_param("job", "The job id.")],
+            "parameters": [job.clone()],
             "responses": { "200": ok("The runs.", object.clone()) }
         }},
         "/api/v1/events/{id}/cancel-runs": { "post": {
             "summary": "Trigger.dev v2 cancelRunsForEvent", "parameters": [id_param("event")],
             "responses": { "200": ok("The runs cancelled and those that could not be.", object), "404": error("No such event.") }
         }},
-        "/api/v1/jobs/{job}/invoke": unsupported("invokeJob"),
-        "/api/v1/jobs/{job}/cancel-runs": unsupported("cancelJobRuns"),
-        "/api/v1/runs/{run}/statuses/{id}": unsupported("io.createStatus"),
-        "/api/v1/store/{key}": unsupported("io.store"),
-        "/api/v1/event-dispatchers/ephemeral": unsupported("io.waitForEvent"),
-        "/api/v1/webhooks/{key}": unsupported("webhook triggers"),
-        "/api/v1/{client}/auth/{id}": unsupported("integrations"),
-        "/api/v1/{client}/schedules/{rest}": unsupported("dynamic schedules"),
-        "/api/v2/{client}/sources/{rest}": unsupported("external sources"),
-        "/api/v2/{client}/triggers/{rest}": unsupported("dynamic triggers"),
+        "/api/v1/jobs/{job}/invoke": unsupported("invokeJob", &["post"], json!([job.clone()])),
+        "/api/v1/jobs/{job}/cancel-runs": unsupported("cancelJobRuns", &["post"], json!([job])),
+        "/api/v1/runs/{run}/statuses/{id}": unsupported("io.createStatus", &["put"],
+            json!([run, path_param("id", "The status id.")])),
+        "/api/v1/store/{key}": unsupported("io.store", &["get", "put", "delete"], json!([key.clone()])),
+        "/api/v1/event-dispatchers/ephemeral": unsupported("io.waitForEvent", &["post"], json!([])),
+        "/api/v1/webhooks/{key}": unsupported("webhook triggers", &["put"], json!([key])),
+        "/api/v1/{client}/auth/{id}": unsupported("integrations", &["get"],
+            json!([client.clone(), path_param("id", "The integration id.")])),
+        "/api/v1/{client}/schedules/{rest}": unsupported("dynamic schedules", &["post", "delete"],
+            json!([client.clone(), rest.clone()])),
+        "/api/v2/{client}/sources/{rest}": unsupported("external sources", &["put"],
+            json!([client.clone(), rest.clone()])),
+        "/api/v2/{client}/triggers/{rest}": unsupported("dynamic triggers", &["put"], json!([client, rest])),
     })
 }

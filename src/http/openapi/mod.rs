@@ -5,16 +5,21 @@
 //!
 //! Written by hand rather than derived (utoipa): the types it describes live in `model` and
 //! `store`, which stay free of HTTP-documentation derives, and a static document costs no
-//! proc-macro build time. Two tests keep it whole: `tests/api.rs` checks that every path
-//! documented here is routed, and [`tests::every_route_is_documented`] reads every `.route(…)` of
-//! the modules that build the router and checks that each method and path is documented.
+//! proc-macro build time. Tests keep it whole: `tests/api.rs` checks that every path documented
+//! here is routed, [`tests::every_route_is_documented`] reads every `.route(…)` of the modules
+//! that build the router and checks that each method and path is documented, and
+//! [`tests::path_parameters_match_their_paths`] that each operation declares exactly the
+//! `{parameters}` of its path. `scripts/schemathesis.sh` fuzzes the server against it
+//! (docs/schemathesis.md).
 
 use serde_json::{json, Value};
 
 use crate::store::events::MAX_SEARCH_CHARS;
 
 mod compat;
+mod dashboard;
 use compat::{ingest_paths, trigger_dev_v2_paths};
+use dashboard::dashboard_paths;
 
 fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
@@ -45,6 +50,10 @@ fn string() -> Value {
 /// The payload search `q`: its longest length is [`MAX_SEARCH_CHARS`].
 fn search() -> Value {
     json!({ "type": "string", "maxLength": MAX_SEARCH_CHARS })
+}
+
+fn nullable_string() -> Value {
+    json!({ "type": ["string", "null"] })
 }
 
 fn time() -> Value {
@@ -157,8 +166,10 @@ fn paths() -> Value {
             "requestBody": { "required": true, "content": { "application/json": { "schema": {
                 "type": "object", "required": ["action"], "properties": {
                     "action": { "enum": ["retry", "cancel"] },
-                    "filter": { "type": "object", "properties": {
-                        "jobId": string(), "status": string(), "eventId": string() } },
+                    "filter": { "type": "object", "additionalProperties": false,
+                        "description": "A field sent as null counts as absent.", "properties": {
+                        "jobId": nullable_string(), "status": nullable_string(),
+                        "eventId": nullable_string() } },
                     "dryRun": { "type": "boolean" } } } } } },
             "responses": {
                 "200": ok("What was selected (count) and changed (acted).", schema_ref("BulkOutcome")),
@@ -170,9 +181,13 @@ fn paths() -> Value {
             "requestBody": { "required": true, "content": { "application/json": { "schema": {
                 "type": "object", "required": ["action"], "properties": {
                     "action": { "enum": ["replay"] },
-                    "filter": { "type": "object", "properties": {
-                        "name": string(), "source": string(), "status": string(),
-                        "from": time(), "to": time(), "q": search() } },
+                    "filter": { "type": "object", "additionalProperties": false,
+                        "description": "A field sent as null counts as absent.", "properties": {
+                        "name": nullable_string(), "source": nullable_string(),
+                        "status": nullable_string(),
+                        "from": { "type": ["string", "null"], "format": "date-time" },
+                        "to": { "type": ["string", "null"], "format": "date-time" },
+                        "q": { "type": ["string", "null"], "maxLength": MAX_SEARCH_CHARS } } },
                     "dryRun": { "type": "boolean" } } } } } },
             "responses": {
                 "200": ok("What was selected (count) and replayed (acted).", schema_ref("BulkOutcome")),
@@ -282,7 +297,7 @@ fn endpoint_paths() -> Value {
                             "description": "trigger.dev-v2: the TriggerClient's id (sent as x-trigger-endpoint-id on PING)." } } } } } },
                 "responses": {
                     "201": endpoint(),
-                    "400": error("Bad body, URL or secret."),
+                    "400": error("Bad body, URL or secret; or a URL at an address Flare does not call (link-local, cloud metadata, unspecified) unless --endpoint-allow allows it."),
                     "415": error("The body is not sent as application/json."),
                     "409": error("The URL is registered already, or a job id is taken."),
                     "422": error("Indexing failed (unreachable, bad answer, invalid index); nothing was stored."),
@@ -321,78 +336,6 @@ fn endpoint_paths() -> Value {
             "responses": { "200": ok("The nodes.", json!({ "type": "object", "properties": {
                 "nodes": { "type": "array", "items": schema_ref("Node") } } })) }
         }},
-    })
-}
-
-/// The dashboard (`src/http/dashboard/`): HTML pages and their form actions, under the same key
-/// (or a session cookie from `/login`).
-fn dashboard_paths() -> Value {
-    let page = |summary: &str, params: Value| {
-        json!({ "get": { "summary": summary, "tags": ["dashboard"], "parameters": params,
-            "responses": { "200": { "description": "An HTML page.", "content": { "text/html": { "schema": string() } } },
-                "303": { "description": "No credential: to /login." } } } })
-    };
-    let action = |summary: &str, params: Value| {
-        json!({ "summary": summary, "tags": ["dashboard"], "parameters": params,
-            "requestBody": { "required": false, "content": { "application/x-www-form-urlencoded": { "schema": { "type": "object" } } } },
-            "responses": { "303": { "description": "Done: to the page that shows the outcome." },
-                "200": { "description": "The outcome page.", "content": { "text/html": { "schema": string() } } },
-                "400": { "description": "A bad form, shown again with what is wrong.", "content": { "text/html": { "schema": string() } } },
-                "404": { "description": "No such record.", "content": { "text/html": { "schema": string() } } } } })
-    };
-    let post = |summary: &str, params: Value| json!({ "post": action(summary, params) });
-    let id = |what: &str| json!([id_param(what)]);
-    let none = json!([]);
-    let mut endpoints = page(
-        "The HTTP job endpoints, their jobs and health",
-        none.clone(),
-    );
-    endpoints["post"] = action("Add an endpoint (form: url, secret)", none.clone());
-    let mut remove = page("Confirm removing an endpoint", id("endpoint"));
-    remove["post"] = action("Remove an endpoint", id("endpoint"));
-    let mut send_form = page(
-        "The send-an-event form: name, JSON payload, optional delay",
-        none.clone(),
-    );
-    send_form["post"] = action("Send an event (form: name, payload, delay)", none.clone());
-    let mut login = page("The sign-in form", none.clone());
-    login["get"]["security"] = json!([]);
-    login["post"] = action(
-        "Sign in (form: key, next): sets the session cookie",
-        none.clone(),
-    );
-    login["post"]["security"] = json!([]);
-    login["post"]["responses"]["401"] = json!({ "description": "A wrong key: the form again, saying so.", "content": { "text/html": { "schema": string() } } });
-    login["post"]["responses"]["429"] = json!({ "description": "A wrong key from an address with too many (5 within a minute, sign-ins and API keys alike): the form saying when to try again (`Retry-After`). The right key always signs in.",
-        "content": { "text/html": { "schema": string() } } });
-    json!({
-        "/": page("Overview: events and runs per minute or hour, failure rates, the queue", none.clone()),
-        "/events": page("Event history with filters (name, source, status, from, to, within, q, cursor); a too long q is a 400 page", json!([
-            query("q", &format!("Text the payload JSON contains, at most {MAX_SEARCH_CHARS} characters."), search()),
-        ])),
-        "/events/{id}": page("One event: payload, runs, chain, actions", id("event")),
-        "/events/{id}/replay": post("Replay the event (form: payload, optional)", id("event")),
-        "/events/{id}/cancel": post("Cancel a scheduled event", id("event")),
-        "/events/bulk": post(&format!("Replay all events a filter selects (form: action=replay, the list's filter with q of at most {MAX_SEARCH_CHARS} characters, confirm): first a count to confirm, then the replays"), none.clone()),
-        "/send": send_form,
-        "/runs": page("Runs with filters", none.clone()),
-        "/runs/bulk": post("Retry or cancel all runs a filter selects (form: action, the list's filter, confirm): first a count to confirm, then the action", none.clone()),
-        "/runs/{id}": page("One run: payload, attempts on a timeline, logs, output", id("run")),
-        "/runs/{id}/retry": post("Retry a failed or cancelled run", id("run")),
-        "/runs/{id}/cancel": post("Cancel a queued or running run", id("run")),
-        "/jobs": page("Jobs: settings, load, success rates, where each runs", none.clone()),
-        "/jobs/{id}/pause": post("Pause a job: its runs wait until it is resumed", id("job")),
-        "/jobs/{id}/resume": post("Resume a paused job", id("job")),
-        "/endpoints": endpoints,
-        "/endpoints/{id}/index": post("Re-index an endpoint", id("endpoint")),
-        "/endpoints/{id}/remove": remove,
-        "/webhooks": page("Recent webhook deliveries and rejections", none.clone()),
-        "/login": login,
-        "/logout": post("Sign out: ends the session", none),
-        "/assets/{file}": { "get": { "summary": "The dashboard's CSS and JavaScript", "tags": ["dashboard"], "security": [],
-            "parameters": [{ "name": "file", "in": "path", "required": true, "schema": { "enum": ["dashboard.css", "dashboard.js"] } }],
-            "responses": { "200": { "description": "The file.", "content": { "text/css": { "schema": string() }, "text/javascript": { "schema": string() } } },
-                "404": { "description": "No such asset.", "content": { "text/html": { "schema": string() } } } } } },
     })
 }
 
@@ -557,6 +500,10 @@ fn with_common_responses(mut paths: Value) -> Value {
             let has_body = operation.get("requestBody").is_some();
             // An operation open without the key says so with an empty `security`.
             let open = operation.get("security") == Some(&json!([]));
+            // The dashboard redirects to its sign-in form instead (its 303).
+            let page = operation["tags"]
+                .as_array()
+                .is_some_and(|t| t.contains(&json!("dashboard")));
             let Some(responses) = operation
                 .get_mut("responses")
                 .and_then(Value::as_object_mut)
@@ -566,7 +513,8 @@ fn with_common_responses(mut paths: Value) -> Value {
             let mut add = |code: &str, description: &str| {
                 responses.entry(code).or_insert_with(|| error(description));
             };
-            if !open {
+            add("400", "The request has more than one Host header.");
+            if !open && !page {
                 add("401", "FLARE_API_KEY is set and the request does not send it as `Authorization: Bearer <key>`.");
                 add("429", "Too many wrong API keys from this client address (5 within a minute): wrong keys are refused for a minute (`Retry-After`); a request with the right key is still served.");
             }
@@ -604,7 +552,9 @@ pub fn document() -> Value {
         },
         "components": {
             "schemas": merged(schemas(), endpoint_schemas()),
-            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" },
+                "session": { "type": "apiKey", "in": "cookie", "name": crate::http::auth::SESSION_COOKIE,
+                    "description": "The dashboard's session, set by POST /login (dashboard pages and actions only)." } },
         },
         "security": [{ "bearer": [] }],
         "tags": [{ "name": "dashboard", "description": "HTML pages and form actions for people, not an API." }],
@@ -669,6 +619,40 @@ mod tests {
         }
     }
 
+    /// Every `{name}` in a path is a required path parameter declared by each of its
+    /// operations, and each operation declares no path parameter its path lacks.
+    #[test]
+    fn path_parameters_match_their_paths() {
+        let doc = document();
+        let mut operations = 0;
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            let in_path: std::collections::BTreeSet<&str> = path
+                .split('{')
+                .skip(1)
+                .filter_map(|rest| Some(rest.split_once('}')?.0))
+                .collect();
+            for (method, operation) in item.as_object().expect("a path item") {
+                let declared: Vec<&Value> = operation["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["in"] == "path")
+                    .collect();
+                let names: std::collections::BTreeSet<&str> =
+                    declared.iter().filter_map(|p| p["name"].as_str()).collect();
+                let operation = format!("{} {path}", method.to_uppercase());
+                assert_eq!(names, in_path, "{operation}: declared vs in the path");
+                assert_eq!(names.len(), declared.len(), "{operation}: a name twice");
+                assert!(
+                    declared.iter().all(|p| p["required"] == true),
+                    "{operation}: path parameters are required"
+                );
+                operations += 1;
+            }
+        }
+        assert!(operations >= 80, "only {operations} operations");
+    }
+
     /// The modules whose `routes()` make up the router ([`crate::http::public_routes`] and
     /// [`crate::http::protected_routes`]), with their source.
     const ROUTE_MODULES: &[(&str, &str)] = &[
@@ -714,6 +698,8 @@ mod tests {
                     .map(|(_, value)| value.to_string())
                     .unwrap_or_else(|| panic!("unknown route constant {path}")),
             };
+            // A catch-all `{*rest}` is a path parameter `{rest}` in OpenAPI.
+            let path = path.replace("{*", "{");
             for method in ["get", "post", "put", "patch", "delete"] {
                 let called = handlers.match_indices(&format!("{method}(")).any(|(i, _)| {
                     i == 0 || matches!(handlers.as_bytes()[i - 1], b'.' | b' ' | b'\n')
