@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use crate::endpoints::EndpointSeed;
 use crate::engine::EngineConfig;
 
 /// A configuration problem; the message names the flag or variable.
@@ -92,6 +93,26 @@ pub struct ServeConfig {
     pub endpoint_allow: crate::endpoints::address::AllowList,
 }
 
+impl From<&ServeConfig> for crate::http::HttpConfig {
+    fn from(c: &ServeConfig) -> Self {
+        Self {
+            api_key: c.api_key.clone(),
+            body_limit: c.body_limit,
+            trusted_proxies: c.trusted_proxies.clone(),
+            database_url: c.database_url.clone(),
+            stripe_secrets: c.stripe_secrets.clone(),
+            clerk_secrets: c.clerk_secrets.clone(),
+            endpoint_allow: c.endpoint_allow.clone(),
+        }
+    }
+}
+
+impl From<ServeConfig> for crate::http::HttpConfig {
+    fn from(c: ServeConfig) -> Self {
+        Self::from(&c)
+    }
+}
+
 impl std::fmt::Debug for ServeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeConfig")
@@ -116,26 +137,6 @@ impl std::fmt::Debug for ServeConfig {
             .field("endpoints", &self.endpoints)
             .field("trusted_proxies", &self.trusted_proxies)
             .field("endpoint_allow", &self.endpoint_allow)
-            .finish()
-    }
-}
-
-/// An HTTP job endpoint given at start: the URL Flare calls and the Standard Webhooks secret it
-/// signs the calls with. `Debug` never shows the secret.
-#[derive(Clone, PartialEq, Eq)]
-pub struct EndpointSeed {
-    /// An `http` or `https` URL with a host and no credentials, as the `url` crate normalizes it
-    /// (lowercase scheme and host, `/` for an empty path).
-    pub url: String,
-    /// `whsec_<base64>` (`FLARE_ENDPOINT_SECRET`).
-    pub secret: String,
-}
-
-impl std::fmt::Debug for EndpointSeed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EndpointSeed")
-            .field("url", &self.url)
-            .field("secret", &"<redacted>")
             .finish()
     }
 }

@@ -117,11 +117,10 @@ pub async fn run_with(
         config.endpoints.clone(),
     )
     .await?;
-    let state = AppState::with_endpoints(client.clone(), config, Arc::clone(&endpoints));
+    let (limits, drain) = (config.limits, config.engine.shutdown_grace);
+    let state = AppState::with_endpoints(client.clone(), &config, Arc::clone(&endpoints));
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
-    let limits = state.config.limits;
-    let drain = state.config.engine.shutdown_grace;
     // On the signal the engine's shutdown starts at once, beside the requests' drain, so that
     // the whole shutdown ends within the grace period plus the engine's bound.
     let (engine_stopping, stopping) = tokio::sync::oneshot::channel();

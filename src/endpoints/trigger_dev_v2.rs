@@ -413,6 +413,20 @@ pub fn short(value: &Value) -> String {
     }
 }
 
+/// Trigger.dev's `ApiEventLog`.
+pub fn event_log(event: &crate::model::StoredEvent) -> Value {
+    json!({
+        "id": event.id,
+        "name": event.name,
+        "payload": event.payload,
+        "context": event.context,
+        "timestamp": event.timestamp,
+        "deliverAt": event.deliver_at,
+        "deliveredAt": event.delivered_at,
+        "cancelledAt": event.cancelled_at,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

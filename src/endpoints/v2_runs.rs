@@ -32,8 +32,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::caller::Caller;
+use super::reports::Reports;
 use super::trigger_dev_v2::{self as v2, RunJob, RunJobResponse};
-use super::Reports;
 use crate::client::SendEvent;
 use crate::clock::SharedClock;
 use crate::engine::steps::Steps;
@@ -399,7 +399,7 @@ impl Execution {
             )
             .await
             .map_err(|e| TaskError::BadRequest(format!("io.sendEvent: {e}")))?;
-            let output = crate::http::compat::event_log(&sent.event);
+            let output = v2::event_log(&sent.event);
             task.status = Status::Completed;
             task.completed_at = Some(self.clock.now_ms());
             task.output = Some(output.clone());

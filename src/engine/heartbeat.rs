@@ -1,10 +1,10 @@
 //! The heartbeat (extends the leases of the runs executing here, and stops the ones whose lease is
 //! gone) and the node's beat (this process is alive and defines these jobs).
 
-use super::shared::{cancel_local, ms, Shared};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::shared::{cancel_local, ms, Shared};
 use crate::log_throttle::storage_failure;
 use crate::store::Lease;
 

@@ -11,12 +11,11 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::config::EngineConfig;
+use super::execution::Handler;
 use crate::clock::SharedClock;
 use crate::model::JobSpec;
 use crate::store::{Completion, Store};
-
-use super::config::EngineConfig;
-use super::execution::Handler;
 
 /// A source of random numbers in `[0, 1)` for backoff jitter.
 pub type Jitter = Arc<dyn Fn() -> f64 + Send + Sync>;

@@ -2,15 +2,14 @@
 //! each job's limit, in one transaction per batch, and starts an execution of each; it sleeps
 //! until a commit wakes it or the next run is due.
 
-use super::shared::{ms, Shared};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::executor;
+use super::shared::{ms, Shared};
 use crate::log_throttle::storage_failure;
 use crate::store::{ClaimGroup, ClaimParams};
-
-use super::executor;
 
 /// Claim groups for the free slots: one group for jobs without a limit, one per limited job.
 pub(crate) fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {

@@ -48,7 +48,8 @@ use super::duplicates;
 use super::trigger::parse_time;
 use super::{ApiError, AppState};
 use crate::client::{self, SendEvent};
-use crate::model::{Delay, RunStatus, Source, StoredEvent};
+use crate::endpoints::trigger_dev_v2::event_log;
+use crate::model::{Delay, RunStatus, Source};
 
 /// The Inngest route, as matched (the auth layer accepts the key in its path).
 pub const INNGEST_ROUTE: &str = "/e/{key}";
@@ -147,20 +148,6 @@ impl TriggerDevOptions {
         };
         Ok((at, after))
     }
-}
-
-/// Trigger.dev's `ApiEventLog`.
-pub(crate) fn event_log(event: &StoredEvent) -> Value {
-    json!({
-        "id": event.id,
-        "name": event.name,
-        "payload": event.payload,
-        "context": event.context,
-        "timestamp": event.timestamp,
-        "deliverAt": event.deliver_at,
-        "deliveredAt": event.delivered_at,
-        "cancelledAt": event.cancelled_at,
-    })
 }
 
 async fn trigger_dev_send(

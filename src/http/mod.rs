@@ -45,7 +45,7 @@ use axum::{middleware, Json, Router};
 use serde_json::json;
 
 pub use error::ApiError;
-pub use state::{AppState, SharedState};
+pub use state::{AppState, HttpConfig, SharedState};
 
 /// Builds the router.
 pub fn app(state: AppState) -> Router {

@@ -15,6 +15,7 @@
 //!
 //! Secrets never appear in `Debug` output or in error messages.
 
+pub mod inbound;
 pub mod mapping;
 pub mod stripe;
 pub mod svix;

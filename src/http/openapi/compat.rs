@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{error, id_param, ok, schema_ref, string};
+use super::parts::{error, id_param, ok, schema_ref, string};
 
 /// Health, the webhook routes and the compatible ingest routes (`src/http/{mod,webhooks,compat}.rs`).
 pub(super) fn ingest_paths() -> Value {

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{error, id_param, query, search, string};
+use super::parts::{error, id_param, query, search, string};
 use crate::store::events::MAX_SEARCH_CHARS;
 
 /// The dashboard's access: the API key, or the session cookie `/login` sets.

@@ -18,62 +18,13 @@ use crate::store::events::MAX_SEARCH_CHARS;
 
 mod compat;
 mod dashboard;
+mod parts;
 use compat::{ingest_paths, trigger_dev_v2_paths};
 use dashboard::dashboard_paths;
-
-fn schema_ref(name: &str) -> Value {
-    json!({ "$ref": format!("#/components/schemas/{name}") })
-}
-
-fn ok(description: &str, schema: Value) -> Value {
-    json!({ "description": description, "content": { "application/json": { "schema": schema } } })
-}
-
-fn error(description: &str) -> Value {
-    ok(description, schema_ref("Error"))
-}
-
-/// A query parameter; like every query parameter of the API, an empty value counts as absent.
-fn query(name: &str, description: &str, schema: Value) -> Value {
-    json!({ "name": name, "in": "query", "required": false, "description": description,
-        "allowEmptyValue": true, "schema": schema })
-}
-
-fn id_param(what: &str) -> Value {
-    json!({ "name": "id", "in": "path", "required": true, "description": format!("The {what} id."), "schema": { "type": "string" } })
-}
-
-fn string() -> Value {
-    json!({ "type": "string" })
-}
-
-/// The payload search `q`: its longest length is [`MAX_SEARCH_CHARS`].
-fn search() -> Value {
-    json!({ "type": "string", "maxLength": MAX_SEARCH_CHARS })
-}
-
-fn nullable_string() -> Value {
-    json!({ "type": ["string", "null"] })
-}
-
-fn time() -> Value {
-    json!({ "type": "string", "format": "date-time" })
-}
-
-fn nullable(schema: Value) -> Value {
-    json!({ "oneOf": [schema, { "type": "null" }] })
-}
-
-fn page_params() -> [Value; 2] {
-    [
-        query(
-            "limit",
-            "Page size, 1 to 500.",
-            json!({ "type": "integer", "minimum": 1, "maximum": 500, "default": 50 }),
-        ),
-        query("cursor", "The nextCursor of the previous page.", string()),
-    ]
-}
+use parts::{
+    error, id_param, nullable, nullable_string, ok, page_params, query, schema_ref, search, string,
+    time,
+};
 
 fn paths() -> Value {
     let [limit, cursor] = page_params();

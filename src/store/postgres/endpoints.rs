@@ -2,6 +2,10 @@
 //! index locks its endpoint row first, so two nodes indexing the same endpoint apply one index
 //! after the other.
 
+use std::collections::{HashMap, HashSet};
+
+use deadpool_postgres::GenericClient;
+
 use super::jobs::{job_put, schedule_sync};
 use super::nodes::live_node_jobs;
 use super::rows::{endpoint_row, exec, rows};
@@ -12,8 +16,6 @@ use crate::store::endpoints::{
 };
 use crate::store::nodes::NODE_LIVE_MS;
 use crate::store::{Error, Result};
-use deadpool_postgres::GenericClient;
-use std::collections::{HashMap, HashSet};
 
 /// Locks endpoint `id` and returns its URL.
 pub(super) async fn endpoint_lock<C: GenericClient>(c: &C, id: &str) -> Result<String> {

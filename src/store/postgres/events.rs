@@ -2,6 +2,9 @@
 //! transaction, cancelling a scheduled event, delivering due ones, pruning finished ones with
 //! their runs, and reading an event with its runs and children.
 
+use deadpool_postgres::GenericClient;
+use tokio::sync::oneshot;
+
 use super::rows::{
     event_from_row, exec, json_text, rows, run_from_row, triggers_refresh, EVENT_SELECT,
     RUN_COLUMNS,
@@ -10,8 +13,6 @@ use super::writer::{insert_events, EventRow, InsertOp, NewRuns, INSERT_RUNS_SQL}
 use super::PgStore;
 use crate::model::StoredEvent;
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
-use deadpool_postgres::GenericClient;
-use tokio::sync::oneshot;
 
 impl PgStore {
     /// See [`crate::store::Store::event_insert`]: grouped with concurrent inserts into one transaction.

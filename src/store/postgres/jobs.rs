@@ -2,12 +2,13 @@
 //! firing due schedules (`FOR UPDATE SKIP LOCKED`, each tick's event through the ordinary
 //! insert), listing schedules, and which endpoint owns each job.
 
+use deadpool_postgres::GenericClient;
+
 use super::rows::{exec, rows, schedule_row, triggers_refresh};
 use super::writer::{insert_events, EventRow};
 use super::PgStore;
 use crate::model::JobSpec;
 use crate::store::{Error, Result};
-use deadpool_postgres::GenericClient;
 
 /// Stores a job definition, of `endpoint`'s index or (`None`) defined in code. A job of an
 /// endpoint is never overwritten by a definition from code or from another endpoint: false then.

@@ -2,12 +2,14 @@
 //! when another process (or this one) committed runnable work. Workers poll as well, so a lost
 //! notification only delays them.
 
-use crate::log_throttle::storage_failure;
-use crate::store::{Error, Result};
 use std::sync::Arc;
 use std::time::Duration;
+
 use tokio::sync::{mpsc, Notify};
 use tokio_postgres::NoTls;
+
+use crate::log_throttle::storage_failure;
+use crate::store::{Error, Result};
 
 /// The channel of the wake-up hint.
 pub(crate) const CHANNEL: &str = "flare_work";

@@ -1,13 +1,15 @@
 //! Nodes on PostgreSQL: a node's beat (alive, and the jobs it defines), its removal, the list of
 //! nodes; and the leader leases of the maintenance chores (one upsert each).
 
+use std::collections::HashSet;
+
+use deadpool_postgres::GenericClient;
+
 use super::rows::{exec, rows};
 use super::PgStore;
 use crate::model::ms_to_time;
 use crate::store::nodes::{NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
 use crate::store::{Error, Result};
-use deadpool_postgres::GenericClient;
-use std::collections::HashSet;
 
 pub(super) async fn live_node_jobs<C: GenericClient>(c: &C, since: i64) -> Result<HashSet<String>> {
     let mut all = HashSet::new();

@@ -2,14 +2,15 @@
 //! fan-out's triggers reloaded from them), schedules, endpoints; the JSON text columns; and the
 //! two query helpers every file uses (`rows`, `exec`). No `impl PgStore`.
 
-use crate::model::{ms_to_time, JobSpec, Run, RunStatus, StoredEvent};
-use crate::store::endpoints::EndpointRow;
-use crate::store::jobs::{JobRow, JOB_COLUMNS};
-use crate::store::{Error, Result, Triggers};
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
+
+use crate::model::{ms_to_time, JobSpec, Run, RunStatus, StoredEvent};
+use crate::store::endpoints::EndpointRow;
+use crate::store::jobs::{JobRow, JOB_COLUMNS};
+use crate::store::{Error, Result, Triggers};
 
 /// Runs `sql` (prepared once per connection) and returns its rows.
 pub(crate) async fn rows<C: GenericClient>(

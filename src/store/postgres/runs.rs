@@ -14,13 +14,15 @@
 //! Every writer locks a run's queue row before its run row, so two statements never wait for
 //! each other in opposite orders.
 
+use std::collections::{HashMap, HashSet};
+
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+
 use super::rows::{count_of, json_text, opt_json, rows, run_from_row, u32_of, RUN_COLUMNS};
 use super::{PgStore, GENERIC_PLAN, GENERIC_PLAN_NO_WAIT};
 use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus};
 use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail};
-use deadpool_postgres::GenericClient;
-use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 
 /// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner

@@ -2,12 +2,13 @@
 //! run's queue row) and reading a run's steps. Suspending runs on a wait is part of the
 //! completion (`runs.rs`).
 
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+
 use super::rows::{json_text, rows, u32_of};
 use super::PgStore;
 use crate::model::{ms_to_time, Step, StepKind, StepStatus};
 use crate::store::{Error, NewStep, Result};
-use deadpool_postgres::GenericClient;
-use serde_json::Value;
 
 /// Records a step while the run's queue row holds the lease token `$11`. The queue row is
 /// locked `FOR SHARE`, so a rescue or completion of the run waits for this statement and one

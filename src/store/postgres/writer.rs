@@ -5,19 +5,21 @@
 //! the writes that insert events in a transaction of their own (batches, webhooks, schedules,
 //! delayed events delivered).
 
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use deadpool_postgres::{GenericClient, Pool};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use crate::log_throttle::storage_failure;
 use crate::model::StoredEvent;
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
-use deadpool_postgres::{GenericClient, Pool};
-use serde_json::Value;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, Notify};
-use tokio_postgres::types::ToSql;
-use tokio_postgres::Row;
 
 /// Most inserts grouped into one transaction.
 pub const MAX_BATCH: usize = 2048;

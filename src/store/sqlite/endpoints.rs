@@ -1,6 +1,10 @@
 //! Endpoints on SQLite (see [`crate::store::endpoints`]). Each write is one operation of the
 //! writer thread, in its own savepoint: a refused index leaves nothing behind.
 
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
 use super::jobs::{job_put, schedule_sync};
 use super::nodes::live_node_jobs;
 use super::rows::endpoint_row;
@@ -12,8 +16,6 @@ use crate::store::endpoints::{
 };
 use crate::store::nodes::NODE_LIVE_MS;
 use crate::store::{Error, Result};
-use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::{HashMap, HashSet};
 
 pub(super) fn endpoint_url(conn: &Connection, id: &str) -> Result<String> {
     conn.prepare_cached("SELECT url FROM endpoints WHERE id = ?1")?

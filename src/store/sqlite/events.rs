@@ -2,6 +2,9 @@
 //! operation of the writer), cancelling a scheduled event, delivering due ones, pruning finished
 //! ones with their runs, and reading an event with its runs and children.
 
+use rusqlite::params;
+use serde_json::Value;
+
 use super::rows::{
     event_by_id, event_from_row, json_text, new_run_id, run_from_row, EVENT_COLUMNS, RUN_COLUMNS,
 };
@@ -9,8 +12,6 @@ use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
 use crate::model::StoredEvent;
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
-use rusqlite::params;
-use serde_json::Value;
 
 /// Creates one queued run per matching job. Returns the run ids.
 pub(super) fn fanout(

@@ -2,12 +2,13 @@
 //! schedules (each tick's event through the ordinary insert), listing schedules, and which
 //! endpoint owns each job.
 
+use rusqlite::{params, Connection, OptionalExtension};
+
 use super::events::insert_event;
 use super::rows::schedule_row;
 use super::SqliteStore;
 use crate::model::JobSpec;
 use crate::store::{Error, Result};
-use rusqlite::{params, Connection, OptionalExtension};
 
 /// Stores a job definition, of `endpoint`'s index or (`None`) defined in code. A job of an
 /// endpoint is never overwritten by a definition from code or from another endpoint: false then.

@@ -1,12 +1,14 @@
 //! Nodes on SQLite: a node's beat (alive, and the jobs it defines), its removal, the list of
 //! nodes; and the leader leases of the maintenance chores (one upsert each).
 
+use std::collections::HashSet;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
 use super::SqliteStore;
 use crate::model::ms_to_time;
 use crate::store::nodes::{NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
 use crate::store::{Error, Result};
-use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::HashSet;
 
 /// Job ids defined by nodes seen since `since`.
 pub(super) fn live_node_jobs(conn: &Connection, since: i64) -> Result<HashSet<String>> {

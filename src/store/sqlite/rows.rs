@@ -2,12 +2,13 @@
 //! definitions (and the fan-out's [`Triggers`](crate::store::Triggers) reloaded from them),
 //! schedules, endpoints; the JSON text columns. Reads only; no `impl SqliteStore`.
 
+use rusqlite::{Connection, Row};
+use serde_json::Value;
+
 use crate::model::{ms_to_time, JobSpec, Run, RunStatus, StoredEvent};
 use crate::store::endpoints::EndpointRow;
 use crate::store::jobs::{JobRow, JOB_COLUMNS};
 use crate::store::{Error, Result};
-use rusqlite::{Connection, Row};
-use serde_json::Value;
 
 /// A new run id: time-ordered, so ids sort by creation.
 pub(crate) fn new_run_id() -> String {

@@ -3,14 +3,16 @@
 //! (fenced by the lease token), heartbeat, release, rescue, cancel, retry, bulk actions; and the
 //! reads of one run (its detail, the next due time, counts by state).
 
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::Value;
+
 use super::rows::{json_text, opt_json, run_from_row, RUN_COLUMNS};
 use super::writer::{Commit, Guard, WriteCtx};
 use super::SqliteStore;
 use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus, StepKind, StepStatus};
 use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail};
-use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::Value;
-use std::collections::HashMap;
 
 /// The runs a claim takes: runnable runs of the given jobs (`?4`, a JSON array), oldest due first,
 /// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so

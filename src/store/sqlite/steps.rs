@@ -1,13 +1,14 @@
 //! Durable steps on SQLite: recording one through the writer (fenced by the run's lease token)
 //! and reading a run's steps. A wait's suspension is part of the completion batch (`runs.rs`).
 
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
 use super::rows::opt_json;
 use super::writer::Guard;
 use super::SqliteStore;
 use crate::model::{ms_to_time, Step, StepKind, StepStatus};
 use crate::store::{Error, NewStep, Result};
-use rusqlite::{params, Connection};
-use serde_json::Value;
 
 /// Inserts a step, or replaces the one of the same key unless that one succeeded (a completed
 /// step is final). Parameters: run id, key, kind, status, attempt, started, finished, due,

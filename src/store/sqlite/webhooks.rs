@@ -1,12 +1,13 @@
 //! Verified webhook deliveries in SQLite: the delivery row and every event it produces are written
 //! by one operation of the writer, so they commit (or fail) together.
 
+use rusqlite::{params, OptionalExtension};
+
 use super::events::insert_event;
 use super::rows::json_text;
 use super::SqliteStore;
 use crate::model::ms_to_time;
 use crate::store::{Error, NewEvent, NewWebhookDelivery, Result, WebhookDelivery, WebhookRecorded};
-use rusqlite::{params, OptionalExtension};
 
 /// Most deliveries one list returns.
 pub(super) const MAX_LIST: usize = 1000;

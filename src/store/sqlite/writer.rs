@@ -4,14 +4,16 @@
 //! WAL's bound ([`WalBound`]) and the writer's load as the search indexer sees it
 //! ([`LoadWindow`]). It knows no operation: callers hand it closures (`SqliteStore::write`).
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot, Notify};
+
 use super::rollups;
 use super::rows::triggers_refresh;
 use crate::log_throttle::storage_failure;
 use crate::store::{Error, Result, Triggers};
-use rusqlite::Connection;
-use std::path::PathBuf;
-use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, Notify};
 
 /// Most operations grouped into one transaction.
 pub const MAX_BATCH: usize = 4096;
