@@ -4,18 +4,16 @@
 mod support;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::Router;
 use chrono::{DateTime, Utc};
 use flare::model::Source;
 use flare::{event_trigger, Client, Delay, Io, Job, ManualClock, SendEvent};
 use serde_json::{json, Value};
-use support::{sample, TestDb};
-use tower::ServiceExt;
+use support::db::client_at;
+use support::{http, sample, TestDb};
 
 /// 2024-05-01T12:00:00Z.
 const T0: i64 = 1_714_564_800_000;
@@ -49,12 +47,7 @@ fn time(ms: i64) -> String {
 /// `reminder.send` delayed by an hour.
 async fn fixture(db: TestDb) -> Fixture {
     let url = db.url.clone();
-    let clock = ManualClock::new(T0);
-    let client = Client::builder(&url)
-        .clock(Arc::new(clock.clone()))
-        .connect()
-        .await
-        .expect("connect");
+    let (client, clock) = client_at(&url, T0).await;
     sample::define_jobs(&client);
     client
         .define_job(
@@ -861,27 +854,8 @@ async fn request_text(
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, String) {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("host", "127.0.0.1:3000");
-    let body = match body {
-        Some(v) => {
-            req = req.header("content-type", "application/json");
-            Body::from(v.to_string())
-        }
-        None => Body::empty(),
-    };
-    let res = app
-        .clone()
-        .oneshot(req.body(body).expect("request"))
-        .await
-        .expect("response");
-    let status = res.status();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    (status, String::from_utf8_lossy(&bytes).into_owned())
+    let answer = http::call(app, http::json_request(method, uri, body)).await;
+    (answer.status, answer.text)
 }
 
 /// A send-only client on `db` and the app over it.

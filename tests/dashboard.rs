@@ -20,8 +20,9 @@ use flare::http::dashboard::url_encode;
 use flare::model::Source;
 use flare::{event_trigger, Client, Delay, Io, Job, ManualClock, RunStatus, SendEvent};
 use serde_json::{json, Value};
+use support::db::client_at;
 use support::endpoint_app::{job, EndpointApp};
-use support::{sample, wait_for};
+use support::{http, sample, wait_for, Backend, TestDb};
 use tower::ServiceExt;
 
 /// 2024-05-01T12:00:00Z.
@@ -33,7 +34,7 @@ const ORIGIN: &str = "http://flare.test";
 const APP_SECRET: &str = "whsec_ZGFzaGJvYXJkLXRlc3QtZW5kcG9pbnQtc2VjcmV0";
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    _db: TestDb,
     url: String,
     client: Client,
     clock: ManualClock,
@@ -51,6 +52,16 @@ struct Answer {
     body: String,
 }
 
+impl From<http::Answer> for Answer {
+    fn from(a: http::Answer) -> Answer {
+        Answer {
+            status: a.status,
+            headers: a.headers,
+            body: a.text,
+        }
+    }
+}
+
 impl Answer {
     fn location(&self) -> &str {
         self.headers
@@ -61,14 +72,9 @@ impl Answer {
 }
 
 async fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("sqlite://{}/flare.db", dir.path().display());
-    let clock = ManualClock::new(T0);
-    let client = Client::builder(&url)
-        .clock(Arc::new(clock.clone()))
-        .connect()
-        .await
-        .expect("connect");
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let (client, clock) = client_at(&url, T0).await;
     sample::define_jobs(&client);
     let mut ids = Vec::new();
     for send in [
@@ -91,7 +97,7 @@ async fn fixture() -> Fixture {
     let child = detail.children[0].id.clone();
     let app = sample::router(&client, url.clone(), Some(KEY));
     Fixture {
-        _dir: dir,
+        _db: db,
         url,
         user: ids[0].clone(),
         order: ids[1].clone(),
@@ -138,22 +144,9 @@ impl Fixture {
             }
             None => Body::empty(),
         };
-        let res = self
-            .app
-            .clone()
-            .oneshot(req.body(body).expect("request"))
+        http::call(&self.app, req.body(body).expect("request"))
             .await
-            .expect("response");
-        let status = res.status();
-        let headers = res.headers().clone();
-        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-            .await
-            .expect("body");
-        Answer {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
-        }
+            .into()
     }
 
     /// A page read with the API key; must be 200 HTML.
@@ -725,25 +718,10 @@ async fn login_from(f: &Fixture, from: Option<&str>, key: &str) -> Answer {
         let addr: std::net::SocketAddr = addr.parse().expect("address");
         req = req.extension(axum::extract::ConnectInfo(addr));
     }
-    let res = f
-        .app
-        .clone()
-        .oneshot(
-            req.body(Body::from(format!("key={key}&next=%2Fruns")))
-                .expect("request"),
-        )
-        .await
-        .expect("response");
-    let status = res.status();
-    let headers = res.headers().clone();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    Answer {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&bytes).into_owned(),
-    }
+    let req = req
+        .body(Body::from(format!("key={key}&next=%2Fruns")))
+        .expect("request");
+    http::call(&f.app, req).await.into()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,7 +22,7 @@ use flare::store::endpoints::EndpointHealth;
 use flare::webhooks::svix::{SvixHeaders, SvixVerifier};
 use flare::{Client, Clock, ManualClock, RunStatus};
 use serde_json::{json, Value};
-use support::{settled, wait_for, TestDb};
+use support::{http, settled, wait_for, TestDb};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -746,35 +746,13 @@ struct Api {
 impl Api {
     /// One request: status and JSON body.
     async fn call(&self, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
-        use tower::ServiceExt;
-        let mut req = axum::http::Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("host", "127.0.0.1:3000");
+        let mut req = http::json_request(method, uri, body);
         if let Some(key) = self.key {
-            req = req.header("authorization", format!("Bearer {key}"));
+            let bearer = format!("Bearer {key}").parse().expect("header");
+            req.headers_mut().insert("authorization", bearer);
         }
-        let body = match body {
-            Some(v) => {
-                req = req.header("content-type", "application/json");
-                axum::body::Body::from(v.to_string())
-            }
-            None => axum::body::Body::empty(),
-        };
-        let res = self
-            .router
-            .clone()
-            .oneshot(req.body(body).unwrap())
-            .await
-            .unwrap();
-        let status = res.status();
-        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        (
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
+        let answer = http::call(&self.router, req).await;
+        (answer.status, answer.json)
     }
 
     /// One request that must answer `status`; its JSON body.

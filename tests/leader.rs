@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use flare::engine::maintenance::{Pass, LEADER};
@@ -20,12 +19,7 @@ use support::{settled, test_config, wait_for, TestDb};
 
 /// A node: a client with workers on `db`, sharing `clock` with the other nodes.
 async fn node(db: &TestDb, clock: &ManualClock, config: EngineConfig) -> Client {
-    Client::builder(&db.url)
-        .clock(Arc::new(clock.clone()))
-        .config(config)
-        .connect()
-        .await
-        .expect("connect")
+    db.client_on(clock, config).await
 }
 
 /// Settings where the background maintenance loop never ticks during the test (its first pass
