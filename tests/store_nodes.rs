@@ -390,7 +390,7 @@ async fn a_claimed_run_reads_as_running_everywhere_until_it_finishes(db: TestDb)
     assert_eq!(events.items[0].run_counts.running, 1);
     let event = store.event_detail("evt_run").await.unwrap().unwrap();
     assert_eq!(event.runs[0].status, RunStatus::Running);
-    // (A running run can be cancelled now: `engine_control` covers it.)
+    // (A running run can be cancelled now: `engine::control` covers it.)
 
     let held = store
         .runs_complete(vec![Completion {
