@@ -5,8 +5,7 @@ use serde_json::{json, Value};
 
 use crate::backend_tests;
 use crate::fixture::{job, json_answer, serving, App, SECRET};
-use crate::support;
-use crate::support::{http, TestDb};
+use crate::support::{self, http, TestDb};
 
 /// The JSON API of a `flare serve` router, called with or without its key.
 struct Api {

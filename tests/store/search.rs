@@ -5,17 +5,15 @@
 //! compares them, and the index, with the rows). A search longer than
 //! [`MAX_SEARCH_CHARS`] is refused by the store and so by every HTTP entry point.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use flare::store::query::{EventQuery, StatsQuery, StatsWindow, MAX_SEARCH_CHARS};
 use flare::store::{NewEvent, Store};
 use flare::ManualClock;
 use serde_json::{json, Value};
-use support::{http, TestDb};
+
+use crate::backend_tests;
+use crate::support::{self, http, TestDb};
 
 const HOUR: i64 = 3_600_000;
 

@@ -3,16 +3,14 @@
 //! retention, and the webhook routes answering alike on both stores for text PostgreSQL cannot
 //! hold (a NUL character).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use flare::store::{NewEvent, NewWebhookDelivery, Store};
 use flare::Clock;
 use futures::future::join_all;
 use serde_json::{json, Value};
-use support::server::settings;
-use support::{http, TestDb};
+
+use crate::backend_tests;
+use crate::support::server::settings;
+use crate::support::{self, http, TestDb};
 
 fn delivery(provider: &str, id: &str, n: usize, at: i64) -> NewWebhookDelivery {
     NewWebhookDelivery {
