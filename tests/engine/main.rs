@@ -4,7 +4,8 @@
 //! One module per noun: `events` (sends, broadcast, filters, ids, delays), `runs` (outputs,
 //! chaining, leases, concurrency, retention), `failures` (retries, attempts, panics, timeouts),
 //! `shutdown`, `steps` (durable steps and waits), `schedules` (cron and interval jobs), `control`
-//! (cancel, pause, bulk actions).
+//! (cancel, pause, bulk actions), `leader` (several nodes: one runs maintenance, another takes
+//! over).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,6 +15,7 @@ mod support;
 mod control;
 mod events;
 mod failures;
+mod leader;
 mod runs;
 mod schedules;
 mod shutdown;

@@ -3,10 +3,6 @@
 //! once whichever nodes run the scheduler; each node claims only runs of the jobs it defined, and
 //! fans out to jobs defined on the others.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use flare::engine::maintenance::{Pass, LEADER};
@@ -15,7 +11,9 @@ use flare::{
     event_trigger, Client, Clock, Delay, EngineConfig, Io, Job, ManualClock, RunStatus, SendEvent,
 };
 use serde_json::{json, Value};
-use support::{settled, test_config, wait_for, TestDb};
+
+use crate::backend_tests;
+use crate::support::{settled, test_config, wait_for, TestDb};
 
 /// A node: a client with workers on `db`, sharing `clock` with the other nodes.
 async fn node(db: &TestDb, clock: &ManualClock, config: EngineConfig) -> Client {
