@@ -1,69 +1,28 @@
 //! `flare send` against a real server: the built binary, spawned as a user would run it.
 
+mod support;
+
 use std::process::Output;
 use std::time::Duration;
 
-use flare::config::RawServe;
 use flare::Client;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
+use support::process;
+use support::server::Server;
 
 const KEY: &str = "cli-send-test-key-0123456789";
 
-struct Server {
-    url: String,
-    db_url: String,
-    _dir: tempfile::TempDir,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
 async fn serve(api_key: Option<&str>) -> Server {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db_url = format!("sqlite://{}/flare.db", dir.path().display());
-    let config = RawServe {
-        listen: "127.0.0.1:0".into(),
-        database_url: db_url.clone(),
-        api_key: api_key.map(str::to_string),
-        concurrency: 4,
-        lease_secs: 30,
-        shutdown_grace_secs: 5,
-        demo: true, // the seed's jobs: the events sent here start their runs
-        ..RawServe::default()
-    }
-    .validate()
-    .expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        flare::server::run(config, listener, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("server");
-    });
-    Server {
-        url,
-        db_url,
-        _dir: dir,
-        stop,
-        task,
-    }
-}
-
-impl Server {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
-    }
+    Server::on_sqlite(|settings| {
+        settings.api_key = api_key.map(str::to_string);
+        settings.demo = true; // the seed's jobs: the events sent here start their runs
+    })
+    .await
 }
 
 async fn flare_send(args: &[&str], key: Option<&str>) -> Output {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_flare"));
-    cmd.arg("send").args(args).env_remove("FLARE_URL");
+    let mut cmd = tokio::process::Command::from(process::flare(&["send"]));
+    cmd.args(args).env_remove("FLARE_URL");
     match key {
         Some(k) => cmd.env("FLARE_API_KEY", k),
         None => cmd.env_remove("FLARE_API_KEY"),

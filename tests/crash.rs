@@ -8,7 +8,7 @@
 mod support;
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,58 +17,20 @@ use flare::store::Store;
 use flare::{Client, RunStatus, SendEvent};
 use futures::StreamExt;
 use serde_json::json;
+use support::process::{self, free_port, wait_healthy, Proc};
 use support::{Backend, TestDb};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Kills the server if the test fails half-way, so no orphan process outlives it.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server(db_url: &str, port: u16, dir: &std::path::Path) -> Server {
-    Server(
-        Command::new(env!("CARGO_BIN_EXE_flare"))
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--lease-secs",
-                "1",
-            ])
-            .env("DATABASE_URL", db_url)
-            .env_remove("FLARE_API_KEY")
-            .env("RUST_LOG", "warn")
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start flare serve"),
-    )
-}
-
-async fn wait_healthy(port: u16) {
-    let url = format!("http://127.0.0.1:{port}/healthz");
-    for _ in 0..500 {
-        if let Ok(r) = reqwest::get(&url).await {
-            if r.status().is_success() {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("flare serve did not become healthy on port {port}");
+/// `flare serve` on `port` with 1 s leases, in `dir`.
+fn start_server(db_url: &str, port: u16, dir: &std::path::Path) -> Proc {
+    let mut command = process::flare(&[
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--lease-secs",
+        "1",
+    ]);
+    command.env("DATABASE_URL", db_url).current_dir(dir);
+    Proc::spawn("flare serve", command)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,8 +71,8 @@ async fn sigkill_loses_no_acknowledged_event_and_every_run_succeeds() {
     while acked.lock().unwrap().len() < TOTAL / 3 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    server.0.kill().expect("SIGKILL");
-    server.0.wait().unwrap();
+    server.child.kill().expect("SIGKILL");
+    server.child.wait().unwrap();
     for t in tasks {
         t.await.unwrap();
     }
@@ -173,10 +135,10 @@ async fn sigkill_loses_no_acknowledged_event_and_every_run_succeeds() {
     eprintln!("runs rescued after the crash: {lost_attempts}");
 
     // A graceful stop exits cleanly.
-    let pid = server.0.id().to_string();
+    let pid = server.child.id().to_string();
     let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(status.success());
-    let exit = server.0.wait().unwrap();
+    let exit = server.child.wait().unwrap();
     assert!(
         exit.success(),
         "SIGTERM ends flare serve with exit code 0, got {exit:?}"
@@ -200,7 +162,7 @@ struct Flood {
 /// 64 senders `POST /trigger` `reminder.send` events (one run each, of `send-reminder`), each with
 /// its own id, as fast as the server answers; the server is SIGKILLed once `KILL_AFTER` are
 /// acknowledged, with every sender still sending.
-async fn flood_and_kill(server: &mut Server, port: u16) -> Flood {
+async fn flood_and_kill(server: &mut Proc, port: u16) -> Flood {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -253,8 +215,8 @@ async fn flood_and_kill(server: &mut Server, port: u16) -> Flood {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     dead.store(true, Ordering::SeqCst);
-    server.0.kill().expect("SIGKILL");
-    server.0.wait().unwrap();
+    server.child.kill().expect("SIGKILL");
+    server.child.wait().unwrap();
     for t in tasks {
         t.await.unwrap();
     }
@@ -345,8 +307,8 @@ async fn flood_kill_restart(db_url: &str) {
         "runs rescued after the crash: {}",
         checks.iter().sum::<usize>()
     );
-    server.0.kill().unwrap();
-    server.0.wait().unwrap();
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

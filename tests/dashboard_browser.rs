@@ -27,7 +27,9 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use support::endpoint_app::{job, EndpointApp};
-use tokio::net::TcpListener;
+use support::process::free_port;
+use support::server::{self, settings};
+use support::{Backend, TestDb};
 
 const KEY: &str = "browser-test-key-0123456789";
 const STRIPE_SECRET: &str = "whsec_browser_test";
@@ -47,14 +49,6 @@ impl Drop for Driver {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 async fn start_browser() -> Option<(Driver, Browser, tempfile::TempDir)> {
@@ -111,46 +105,37 @@ async fn start_browser() -> Option<(Driver, Browser, tempfile::TempDir)> {
     }
 }
 
+/// The server under test, and a client to it.
 struct Server {
     base: String,
     http: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
-    _dir: tempfile::TempDir,
+    _db: TestDb,
 }
 
 async fn start_server() -> Server {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let db = TestDb::new(Backend::Sqlite).await;
     let config = RawServe {
-        listen: "127.0.0.1:0".into(),
-        database_url: format!("sqlite://{}/flare.db", dir.path().display()),
         api_key: Some(KEY.into()),
         stripe_secrets: Some(STRIPE_SECRET.into()),
         concurrency: 10,
         retention_days: 7,
-        lease_secs: 30,
         shutdown_grace_secs: 2,
         demo: true, // the seed's jobs: the events sent here start their runs
-        ..Default::default()
+        ..settings(&db.url)
     }
     .validate()
     .expect("config");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        flare::server::run(config, listener, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("server");
-    });
+    let server::Server {
+        url, stop, task, ..
+    } = server::Server::start(config).await;
     Server {
-        base,
+        base: url,
         http: reqwest::Client::new(),
-        stop: Some(stop),
+        stop,
         task,
-        _dir: dir,
+        _db: db,
     }
 }
 

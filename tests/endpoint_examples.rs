@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use flare::webhooks::svix;
 use serde_json::{json, Value};
-use support::process::{free_port, Proc};
+use support::process::{self, free_port, Proc};
 
 /// The examples' secret in these tests.
 const SECRET: &str = "whsec_ZW5kcG9pbnQgZXhhbXBsZXMgdGVzdCBzZWNyZXQgIzE=";
@@ -373,9 +373,8 @@ async fn runs_under_flare_serve(example: &Example) {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flare"));
+    let mut command = process::flare(&["serve", "--listen", &format!("127.0.0.1:{port}")]);
     command
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .arg("--database-url")
         .arg(format!(
             "sqlite://{}",
@@ -385,10 +384,6 @@ async fn runs_under_flare_serve(example: &Example) {
         .env("FLARE_ENDPOINT_SECRET", SECRET)
         .env("FLARE_DEMO", "false")
         .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .env_remove("FLARE_API_KEY")
-        .env_remove("FLARE_ENDPOINTS")
-        .env_remove("DATABASE_URL")
         .current_dir(dir.path());
     let mut flare = Proc::spawn("flare serve", command);
     let base = format!("http://127.0.0.1:{port}");

@@ -14,25 +14,17 @@
 mod support;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use flare::config::RawServe;
 use flare::http::connections::Limits;
 use flare::store::query::MAX_SEARCH_CHARS;
 use flare::store::{NewEvent, Store};
 use serde_json::{json, Value};
-use support::process::{free_port, Proc};
-use support::TestDb;
+use support::process::{self, free_port, Proc};
+use support::server::{settings, Server};
+use support::{Backend, TestDb};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
-use tokio::sync::oneshot;
-
-struct Server {
-    addr: std::net::SocketAddr,
-    _dir: tempfile::TempDir,
-    _stop: oneshot::Sender<()>,
-}
 
 async fn serve(max_connections: usize, header_ms: u64, body_ms: u64) -> Server {
     serve_within(|limits| {
@@ -44,33 +36,10 @@ async fn serve(max_connections: usize, header_ms: u64, body_ms: u64) -> Server {
 }
 
 async fn serve_within(limits: impl FnOnce(&mut Limits)) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = RawServe {
-        listen: "127.0.0.1:0".into(),
-        database_url: format!("sqlite://{}/flare.db", dir.path().display()),
-        concurrency: 4,
-        lease_secs: 30,
-        shutdown_grace_secs: 5,
-        ..RawServe::default()
-    }
-    .validate()
-    .unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let mut config = settings(&db.url).validate().unwrap();
     limits(&mut config.limits);
-    let listener = flare::http::connections::listen("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        flare::server::run(config, listener, async {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-    });
-    Server {
-        addr,
-        _dir: dir,
-        _stop: stop,
-    }
+    Server::start(config).await.keeping(db)
 }
 
 /// Reads until the server closes the connection (or `limit` passes: a failure); returns what
@@ -330,17 +299,13 @@ async fn a_hostile_search_stays_within_memory_and_time(db: TestDb) {
     drop(store);
 
     let port = free_port();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flare"));
-    command
-        .args([
-            "serve",
-            "--demo=false",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .args(["--database-url", &db.url])
-        .env_remove("FLARE_API_KEY")
-        .env("RUST_LOG", "warn");
+    let mut command = process::flare(&[
+        "serve",
+        "--demo=false",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    command.args(["--database-url", &db.url]);
     let mut server = Proc::spawn("flare serve", command);
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();

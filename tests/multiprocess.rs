@@ -3,8 +3,8 @@
 //! is killed with SIGKILL. Afterwards every event's runs each have exactly one successful
 //! completion, its chained event was sent exactly once, and nothing is left queued or running.
 //!
-//! Runs on SQLite (four processes on one file) and on PostgreSQL (a fresh database
-//! `flare_mp_<random>` on `FLARE_TEST_PG_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`;
+//! Runs on SQLite (four processes on one file) and on PostgreSQL (a fresh database on
+//! `FLARE_TEST_PG_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`, dropped afterwards;
 //! without a server the PostgreSQL test is skipped with the reason printed, unless `CI` is set).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,7 +12,6 @@
 mod support;
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +19,8 @@ use std::time::{Duration, Instant};
 use flare::store::query::{EventQuery, RunQuery, MAX_LIMIT};
 use flare::{Client, RunStatus};
 use serde_json::json;
-use support::{pg_admin, pg_admin_url, with_database};
+use support::process::{self, free_port, wait_healthy, Proc};
+use support::{Backend, TestDb};
 use tokio::task::JoinSet;
 
 const EVENTS: usize = 10_000;
@@ -29,72 +29,14 @@ const SENDERS: usize = 32;
 /// One scenario at a time: each starts four processes, and the box may have two cores.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A spawned `flare` process, killed if the test fails half-way so none outlives it.
-struct Proc {
-    child: Child,
-    what: String,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn spawn(what: &str, args: &[&str], db_url: &str, dir: &std::path::Path) -> Proc {
-        let child = Command::new(env!("CARGO_BIN_EXE_flare"))
-            .args(args)
-            .args(["--lease-secs", "2", "--shutdown-grace-secs", "5"])
-            .env("DATABASE_URL", db_url)
-            .env_remove("FLARE_API_KEY")
-            .env("RUST_LOG", "warn")
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {what}: {e}"));
-        Proc {
-            child,
-            what: what.to_string(),
-        }
-    }
-
-    /// SIGTERM, then the exit status must be success (graceful shutdown).
-    fn stop_gracefully(mut self) {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(exit) = self.child.try_wait().unwrap() {
-                assert!(
-                    exit.success(),
-                    "{} exits 0 on SIGTERM, got {exit:?}",
-                    self.what
-                );
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not stop on SIGTERM",
-                self.what
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+/// A `flare` process with `args` on `db_url`, in `dir`, with 2 s leases and a 5 s grace period.
+fn spawn(what: &str, args: &[&str], db_url: &str, dir: &std::path::Path) -> Proc {
+    let mut command = process::flare(args);
+    command
+        .args(["--lease-secs", "2", "--shutdown-grace-secs", "5"])
+        .env("DATABASE_URL", db_url)
+        .current_dir(dir);
+    Proc::spawn(what, command)
 }
 
 /// Every run, through the paginated list.
@@ -140,33 +82,19 @@ async fn all_events(store: &flare::store::Store, name: &str) -> Vec<flare::Store
     }
 }
 
-async fn wait_healthy(port: u16) {
-    let url = format!("http://127.0.0.1:{port}/healthz");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(r) = reqwest::get(&url).await {
-            if r.status().is_success() {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("flare serve did not become healthy on port {port}");
-}
-
 /// The whole scenario on the database at `db_url`; `dir` is the processes' working directory.
 async fn one_server_three_workers_and_a_sigkill(db_url: &str, dir: &std::path::Path) {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let server = Proc::spawn("flare serve", &["serve", "--listen", &listen], db_url, dir);
+    let server = spawn("flare serve", &["serve", "--listen", &listen], db_url, dir);
     wait_healthy(port).await;
     let mut workers: Vec<Proc> = (0..3)
         .map(|i| {
             // `flare worker` runs the seed's jobs only when asked; `flare serve` runs them by default.
             let what = format!("flare worker {i}");
-            Proc::spawn(&what, &["worker", "--demo"], db_url, dir)
+            spawn(&what, &["worker", "--demo"], db_url, dir)
         })
         .collect();
 
@@ -306,9 +234,9 @@ async fn one_server_three_workers_and_a_sigkill(db_url: &str, dir: &std::path::P
     );
 
     for w in workers {
-        w.stop_gracefully();
+        w.stop(Duration::from_secs(15));
     }
-    server.stop_gracefully();
+    server.stop(Duration::from_secs(15));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -320,35 +248,9 @@ async fn sqlite_one_server_three_workers_survive_a_sigkill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_one_server_three_workers_survive_a_sigkill() {
-    let admin = match pg_admin().await {
-        Ok(a) => a,
-        Err(why) if std::env::var_os("CI").is_some() => {
-            panic!("{why} (CI is set: the PostgreSQL multi-process test must run)")
-        }
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
     };
-    let name = format!("flare_mp_{:016x}", rand::random::<u64>());
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("create the test database");
     let dir = tempfile::tempdir().unwrap();
-    let url = with_database(&pg_admin_url(), &name);
-    // Drop the database even when the scenario fails.
-    let outcome = tokio::spawn({
-        let url = url.clone();
-        let path = dir.path().to_path_buf();
-        async move { one_server_three_workers_and_a_sigkill(&url, &path).await }
-    })
-    .await;
-    let dropped = admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .await;
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
-    dropped.expect("drop the test database");
+    one_server_three_workers_and_a_sigkill(&db.url, dir.path()).await;
 }

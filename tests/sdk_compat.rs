@@ -5,13 +5,14 @@
 //! Needs `node` and `npm ci --prefix tests/sdk`. Without them the tests skip with a message, or
 //! fail when `CI` is set.
 
+mod support;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use flare::config::RawServe;
-use flare::Client;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
+use support::process::wait_healthy;
+use support::server::Server;
 
 /// The Trigger.dev SDK only sends keys shaped `tr_<env>_<alphanumerics>`.
 const KEY: &str = "tr_dev_flareSdkCompat0123456789";
@@ -41,79 +42,15 @@ fn missing_tools() -> Option<String> {
     Some(reason)
 }
 
-struct Server {
-    url: String,
-    db_url: String,
-    _dir: tempfile::TempDir,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
+/// A server with the seed's jobs behind the key, answering.
 async fn serve() -> Server {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db_url = format!("sqlite://{}/flare.db", dir.path().display());
-    let config = RawServe {
-        listen: "127.0.0.1:0".into(),
-        database_url: db_url.clone(),
-        api_key: Some(KEY.into()),
-        concurrency: 4,
-        lease_secs: 30,
-        shutdown_grace_secs: 5,
-        demo: true, // the seed's jobs: the events sent here start their runs
-        ..RawServe::default()
-    }
-    .validate()
-    .expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        flare::server::run(config, listener, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("server");
-    });
-    // Ready once /healthz answers.
-    let http = reqwest::Client::new();
-    for _ in 0..200 {
-        if http
-            .get(format!("{url}/healthz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Server {
-        url,
-        db_url,
-        _dir: dir,
-        stop: Some(stop),
-        task,
-    }
-}
-
-impl Server {
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(20), &mut self.task).await;
-    }
-
-    /// A send-only client on the server's database, to check what was stored.
-    async fn reader(&self) -> Client {
-        Client::builder(&self.db_url)
-            .workers(false)
-            .connect()
-            .await
-            .expect("reader")
-    }
+    let server = Server::on_sqlite(|settings| {
+        settings.api_key = Some(KEY.into());
+        settings.demo = true; // the seed's jobs: the events sent here start their runs
+    })
+    .await;
+    wait_healthy(server.addr.port()).await;
+    server
 }
 
 /// Runs `node <script>` in tests/sdk against `server` and parses the JSON it prints.

@@ -22,8 +22,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use flare::ManualClock;
 use serde_json::json;
-use support::{sample, Backend, TestDb};
-use tower::ServiceExt;
+use support::{http, sample, Backend, TestDb};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
@@ -108,7 +107,7 @@ async fn status(app: &axum::Router, method: &str, uri: &str, body: Option<&str>)
         .header("content-type", "application/json")
         .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
         .unwrap();
-    app.clone().oneshot(req).await.unwrap().status()
+    http::call(app, req).await.status
 }
 
 /// How many of each failure the outage makes within one interval.

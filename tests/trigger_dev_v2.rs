@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::process::{free_port, Proc};
+use support::process::{self, free_port, Proc};
 
 const KEY: &str = "tr_dev_flareExampleKey1";
 
@@ -49,17 +49,12 @@ fn runner() -> Option<Command> {
 }
 
 fn flare(db: &Path, port: u16) -> Proc {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flare"));
+    let mut command = process::flare(&["serve", "--listen", &format!("127.0.0.1:{port}")]);
     command
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .arg("--database-url")
         .arg(format!("sqlite://{}", db.display()))
         .env("FLARE_DEMO", "false")
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .env_remove("FLARE_API_KEY")
-        .env_remove("FLARE_ENDPOINTS")
-        .env_remove("DATABASE_URL");
+        .env("RUST_LOG", "info");
     Proc::spawn("flare serve", command)
 }
 

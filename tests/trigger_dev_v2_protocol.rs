@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use flare::config::RawServe;
 use serde_json::{json, Value};
+use support::server::{settings, Server};
 use support::TestDb;
 
 const KEY: &str = "tr_dev_protocolTestKey";
@@ -156,7 +157,7 @@ struct Setup {
     fake_url: String,
     http: reqwest::Client,
     fake: Fake,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _server: Server,
 }
 
 impl Setup {
@@ -175,34 +176,22 @@ impl Setup {
         tokio::spawn(async move { axum::serve(listener, router).await });
 
         let config = RawServe {
-            listen: "127.0.0.1:0".into(),
-            database_url: db.url.clone(),
             concurrency: 8,
-            lease_secs: 30,
-            shutdown_grace_secs: 5,
             demo: false,
-            ..RawServe::default()
+            ..settings(&db.url)
         }
         .validate()
         .expect("config");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let flare = format!("http://{}", listener.local_addr().unwrap());
+        let server = Server::start(config).await;
+        let flare = server.url.clone();
         *fake.flare.lock().unwrap() = flare.clone();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            flare::server::run(config, listener, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("server");
-        });
         let http = reqwest::Client::new();
         let setup = Setup {
             flare,
             fake_url: fake_url.clone(),
             http,
             fake,
-            _stop: stop,
+            _server: server,
         };
         let registered = support::wait_for("the registration", || async {
             let answer = setup

@@ -22,7 +22,7 @@
 //!   for `--soak-secs`, sampled every `--sample-secs` (see `src/bench/soak.rs`).
 //! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
 //!   database, 1, 2, 4… of them (`--workers`): drain throughput of pre-stored no-op events and
-//!   send → start latency across processes (see [`scale`]).
+//!   send → start latency across processes (see `scale`).
 //!
 //! Every scenario is repeated (default 3×); the report gives the median and the min–max, the load
 //! average seen at the start of each repetition, and the peak resident memory of this process

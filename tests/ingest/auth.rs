@@ -4,7 +4,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::json;
 
-use crate::support::{start, TestApp};
+use crate::app::{start, TestApp};
 
 const KEY: &str = "test-key-0123456789abcdef";
 
@@ -322,7 +322,7 @@ fn login_from(peer: &str, key: &str) -> Request<Body> {
     let mut req = Request::post("/login")
         .header(
             "origin",
-            format!("http://{}", crate::support::LOOPBACK_HOST),
+            format!("http://{}", crate::support::http::LOOPBACK_HOST),
         )
         .header("content-type", "application/x-www-form-urlencoded")
         .body(Body::from(format!("key={key}&next=%2F")))

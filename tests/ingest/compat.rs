@@ -7,7 +7,7 @@ use axum::http::{Request, StatusCode};
 use flare::model::ms_to_time;
 use serde_json::json;
 
-use crate::support::{start, START_MS};
+use crate::app::{start, START_MS};
 
 #[tokio::test]
 async fn trigger_dev_send_answers_an_event_log() {

@@ -7,7 +7,8 @@ use flare::webhooks::stripe;
 use serde_json::json;
 use tower::ServiceExt;
 
-use crate::support::{call, start, Answer, TestApp, START_MS};
+use crate::app::{start, TestApp, START_MS};
+use crate::support::http::{call, Answer};
 
 const KEY: &str = "guard-test-key-0123456789";
 const STRIPE_SECRET: &str = "whsec_test_stripe_secret_0123456789";

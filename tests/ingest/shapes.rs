@@ -7,7 +7,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::{start, Answer, TestApp};
+use crate::app::{start, TestApp};
+use crate::support::http::Answer;
 
 /// Asserts `res` is the 400 that says an object was expected.
 fn assert_refused(res: &Answer, what: &str) {

@@ -5,7 +5,7 @@ use axum::http::{Request, StatusCode};
 use flare::RunStatus;
 use serde_json::json;
 
-use crate::support::{start, START_MS};
+use crate::app::{start, START_MS};
 
 fn raw_post(content_type: Option<&str>, body: impl Into<Body>) -> Request<Body> {
     let mut req = Request::post("/trigger");

@@ -12,7 +12,7 @@ use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value};
 
-use crate::support::{start, TestApp};
+use crate::app::{start, TestApp};
 
 /// Cases per property: each one is a request and an SQLite transaction.
 const CASES: u32 = 300;

@@ -8,7 +8,8 @@ use flare::webhooks::{stripe, svix};
 use flare::RunStatus;
 use serde_json::{json, Value};
 
-use crate::support::{start, Answer, TestApp, START_MS};
+use crate::app::{start, TestApp, START_MS};
+use crate::support::http::Answer;
 
 const STRIPE_SECRET: &str = "whsec_test_stripe_secret_0123456789";
 /// `whsec_` + base64 of 24 bytes.

@@ -1,6 +1,7 @@
 //! Child processes for the tests that run real binaries (`flare`, the example applications):
-//! a free port, and [`Proc`], whose output goes to a temp file that failure messages quote and
-//! which is killed when dropped, so none outlives a failing test.
+//! a free port, the `flare` command ([`flare`]), a wait until a server answers ([`wait_healthy`]),
+//! and [`Proc`], whose output goes to a temp file that failure messages quote and which is killed
+//! when dropped, so none outlives a failing test.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -11,6 +12,37 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// The `flare` binary this package built, with `args`, without what a developer's shell may have
+/// set for it (`FLARE_API_KEY`, `FLARE_ENDPOINTS`, `DATABASE_URL`), logging warnings and errors
+/// without colours. Callers add their own settings (a later `env` wins).
+pub fn flare(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flare"));
+    command
+        .args(args)
+        .env_remove("FLARE_API_KEY")
+        .env_remove("FLARE_ENDPOINTS")
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1");
+    command
+}
+
+/// Waits until a server on the loopback `port` answers `GET /healthz` with a success (20 s at
+/// most).
+pub async fn wait_healthy(port: u16) {
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(r) = reqwest::get(&url).await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("flare serve did not become healthy on port {port}");
 }
 
 /// A spawned process with its output (stdout and stderr) in a temp file.

@@ -11,6 +11,8 @@ use flare::http::{app, AppState};
 use flare::{event_trigger, Client, Io, Job, JobError, RetryPolicy, RunStatus};
 use serde_json::{json, Value};
 
+use super::server::settings;
+
 /// Defines `greet` on `user.created` (logs the email, succeeds), `explode` on `order.placed`
 /// (one attempt; its first call fails with "card declined", later calls succeed) and `upload`
 /// on `file.uploaded` (sends `file.processed` with the file and a thumbnail name, succeeds).
@@ -78,14 +80,10 @@ pub async fn settle(client: &Client) {
 /// The router of `flare serve` over `client` on `database_url`, behind `api_key` if given.
 pub fn router(client: &Client, database_url: String, api_key: Option<&str>) -> Router {
     let config = RawServe {
-        listen: "127.0.0.1:0".into(),
-        database_url,
         api_key: api_key.map(str::to_string),
         concurrency: 10,
         retention_days: 7,
-        lease_secs: 30,
-        shutdown_grace_secs: 5,
-        ..Default::default()
+        ..settings(&database_url)
     }
     .validate()
     .expect("config");

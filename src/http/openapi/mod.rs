@@ -5,10 +5,10 @@
 //!
 //! Written by hand rather than derived (utoipa): the types it describes live in `model` and
 //! `store`, which stay free of HTTP-documentation derives, and a static document costs no
-//! proc-macro build time. Tests keep it whole: `tests/api.rs` checks that every path documented
-//! here is routed, [`tests::every_route_is_documented`] reads every `.route(…)` of the modules
+//! proc-macro build time. Tests keep it whole: `tests/api/stats.rs` checks that every path documented
+//! here is routed, `tests::every_route_is_documented` reads every `.route(…)` of the modules
 //! that build the router and checks that each method and path is documented, and
-//! [`tests::path_parameters_match_their_paths`] that each operation declares exactly the
+//! `tests::path_parameters_match_their_paths` that each operation declares exactly the
 //! `{parameters}` of its path. `scripts/schemathesis.sh` fuzzes the server against it
 //! (docs/schemathesis.md).
 

@@ -1,89 +1,21 @@
 //! Behaviour suite: several nodes on one database. Each test opens the same database several times
 //! (one `Store` per node) and races them on the chores that must happen exactly once: delivering
 //! due events, rescuing expired leases, claiming runs, holding the leader lease. Runs on every
-//! backend; the PostgreSQL-only checks (wake-ups through LISTEN/NOTIFY, a connection that is
-//! gone) are at the end.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+//! backend; the PostgreSQL-only checks (wake-ups through LISTEN/NOTIFY, the claim's plan under
+//! stale statistics, a connection that is gone, a rescue racing a late completion) are at the end.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use flare::job::JobSpec;
-use flare::store::query::{EventQuery, RunQuery, StatsQuery, StatsWindow};
-use flare::store::{ClaimGroup, ClaimParams, Completion, Finish, NewEvent, Store};
-use flare::{Clock, ManualClock, RetryPolicy, RunStatus};
+use flare::store::query::{EventQuery, RunQuery};
+use flare::store::{Completion, Finish, NewEvent, Store};
+use flare::{Clock, ManualClock, RunStatus};
 use futures::future::join_all;
 use serde_json::json;
-use support::{wait_for, Backend, TestDb};
 
-const NODES: usize = 4;
-
-fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
-    JobSpec {
-        id: id.into(),
-        name: id.into(),
-        version: "1.0.0".into(),
-        event: event.into(),
-        filter: None,
-        schedule: None,
-        retry: RetryPolicy::default().max_attempts(max_attempts),
-        timeout: Duration::from_secs(30),
-        concurrency: None,
-    }
-}
-
-fn event(id: String, deliver_at: Option<i64>, now: i64) -> NewEvent {
-    NewEvent {
-        id,
-        name: "order.placed".into(),
-        payload: json!({"n": 1}),
-        context: None,
-        source: "api".into(),
-        parent_run_id: None,
-        deliver_at,
-        now,
-    }
-}
-
-/// A claim of up to `limit` runs of `job`.
-fn claim_params(
-    job: &str,
-    node: Option<&str>,
-    now: i64,
-    lease_until: i64,
-    limit: usize,
-) -> ClaimParams {
-    ClaimParams {
-        node: node.map(str::to_string),
-        now,
-        lease_until,
-        groups: vec![ClaimGroup {
-            jobs: vec![job.to_string()],
-            limit,
-        }],
-    }
-}
-
-/// A store on `url` with the job `ship` (on `order.placed`, 3 attempts) defined.
-async fn store_with_ship(url: &str) -> Store {
-    let store = Store::open(url).await.expect("open");
-    store
-        .job_define(spec("ship", "order.placed", 3))
-        .await
-        .expect("define ship");
-    store
-}
-
-async fn nodes(db: &TestDb) -> Vec<Store> {
-    let mut stores = Vec::new();
-    for _ in 0..NODES {
-        stores.push(Store::open(&db.url).await.expect("open"));
-    }
-    stores
-}
+use crate::backend_tests;
+use crate::fixture::{claim_params, event, nodes, spec, store_with_ship, NODES};
+use crate::support::{self, wait_for, Backend, TestDb};
 
 async fn processes_starting_at_once_on_a_new_database_migrate_it_once(db: TestDb) {
     let opened = join_all((0..NODES).map(|_| Store::open(&db.url))).await;
@@ -390,7 +322,7 @@ async fn a_claimed_run_reads_as_running_everywhere_until_it_finishes(db: TestDb)
     assert_eq!(events.items[0].run_counts.running, 1);
     let event = store.event_detail("evt_run").await.unwrap().unwrap();
     assert_eq!(event.runs[0].status, RunStatus::Running);
-    // (A running run can be cancelled now: `engine_control` covers it.)
+    // (A running run can be cancelled now: `engine::control` covers it.)
 
     let held = store
         .runs_complete(vec![Completion {
@@ -423,18 +355,6 @@ async fn a_claimed_run_reads_as_running_everywhere_until_it_finishes(db: TestDb)
     assert_eq!(counts.get(&RunStatus::Running), None);
     assert_eq!(counts.get(&RunStatus::Succeeded), Some(&1));
 }
-
-backend_tests!(
-    racing_inserts_of_the_same_ids_in_any_order_never_fail,
-    a_claimed_run_reads_as_running_everywhere_until_it_finishes,
-    with_storage_down_claims_and_chores_fail_and_change_nothing,
-    processes_starting_at_once_on_a_new_database_migrate_it_once,
-    the_leader_lease_is_taken_over_only_after_it_expires,
-    racing_nodes_all_acquire_a_free_lease_but_one_wins,
-    due_events_are_delivered_exactly_once_by_racing_nodes,
-    racing_claims_never_hand_out_a_run_twice,
-    expired_leases_are_rescued_exactly_once_by_racing_nodes,
-);
 
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL only.
@@ -624,87 +544,6 @@ async fn postgres_a_connection_that_is_gone_is_an_unavailable_error_and_the_pool
     .await;
 }
 
-/// A connection to `db` migrated as a version before migration `version` left it.
-async fn migrated_before(db: &TestDb, version: i64) -> tokio_postgres::Client {
-    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    pg.batch_execute(
-        "CREATE TABLE flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
-    )
-    .await
-    .unwrap();
-    for (v, sql) in flare::store::postgres::MIGRATIONS
-        .iter()
-        .filter(|(v, _)| *v < version)
-    {
-        pg.batch_execute(sql).await.unwrap();
-        pg.execute("INSERT INTO flare_migrations VALUES ($1, 0)", &[v])
-            .await
-            .unwrap();
-    }
-    pg
-}
-
-/// A database created by an earlier version (migrations before `0004_run_queue.sql`) with runs in
-/// every state is upgraded in place: its queued runs are claimable, its running ones are rescued
-/// when their lease expires, and its finished ones count in the success and failure rates.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_an_upgraded_database_keeps_its_queue_and_its_counts() {
-    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
-        return;
-    };
-    let pg = migrated_before(&db, 4).await;
-    let now = chrono::Utc::now().timestamp_millis();
-    pg.execute(
-        "INSERT INTO events (id, name, payload, source, timestamp, delivered_at) \
-         VALUES ('evt_old', 'old.thing', '{}', 'api', $1, $1)",
-        &[&now],
-    )
-    .await
-    .unwrap();
-    for (id, status, attempt, lease, finished) in [
-        ("run_q", "queued", 0, None, None),
-        ("run_r", "running", 1, Some(now - 1), None),
-        ("run_s", "succeeded", 1, None, Some(now)),
-        ("run_f", "failed", 3, None, Some(now)),
-    ] {
-        pg.execute(
-            "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, \
-               run_at, lease_until, lease_token, started_at, finished_at, created_at) \
-             VALUES ($1, 'evt_old', 'old-job', '1', $2, $3, 3, $4, $5, 7, $4, $6, $4)",
-            &[&id, &status, &attempt, &now, &lease, &finished],
-        )
-        .await
-        .unwrap();
-    }
-
-    let store = Store::open(&db.url).await.unwrap();
-    let stats = store
-        .stats(StatsQuery {
-            window: StatsWindow::Hour,
-            now: chrono::DateTime::from_timestamp_millis(now).unwrap(),
-        })
-        .await
-        .unwrap();
-    assert_eq!((stats.runs.succeeded, stats.runs.failed), (1, 1));
-    assert_eq!((stats.queue.ready, stats.queue.running), (1, 1));
-    let claimed = store
-        .runs_claim(claim_params("old-job", None, now, now + 30_000, 10))
-        .await
-        .unwrap();
-    let ids: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
-    assert_eq!(ids, ["run_q"], "the queued run, not the running one");
-    assert_eq!(
-        store.runs_rescue(now).await.unwrap(),
-        1,
-        "the expired lease"
-    );
-    let rescued = store.run_detail("run_r").await.unwrap().unwrap();
-    assert_eq!(rescued.run.status, RunStatus::Queued);
-}
-
 /// The rescuer skips an expired run whose queue row a late completion holds (every writer locks
 /// queue rows before run rows), instead of waiting for it or deadlocking with it; once that
 /// transaction is over, the run is rescued.
@@ -745,52 +584,14 @@ async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
     assert_eq!(detail.run.status, RunStatus::Queued);
 }
 
-/// A run running when the database is upgraded to keep leases on the queue
-/// (`0005_lease_on_queue.sql`) still reads as running, and its worker's completion, fenced by
-/// the token it was claimed with, still lands; any other token is refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_a_run_running_across_the_upgrade_keeps_its_lease() {
-    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
-        return;
-    };
-    let pg = migrated_before(&db, 5).await;
-    let now = chrono::Utc::now().timestamp_millis();
-    pg.batch_execute(&format!(
-        "INSERT INTO events (id, name, payload, source, timestamp, delivered_at) \
-           VALUES ('evt_up', 'order.placed', '{{}}', 'api', {now}, {now}); \
-         INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, \
-           run_at, lease_until, lease_token, started_at, created_at, node) \
-           VALUES ('run_up', 'evt_up', 'ship', '1', 'running', 2, 3, {now}, {lease}, 7, {now}, {now}, 'old-node'); \
-         INSERT INTO run_queue (seq, job_id, run_at, lease_until) \
-           SELECT seq, job_id, run_at, lease_until FROM runs WHERE id = 'run_up';",
-        lease = now + 60_000
-    ))
-    .await
-    .unwrap();
-
-    let store = Store::open(&db.url).await.unwrap();
-    let run = store.run_detail("run_up").await.unwrap().unwrap().run;
-    assert_eq!(run.status, RunStatus::Running);
-    assert_eq!((run.attempt, run.node.as_deref()), (2, Some("old-node")));
-    assert_eq!(store.runs_rescue(now).await.unwrap(), 0, "the lease holds");
-    let completion = |token| Completion {
-        run_id: "run_up".into(),
-        job_id: "ship".into(),
-        token,
-        attempt: 2,
-        started_at: now,
-        finished_at: now + 1,
-        finish: Finish::Succeeded(json!(null)),
-        logs: Vec::new(),
-    };
-    assert_eq!(
-        store.runs_complete(vec![completion(8)]).await.unwrap(),
-        [false]
-    );
-    assert_eq!(
-        store.runs_complete(vec![completion(7)]).await.unwrap(),
-        [true]
-    );
-    let run = store.run_detail("run_up").await.unwrap().unwrap().run;
-    assert_eq!((run.status, run.attempt), (RunStatus::Succeeded, 2));
-}
+backend_tests!(
+    racing_inserts_of_the_same_ids_in_any_order_never_fail,
+    a_claimed_run_reads_as_running_everywhere_until_it_finishes,
+    with_storage_down_claims_and_chores_fail_and_change_nothing,
+    processes_starting_at_once_on_a_new_database_migrate_it_once,
+    the_leader_lease_is_taken_over_only_after_it_expires,
+    racing_nodes_all_acquire_a_free_lease_but_one_wins,
+    due_events_are_delivered_exactly_once_by_racing_nodes,
+    racing_claims_never_hand_out_a_run_twice,
+    expired_leases_are_rescued_exactly_once_by_racing_nodes,
+);

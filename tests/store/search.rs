@@ -5,18 +5,15 @@
 //! compares them, and the index, with the rows). A search longer than
 //! [`MAX_SEARCH_CHARS`] is refused by the store and so by every HTTP entry point.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use flare::store::query::{EventQuery, StatsQuery, StatsWindow, MAX_SEARCH_CHARS};
 use flare::store::{NewEvent, Store};
 use flare::ManualClock;
 use serde_json::{json, Value};
-use support::TestDb;
-use tower::ServiceExt;
+
+use crate::backend_tests;
+use crate::support::{self, http, TestDb};
 
 const HOUR: i64 = 3_600_000;
 
@@ -185,16 +182,8 @@ async fn call(
         }
         None => Body::empty(),
     };
-    let res = app
-        .clone()
-        .oneshot(req.body(body).expect("request"))
-        .await
-        .expect("response");
-    let status = res.status();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    (status, String::from_utf8_lossy(&bytes).into_owned())
+    let answer = http::call(app, req.body(body).expect("request")).await;
+    (answer.status, answer.text)
 }
 
 /// The limit is in characters, one more is refused: by the store, and so by the API's list and

@@ -3,10 +3,6 @@
 //! across nodes, restarts and catch-up after downtime. Maintenance is driven by hand
 //! (`ticks_once`, `lead_once`) and time by the manual clock.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +13,9 @@ use flare::{
     ManualClock, RunStatus, Schedule,
 };
 use serde_json::{json, Value};
-use support::{settled, test_config, wait_for, TestDb};
+
+use crate::backend_tests;
+use crate::support::{settled, test_config, wait_for, TestDb};
 
 fn at(s: &str) -> i64 {
     chrono::DateTime::parse_from_rfc3339(s)

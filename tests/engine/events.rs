@@ -1,16 +1,14 @@
 //! Behaviour suite: events — durable sends with their runs, broadcast, filters, idempotent ids,
 //! delays (also across a restart), cancellation, validation, the default client and typed events.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::time::Duration;
 
 use flare::{event_trigger, Delay, Error, Event, Io, Job, RunStatus, SendEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use support::{settled, wait_for, TestDb};
+
+use crate::backend_tests;
+use crate::support::{settled, wait_for, TestDb};
 
 fn echo(id: &str, event: &str) -> Job {
     Job::new(id, id, "1.0.0")

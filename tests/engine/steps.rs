@@ -3,10 +3,6 @@
 //! execution and resuming when due (across a restart), fencing of step writes, steps in the run
 //! detail and their pruning.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +13,9 @@ use flare::{
     RunStatus, StepKind, StepStatus,
 };
 use serde_json::{json, Value};
-use support::{settled, test_config, wait_for, TestDb};
+
+use crate::backend_tests;
+use crate::support::{settled, test_config, wait_for, TestDb};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

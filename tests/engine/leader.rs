@@ -3,11 +3,6 @@
 //! once whichever nodes run the scheduler; each node claims only runs of the jobs it defined, and
 //! fans out to jobs defined on the others.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
-use std::sync::Arc;
 use std::time::Duration;
 
 use flare::engine::maintenance::{Pass, LEADER};
@@ -16,16 +11,13 @@ use flare::{
     event_trigger, Client, Clock, Delay, EngineConfig, Io, Job, ManualClock, RunStatus, SendEvent,
 };
 use serde_json::{json, Value};
-use support::{settled, test_config, wait_for, TestDb};
+
+use crate::backend_tests;
+use crate::support::{settled, test_config, wait_for, TestDb};
 
 /// A node: a client with workers on `db`, sharing `clock` with the other nodes.
 async fn node(db: &TestDb, clock: &ManualClock, config: EngineConfig) -> Client {
-    Client::builder(&db.url)
-        .clock(Arc::new(clock.clone()))
-        .config(config)
-        .connect()
-        .await
-        .expect("connect")
+    db.client_on(clock, config).await
 }
 
 /// Settings where the background maintenance loop never ticks during the test (its first pass

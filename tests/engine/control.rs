@@ -1,10 +1,6 @@
 //! Behaviour suite: control — cancelling a running run (the job is told, its late outcome is
 //! refused), pausing and resuming a job, bulk retry / cancel / replay by a filter.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +8,9 @@ use std::time::Duration;
 use flare::store::{ClaimGroup, ClaimParams, Completion, Finish, Lease};
 use flare::{event_trigger, Clock, EngineConfig, Io, Job, RunStatus};
 use serde_json::{json, Value};
-use support::{test_config, wait_for, TestDb};
+
+use crate::backend_tests;
+use crate::support::{test_config, wait_for, TestDb};
 
 /// A job that runs until it is cancelled, then notes that it saw it and returns a success
 /// (which must not land).

@@ -3,15 +3,14 @@
 //! retention, and the webhook routes answering alike on both stores for text PostgreSQL cannot
 //! hold (a NUL character).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
 use flare::store::{NewEvent, NewWebhookDelivery, Store};
 use flare::Clock;
 use futures::future::join_all;
 use serde_json::{json, Value};
-use support::TestDb;
+
+use crate::backend_tests;
+use crate::support::server::settings;
+use crate::support::{self, http, TestDb};
 
 fn delivery(provider: &str, id: &str, n: usize, at: i64) -> NewWebhookDelivery {
     NewWebhookDelivery {
@@ -218,14 +217,9 @@ impl Routes {
     async fn new(db: &TestDb) -> (Routes, flare::Client) {
         let (client, clock) = db.client().await;
         let config = flare::config::RawServe {
-            listen: "127.0.0.1:0".into(),
-            database_url: db.url.clone(),
             stripe_secrets: Some(STRIPE_SECRET.into()),
             clerk_secrets: Some(CLERK_SECRET.into()),
-            concurrency: 4,
-            lease_secs: 30,
-            shutdown_grace_secs: 5,
-            ..Default::default()
+            ..settings(&db.url)
         }
         .validate()
         .unwrap();
@@ -238,27 +232,15 @@ impl Routes {
     }
 
     async fn send(&self, path: &str, headers: Vec<(String, String)>, body: &[u8]) -> (u16, Value) {
-        use tower::ServiceExt;
         let mut req = axum::http::Request::post(path)
             .header("host", "127.0.0.1:3000")
             .header("content-type", "application/json");
         for (name, value) in headers {
             req = req.header(name, value);
         }
-        let res = self
-            .router
-            .clone()
-            .oneshot(req.body(axum::body::Body::from(body.to_vec())).unwrap())
-            .await
-            .unwrap();
-        let status = res.status().as_u16();
-        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        (
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
+        let req = req.body(axum::body::Body::from(body.to_vec())).unwrap();
+        let answer = http::call(&self.router, req).await;
+        (answer.status.as_u16(), answer.json)
     }
 
     async fn stripe(&self, body: &Value) -> (u16, Value) {

@@ -1,0 +1,109 @@
+//! The jobs page: where each job runs (flagging the ones no live node serves), and a scheduled
+//! job's schedule and next run.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use flare::model::Source;
+use flare::{event_trigger, Client, Io, Job, SendEvent};
+use serde_json::{json, Value};
+
+use crate::fixture::{fixture, form, row, Auth, APP_SECRET};
+use crate::support::endpoint_app::{job, EndpointApp};
+use crate::support::wait_for;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_says_where_each_job_runs_and_flags_the_unserved() {
+    let f = fixture().await;
+    let app = EndpointApp::start(vec![job("ep-mail", "mail.requested")], None).await;
+    let a = f
+        .request(
+            "POST",
+            "/endpoints",
+            Auth::Bearer,
+            None,
+            Some(&form(&[("url", &app.url), ("secret", APP_SECRET)])),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let endpoint = f.endpoints().await[0].summary.clone();
+
+    // A job defined by a process that runs nothing (a send-only client): stored, not served.
+    let sender = Client::builder(&f.url)
+        .clock(Arc::new(f.clock.clone()))
+        .workers(false)
+        .connect()
+        .await
+        .expect("sender");
+    sender
+        .define_job(
+            Job::new("orphan", "Orphan", "1.0.0")
+                .trigger(event_trigger("orphan.requested"))
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .expect("orphan");
+    let now = chrono::DateTime::from_timestamp_millis(f.client.clock().now_ms()).expect("now");
+    wait_for("the orphan job to be stored", || async {
+        let jobs = f.client.store().jobs_list(now).await.expect("jobs");
+        jobs.iter().any(|j| j.job.id == "orphan").then_some(())
+    })
+    .await;
+    sender
+        .send_inserted(SendEvent::new("orphan.requested", &json!({})), Source::Api)
+        .await
+        .expect("send");
+    f.client.engine().beat().await.expect("beat");
+
+    let page = f.page("/jobs").await;
+    let node = f.client.engine().node_id();
+    let greet = row(&page, "data-job", "greet");
+    assert!(greet.contains(node), "a Rust job names its node: {greet}");
+    assert!(!greet.contains("not served"));
+    let mail = row(&page, "data-job", "ep-mail");
+    assert!(
+        mail.contains(&format!("href=\"/endpoints#{}\"", endpoint.id)),
+        "{mail}"
+    );
+    assert!(
+        mail.contains(&app.url) && mail.contains("called by 1 live node"),
+        "{mail}"
+    );
+    assert!(!mail.contains("not served"));
+    let orphan = row(&page, "data-job", "orphan");
+    assert!(
+        orphan.contains("badge st-not_served")
+            && orphan.contains("no live node or endpoint runs this job: its runs stay queued"),
+        "{orphan}"
+    );
+    let banner = page.split("id=\"unserved\"").nth(1).expect("a banner");
+    let banner = &banner[..banner.find("</div>").unwrap_or(banner.len())];
+    assert!(
+        banner.contains("/runs?status=queued&amp;jobId=orphan") && banner.contains("(1)"),
+        "{banner}"
+    );
+    assert!(!banner.contains("greet"), "served jobs are not named");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_shows_a_schedule_and_its_next_run() {
+    let f = fixture().await;
+    f.client
+        .register_job(
+            Job::new("morning", "Morning report", "1.0.0")
+                .trigger(flare::cron_trigger("0 9 * * *").tz("Europe/Paris"))
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .await
+        .expect("scheduled job");
+    let next = flare::Schedule::cron("0 9 * * *", Some("Europe/Paris"))
+        .expect("valid")
+        .next_after(flare::Clock::now_ms(&f.clock))
+        .expect("a next tick");
+    let next = flare::model::ms_to_time(next).format("%Y-%m-%d %H:%M:%S");
+    let jobs = f.page("/jobs").await;
+    let row = &jobs[jobs.find("data-job=\"morning\"").expect("the job's row")..];
+    let row = &row[..row.find("</tr>").expect("row end")];
+    assert!(row.contains("cron 0 9 * * * (Europe/Paris)"), "{row}");
+    assert!(row.contains("next <time"), "{row}");
+    assert!(row.contains(&format!(">{next}</time>")), "{row}");
+}

@@ -1,0 +1,22 @@
+//! The engine's behaviour suite: what happens to events and runs through `flare::Client`, every
+//! test on each backend (`backend_tests!`), time moved by a manual clock.
+//!
+//! One module per noun: `events` (sends, broadcast, filters, ids, delays), `runs` (outputs,
+//! chaining, leases, concurrency, retention), `failures` (retries, attempts, panics, timeouts),
+//! `shutdown`, `steps` (durable steps and waits), `schedules` (cron and interval jobs), `control`
+//! (cancel, pause, bulk actions), `leader` (several nodes: one runs maintenance, another takes
+//! over).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod control;
+mod events;
+mod failures;
+mod leader;
+mod runs;
+mod schedules;
+mod shutdown;
+mod steps;

@@ -1,0 +1,77 @@
+//! What the store tests build on: a job's stored definition, a new event, claim parameters, and
+//! several `Store`s (nodes) opened on one database.
+
+use std::time::Duration;
+
+use flare::job::JobSpec;
+use flare::store::{ClaimGroup, ClaimParams, NewEvent, Store};
+use flare::RetryPolicy;
+use serde_json::json;
+
+use crate::support::TestDb;
+
+pub const NODES: usize = 4;
+
+pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
+    JobSpec {
+        id: id.into(),
+        name: id.into(),
+        version: "1.0.0".into(),
+        event: event.into(),
+        filter: None,
+        schedule: None,
+        retry: RetryPolicy::default().max_attempts(max_attempts),
+        timeout: Duration::from_secs(30),
+        concurrency: None,
+    }
+}
+
+pub fn event(id: String, deliver_at: Option<i64>, now: i64) -> NewEvent {
+    NewEvent {
+        id,
+        name: "order.placed".into(),
+        payload: json!({"n": 1}),
+        context: None,
+        source: "api".into(),
+        parent_run_id: None,
+        deliver_at,
+        now,
+    }
+}
+
+/// A claim of up to `limit` runs of `job`.
+pub fn claim_params(
+    job: &str,
+    node: Option<&str>,
+    now: i64,
+    lease_until: i64,
+    limit: usize,
+) -> ClaimParams {
+    ClaimParams {
+        node: node.map(str::to_string),
+        now,
+        lease_until,
+        groups: vec![ClaimGroup {
+            jobs: vec![job.to_string()],
+            limit,
+        }],
+    }
+}
+
+/// A store on `url` with the job `ship` (on `order.placed`, 3 attempts) defined.
+pub async fn store_with_ship(url: &str) -> Store {
+    let store = Store::open(url).await.expect("open");
+    store
+        .job_define(spec("ship", "order.placed", 3))
+        .await
+        .expect("define ship");
+    store
+}
+
+pub async fn nodes(db: &TestDb) -> Vec<Store> {
+    let mut stores = Vec::new();
+    for _ in 0..NODES {
+        stores.push(Store::open(&db.url).await.expect("open"));
+    }
+    stores
+}

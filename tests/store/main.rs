@@ -1,0 +1,17 @@
+//! The store's behaviour suite: what `flare::store::Store` keeps true, every test on each backend
+//! (`backend_tests!`), with the PostgreSQL-only checks beside them.
+//!
+//! One module per noun: `nodes` (several nodes racing on one database), `upgrades` (databases
+//! migrated while they hold work), `search` (the payload search and the event counts),
+//! `webhooks` (verified webhook deliveries); `fixture` holds what they build on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod fixture;
+mod nodes;
+mod search;
+mod upgrades;
+mod webhooks;
