@@ -7,11 +7,17 @@
 //! [`crate::endpoints::address`]) and whether the seed's demo jobs run (`demo`; the command line
 //! decides its default, see `crate::app`).
 
+mod endpoints;
+mod limits;
+
 use std::net::SocketAddr;
-use std::time::Duration;
+
+use endpoints::{endpoint_allow, endpoint_seeds};
+use limits::{connection_limits, engine_config, RawLimits};
 
 pub use crate::endpoints::EndpointSeed;
 use crate::engine::EngineConfig;
+pub use endpoints::MAX_ENDPOINT_URL_BYTES;
 
 /// A configuration problem; the message names the flag or variable.
 #[derive(Debug, thiserror::Error)]
@@ -139,58 +145,6 @@ impl std::fmt::Debug for ServeConfig {
             .field("endpoint_allow", &self.endpoint_allow)
             .finish()
     }
-}
-
-/// The longest endpoint URL accepted, in bytes.
-pub const MAX_ENDPOINT_URL_BYTES: usize = crate::endpoints::MAX_URL_LEN;
-
-/// Reads `--endpoint-allow`/`FLARE_ENDPOINT_ALLOW` (see [`crate::endpoints::address`]).
-fn endpoint_allow(entries: &[String]) -> Result<crate::endpoints::address::AllowList, Error> {
-    crate::endpoints::address::AllowList::parse(entries).map_err(|reason| Error::Value {
-        name: "--endpoint-allow/FLARE_ENDPOINT_ALLOW",
-        reason,
-    })
-}
-
-/// Checks the endpoint URLs given at start (with the rules of [`crate::endpoints::validate_url`],
-/// under `allow`) and pairs each with `secret`.
-fn endpoint_seeds(
-    urls: Vec<String>,
-    secret: Option<String>,
-    allow: &crate::endpoints::address::AllowList,
-) -> Result<Vec<EndpointSeed>, Error> {
-    let mut seeds: Vec<EndpointSeed> = Vec::with_capacity(urls.len());
-    for raw in &urls {
-        let url = crate::endpoints::validate_url(raw, allow).map_err(|e| Error::Endpoint {
-            url: crate::endpoints::shown_url(raw.trim()),
-            reason: match e {
-                crate::endpoints::Error::Url { reason, .. } => reason,
-                other => other.to_string(),
-            },
-        })?;
-        if seeds.iter().any(|s| s.url == url) {
-            return Err(Error::Endpoint {
-                url: crate::endpoints::shown_url(raw.trim()),
-                reason: "given twice".into(),
-            });
-        }
-        seeds.push(EndpointSeed {
-            url,
-            secret: String::new(),
-        });
-    }
-    if seeds.is_empty() {
-        return Ok(seeds);
-    }
-    let secret = secret
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .ok_or(Error::MissingEndpointSecret)?;
-    crate::endpoints::validate_secret(&secret).map_err(|e| Error::EndpointSecret(e.to_string()))?;
-    for seed in &mut seeds {
-        seed.secret.clone_from(&secret);
-    }
-    Ok(seeds)
 }
 
 /// Raw settings as given on the command line or in the environment.
@@ -337,104 +291,6 @@ impl RawServe {
     }
 }
 
-/// The connection limits of `serve` as given; `None` takes the default.
-struct RawLimits {
-    max_connections: Option<usize>,
-    max_connections_per_ip: Option<usize>,
-    first_byte_timeout_secs: Option<u64>,
-    header_timeout_secs: Option<u64>,
-    body_timeout_secs: Option<u64>,
-}
-
-/// The connection limits of `serve`, checked.
-fn connection_limits(raw: RawLimits) -> Result<crate::http::connections::Limits, Error> {
-    let defaults = crate::http::connections::Limits::default();
-    let at_least_one = |name: &'static str, v: u64| {
-        if v == 0 {
-            Err(Error::Value {
-                name,
-                reason: "must be at least 1".into(),
-            })
-        } else {
-            Ok(v)
-        }
-    };
-    let secs = |name: &'static str, given: Option<u64>, default: Duration| match given {
-        Some(s) => at_least_one(name, s).map(Duration::from_secs),
-        None => Ok(default),
-    };
-    let max_connections = match raw.max_connections {
-        Some(n) => at_least_one("--max-connections", n as u64)? as usize,
-        None => defaults.max_connections,
-    };
-    let max_connections_per_ip = match raw.max_connections_per_ip {
-        Some(n) if n > max_connections => {
-            return Err(Error::Value {
-                name: "--max-connections-per-ip",
-                reason: format!("must be at most --max-connections ({max_connections})"),
-            })
-        }
-        Some(n) => Some(at_least_one("--max-connections-per-ip", n as u64)? as usize),
-        None => None,
-    };
-    Ok(crate::http::connections::Limits {
-        max_connections,
-        max_connections_per_ip,
-        first_byte_timeout: secs(
-            "--first-byte-timeout-secs",
-            raw.first_byte_timeout_secs,
-            defaults.first_byte_timeout,
-        )?,
-        header_timeout: secs(
-            "--header-timeout-secs",
-            raw.header_timeout_secs,
-            defaults.header_timeout,
-        )?,
-        body_timeout: secs(
-            "--body-timeout-secs",
-            raw.body_timeout_secs,
-            defaults.body_timeout,
-        )?,
-    })
-}
-
-/// The engine settings both commands share, checked.
-fn engine_config(
-    concurrency: usize,
-    lease_secs: u64,
-    retention_days: u64,
-    shutdown_grace_secs: u64,
-) -> Result<EngineConfig, Error> {
-    if concurrency == 0 {
-        return Err(Error::Value {
-            name: "--concurrency",
-            reason: "must be at least 1".into(),
-        });
-    }
-    if lease_secs == 0 {
-        return Err(Error::Value {
-            name: "--lease-secs",
-            reason: "must be at least 1".into(),
-        });
-    }
-    let retention = match retention_days {
-        0 => None,
-        days => Some(Duration::from_secs(days.checked_mul(86_400).ok_or_else(
-            || Error::Value {
-                name: "--retention-days",
-                reason: format!("{days} days is too long"),
-            },
-        )?)),
-    };
-    Ok(EngineConfig {
-        concurrency,
-        lease: Duration::from_secs(lease_secs),
-        retention,
-        shutdown_grace: Duration::from_secs(shutdown_grace_secs),
-        ..EngineConfig::default()
-    })
-}
-
 /// Everything `flare worker` needs: where the data is and how the engine runs.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -499,10 +355,12 @@ impl RawWorker {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    use std::time::Duration;
+
     use super::*;
 
-    fn raw(listen: &str) -> RawServe {
+    pub(super) fn raw(listen: &str) -> RawServe {
         RawServe {
             listen: listen.into(),
             database_url: "sqlite://x.db".into(),
@@ -523,40 +381,6 @@ mod tests {
         let mut with_key = raw("0.0.0.0:3000");
         with_key.api_key = Some("a-long-enough-secret-key".into());
         assert!(with_key.validate().is_ok());
-    }
-
-    #[test]
-    fn connection_limits_default_and_refuse_zero() {
-        let c = raw("127.0.0.1:1").validate().expect("valid");
-        assert_eq!(c.limits, crate::http::connections::Limits::default());
-        let mut r = raw("127.0.0.1:1");
-        r.max_connections = Some(8);
-        r.header_timeout_secs = Some(2);
-        r.body_timeout_secs = Some(3);
-        let c = r.validate().expect("valid");
-        assert_eq!(c.limits.max_connections, 8);
-        assert_eq!(c.limits.per_ip(), 2, "a quarter by default");
-        assert_eq!(c.limits.first_byte_timeout, Duration::from_secs(3));
-        assert_eq!(c.limits.header_timeout, Duration::from_secs(2));
-        assert_eq!(c.limits.body_timeout, Duration::from_secs(3));
-        let mut r = raw("127.0.0.1:1");
-        r.max_connections_per_ip = Some(512);
-        r.first_byte_timeout_secs = Some(1);
-        let c = r.validate().expect("valid");
-        assert_eq!(c.limits.per_ip(), 512, "one client may have them all");
-        assert_eq!(c.limits.first_byte_timeout, Duration::from_secs(1));
-        for set in [
-            |r: &mut RawServe| r.max_connections = Some(0),
-            |r: &mut RawServe| r.max_connections_per_ip = Some(0),
-            |r: &mut RawServe| r.max_connections_per_ip = Some(513),
-            |r: &mut RawServe| r.first_byte_timeout_secs = Some(0),
-            |r: &mut RawServe| r.header_timeout_secs = Some(0),
-            |r: &mut RawServe| r.body_timeout_secs = Some(0),
-        ] {
-            let mut r = raw("127.0.0.1:1");
-            set(&mut r);
-            assert!(r.validate().is_err());
-        }
     }
 
     #[test]
@@ -673,180 +497,7 @@ mod tests {
         assert_eq!(unset.api_key, None);
     }
 
-    const ENDPOINT_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-    fn with_endpoints(urls: &[&str], secret: Option<&str>) -> Result<ServeConfig, Error> {
-        RawServe {
-            endpoints: urls.iter().map(|u| u.to_string()).collect(),
-            endpoint_secret: secret.map(str::to_string),
-            ..raw("127.0.0.1:1")
-        }
-        .validate()
-    }
-
-    #[test]
-    fn endpoints_are_http_urls_with_a_host_paired_with_the_secret() {
-        let c = with_endpoints(
-            &["http://127.0.0.1:4000/flare", " HTTPS://Jobs.Example.com "],
-            Some(ENDPOINT_SECRET),
-        )
-        .expect("valid");
-        let urls: Vec<&str> = c.endpoints.iter().map(|e| e.url.as_str()).collect();
-        assert_eq!(
-            urls,
-            ["http://127.0.0.1:4000/flare", "https://jobs.example.com/"]
-        );
-        assert!(c.endpoints.iter().all(|e| e.secret == ENDPOINT_SECRET));
-        assert!(with_endpoints(&[], None)
-            .expect("no endpoint, no secret needed")
-            .endpoints
-            .is_empty());
-        let worker = RawWorker {
-            database_url: "sqlite://x.db".into(),
-            concurrency: 1,
-            lease_secs: 1,
-            endpoints: vec!["http://localhost:4000/flare".into()],
-            endpoint_secret: Some(ENDPOINT_SECRET.into()),
-            ..RawWorker::default()
-        }
-        .validate()
-        .expect("valid worker");
-        assert_eq!(worker.endpoints[0].url, "http://localhost:4000/flare");
-    }
-
-    #[test]
-    fn bad_endpoint_urls_are_refused_with_the_flag_and_the_reason() {
-        let long = format!("http://example.com/{}", "a".repeat(2000));
-        for (url, reason) in [
-            ("example.com/flare", "not a URL"),
-            ("", "not a URL"),
-            ("ftp://example.com/flare", "http or https"),
-            ("file:///etc/passwd", "http or https"),
-            (
-                "http://ops:hunter2@example.com/flare",
-                "user name or password",
-            ),
-            (long.as_str(), "longer than 2000 bytes"),
-        ] {
-            let err = with_endpoints(&[url], Some(ENDPOINT_SECRET)).unwrap_err();
-            let shown = err.to_string();
-            assert!(shown.contains("--endpoint/FLARE_ENDPOINTS"), "{shown}");
-            assert!(shown.contains(reason), "{url}: {shown}");
-            assert!(!shown.contains("hunter2"), "{shown}");
-            assert!(shown.len() < 300, "{shown}");
-        }
-        let err = with_endpoints(
-            &["http://example.com/flare", "http://EXAMPLE.com/flare"],
-            Some(ENDPOINT_SECRET),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("given twice"), "{err}");
-        let worker = RawWorker {
-            database_url: "sqlite://x.db".into(),
-            concurrency: 1,
-            lease_secs: 1,
-            endpoints: vec!["nope".into()],
-            endpoint_secret: Some(ENDPOINT_SECRET.into()),
-            ..RawWorker::default()
-        }
-        .validate()
-        .unwrap_err();
-        assert!(matches!(worker, Error::Endpoint { .. }), "{worker}");
-    }
-
-    #[test]
-    fn endpoints_at_link_local_metadata_or_unspecified_addresses_need_the_allow_flag() {
-        for (url, reason) in [
-            ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
-            ("http://metadata.google.internal/", "cloud metadata"),
-            ("http://[fe80::1]:4000/flare", "link-local"),
-            ("http://0.0.0.0:4000/flare", "unspecified"),
-        ] {
-            let shown = with_endpoints(&[url], Some(ENDPOINT_SECRET))
-                .unwrap_err()
-                .to_string();
-            assert!(shown.contains("--endpoint/FLARE_ENDPOINTS"), "{shown}");
-            assert!(shown.contains(reason), "{url}: {shown}");
-            assert!(shown.contains("--endpoint-allow"), "{shown}");
-        }
-        let allowed = |urls: &[&str], allow: &[&str]| {
-            RawServe {
-                endpoints: urls.iter().map(|u| u.to_string()).collect(),
-                endpoint_secret: Some(ENDPOINT_SECRET.into()),
-                endpoint_allow: allow.iter().map(|a| a.to_string()).collect(),
-                ..raw("127.0.0.1:1")
-            }
-            .validate()
-        };
-        let c = allowed(
-            &[
-                "http://169.254.169.254/flare",
-                "http://metadata.google.internal/",
-            ],
-            &["169.254.169.254", "metadata.google.internal"],
-        )
-        .expect("allowed");
-        assert_eq!(c.endpoints.len(), 2);
-        assert!(allowed(&["http://[fe80::1]/"], &["fe80::/10"]).is_ok());
-        // Private networks, where applications live, need no flag.
-        let c = with_endpoints(
-            &["http://10.1.2.3:4000/flare", "http://192.168.1.5/flare"],
-            Some(ENDPOINT_SECRET),
-        )
-        .expect("private addresses");
-        assert_eq!(c.endpoints.len(), 2);
-        let err = allowed(&[], &["10.0.0.0/99"]).unwrap_err().to_string();
-        assert!(
-            err.contains("--endpoint-allow/FLARE_ENDPOINT_ALLOW"),
-            "{err}"
-        );
-        let worker = |allow: &str| RawWorker {
-            database_url: "sqlite://x.db".into(),
-            concurrency: 1,
-            lease_secs: 1,
-            endpoints: vec!["http://169.254.169.254/".into()],
-            endpoint_secret: Some(ENDPOINT_SECRET.into()),
-            endpoint_allow: vec![allow.into()],
-            ..RawWorker::default()
-        };
-        assert!(worker("").validate().is_err());
-        assert!(worker("169.254.0.0/16").validate().is_ok());
-    }
-
-    #[test]
-    fn endpoints_need_a_standard_webhooks_secret_that_is_never_shown() {
-        let url = "http://127.0.0.1:4000/flare";
-        for secret in [None, Some(""), Some("  ")] {
-            assert!(
-                matches!(
-                    with_endpoints(&[url], secret),
-                    Err(Error::MissingEndpointSecret)
-                ),
-                "{secret:?}"
-            );
-        }
-        assert!(Error::MissingEndpointSecret
-            .to_string()
-            .contains("FLARE_ENDPOINT_SECRET"));
-        for secret in [
-            "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-            "whsec_not!base64!at-all",
-            "whsec_",
-        ] {
-            let shown = with_endpoints(&[url], Some(secret))
-                .unwrap_err()
-                .to_string();
-            assert!(shown.contains("FLARE_ENDPOINT_SECRET"), "{shown}");
-            assert!(
-                !shown.contains("MfKQ9r8") && !shown.contains("not!base64"),
-                "{shown}"
-            );
-        }
-        let c = with_endpoints(&[url], Some(ENDPOINT_SECRET)).expect("valid");
-        let shown = format!("{c:?} {:?}", c.endpoints[0]);
-        assert!(shown.contains(url), "{shown}");
-        assert!(!shown.contains("MfKQ9r8"), "{shown}");
-    }
+    pub(super) const ENDPOINT_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
     #[test]
     fn demo_passes_through() {
