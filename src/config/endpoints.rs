@@ -1,7 +1,8 @@
 //! The HTTP job endpoints given at start (`--endpoint`, `FLARE_ENDPOINT_SECRET`) and the addresses
 //! they may have (`--endpoint-allow`), checked into `EndpointSeed`s or one clear error.
 
-use super::{EndpointSeed, Error};
+use super::error::Error;
+use crate::endpoints::EndpointSeed;
 
 /// The longest endpoint URL accepted, in bytes.
 pub const MAX_ENDPOINT_URL_BYTES: usize = crate::endpoints::MAX_URL_LEN;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Error;
+use super::error::Error;
 use crate::engine::EngineConfig;
 
 /// The connection limits of `serve` as given; `None` takes the default.
