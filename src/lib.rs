@@ -25,28 +25,24 @@
 //! binary, build its `main` on [`App`]: `flare::App::new("my-app").job(job).run()`.
 //!
 //! ## Layout
-//! - [`model`]: events, runs, log lines; the event-name and delay rules.
-//! - [`job`]: job definitions ([`Job`], [`event_trigger`], the typed [`Event`] trait).
-//! - [`filter`]: payload filters on triggers.
-//! - [`client`]: the API ([`Client`], [`SendEvent`], the default client).
-//! - [`io`]: what a running job gets ([`Io`], its logger, chained sends).
-//! - [`endpoints`]: HTTP job endpoints: jobs in any language, served by an application at a URL.
-//! - [`engine`]: worker, executor, retry policy, scheduler, rescuer, pruner.
-//! - [`store`]: storage; the only module that speaks SQL.
-//! - [`strict_json`]: JSON read strictly (an object wherever a struct is expected, at every
-//!   depth), for request bodies and endpoint answers.
-//! - [`webhooks`]: signature verifiers (Stripe, Svix/Standard Webhooks) and payload mapping.
-//! - [`http`]: the HTTP application: `/trigger`, webhooks, compatible ingest (Trigger.dev,
-//!   Inngest), the JSON API, the dashboard (`http::dashboard`), access control, health.
-//! - [`log_throttle`]: summarised log lines (the first, then one per interval with the count) for
-//!   what can repeat at request speed: rejected clients, storage failures.
-//! - [`metrics`]: Prometheus counters and their text rendering for `GET /metrics`.
-//! - [`reference_jobs`]: the demo jobs of the README's tour, run only when asked for (`--demo`).
-//! - [`server`]: `run_with(config, jobs, listener, shutdown)` and `run_worker`, wiring it all.
-//! - [`app`]: [`App`], the command line (`serve`, `worker`, `send`, `bench`) for `flare` and for
-//!   an application's own binary with its jobs.
-//! - [`remote`]: sending through a running server over HTTP (`flare send`).
-//! - [`bench`]: `flare bench`, the throughput, latency and memory measurements.
+//! Layers, bottom up; a module imports only from its own layer or below (ARCHITECTURE.md,
+//! "Layers"; kept by `tests/architecture.rs`).
+//! - **Nouns**: [`model`] (events, delays, runs, steps, the stored job definition, retry policy,
+//!   job errors), [`clock`], [`schedule`] (cron and intervals), [`filter`] (payload filters),
+//!   [`strict_json`] (an object wherever a struct is expected), [`metrics`] (Prometheus
+//!   counters), [`log_throttle`] (summarised log lines).
+//! - **Store**: [`store`], the only module that speaks SQL: its contract in `store/mod.rs`, the
+//!   SQLite and PostgreSQL backends mirrored file for file.
+//! - **Engine**: [`engine`]: worker, executor, durable steps, completer, heartbeat, maintenance.
+//! - **Rust API**: [`send`] (sending an event), [`client`] ([`Client`]), [`io`] ([`Io`], what a
+//!   running job gets), [`job`] ([`Job`], [`event_trigger`] and the schedule triggers).
+//! - **Endpoints and webhooks**: [`endpoints`] (jobs in any language behind an HTTP endpoint),
+//!   [`webhooks`] (signature verifiers, payload mapping).
+//! - **HTTP**: [`http`]: `/trigger`, webhooks, compatible ingest (Trigger.dev, Inngest), the
+//!   JSON API, the dashboard (`http::dashboard`), access control, health.
+//! - **App**: [`config`] (flags → validated settings), [`server`] (`run_with`, `run_worker`),
+//!   [`app`] ([`App`], the command line), [`remote`] (`flare send`), [`reference_jobs`] (the
+//!   demo jobs), [`bench`](mod@bench) (`flare bench`).
 
 pub mod app;
 pub mod bench;

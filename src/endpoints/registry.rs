@@ -92,7 +92,7 @@ impl Registry {
     }
 
     /// Registers `seeds` (endpoints given at start) and starts the background task: every
-    /// [`SYNC_INTERVAL`] it picks up changed endpoints, retries the first index of seeds whose
+    /// `SYNC_INTERVAL` it picks up changed endpoints, retries the first index of seeds whose
     /// application was not up yet (with backoff), and reports health. Stops at
     /// [`Registry::stop`].
     pub async fn start(

@@ -68,7 +68,7 @@ pub struct SharedState {
     pub endpoints: Arc<Registry>,
     /// Wrong API keys per client: dashboard sign-ins and every protected route share it.
     pub logins: Arc<login_attempts::LoginAttempts>,
-    /// The log lines about event ids resent with another name or payload ([`duplicates`]).
+    /// The log lines about event ids resent with another name or payload ([`super::duplicates`]).
     pub conflicts: Arc<crate::log_throttle::LogThrottle>,
 }
 

@@ -16,7 +16,7 @@
 //! Success: `200 {"received": true, "eventIds": [...], "duplicate": bool}`. A rejected delivery is
 //! never stored in the database; the last [`REJECTIONS_KEPT`] per provider are kept in memory
 //! (time, status, reason; never the body or headers), see [`Webhooks::rejections`]. Each rejection
-//! is logged, but through a [`LogThrottle`] per provider and status: the first line, then at most
+//! is logged, but through a [`crate::log_throttle::LogThrottle`] per provider and status: the first line, then at most
 //! one per 10 s with the number of rejections held back (`suppressed`).
 
 use axum::body::Bytes;
