@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::endpoints::StoredEndpoint;
+use super::error::{Error, Result};
 
 /// A node counts as live when it said so within this many ms (it does every few seconds).
 pub const NODE_LIVE_MS: i64 = 20_000;
@@ -93,6 +94,11 @@ pub(crate) fn placements(
             (job.clone(), placement)
         })
         .collect()
+}
+
+/// A node's stored job list (`nodes.jobs`, JSON text), as both backends read it.
+pub(crate) fn jobs_of(text: &str) -> Result<Vec<String>> {
+    serde_json::from_str(text).map_err(|e| Error::Corrupt(format!("node jobs: {e}")))
 }
 
 #[cfg(test)]

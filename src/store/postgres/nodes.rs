@@ -8,16 +8,14 @@ use deadpool_postgres::GenericClient;
 use super::rows::{exec, rows};
 use super::PgStore;
 use crate::model::ms_to_time;
-use crate::store::nodes::{NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
+use crate::store::nodes::{jobs_of, NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
 use crate::store::{Error, Result};
 
 pub(super) async fn live_node_jobs<C: GenericClient>(c: &C, since: i64) -> Result<HashSet<String>> {
     let mut all = HashSet::new();
     for r in rows(c, "SELECT jobs FROM nodes WHERE seen_at >= $1", &[&since]).await? {
         let text: String = r.try_get(0)?;
-        let ids: Vec<String> =
-            serde_json::from_str(&text).map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?;
-        all.extend(ids);
+        all.extend(jobs_of(&text)?);
     }
     Ok(all)
 }
@@ -70,8 +68,7 @@ impl PgStore {
                 id: r.try_get(0)?,
                 started_at: ms_to_time(r.try_get(1)?),
                 seen_at: ms_to_time(seen_at),
-                jobs: serde_json::from_str(&jobs)
-                    .map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?,
+                jobs: jobs_of(&jobs)?,
                 live: seen_at >= now - NODE_LIVE_MS,
             })
         })

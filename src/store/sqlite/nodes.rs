@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::SqliteStore;
 use crate::model::ms_to_time;
-use crate::store::nodes::{NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
+use crate::store::nodes::{jobs_of, NodeBeat, NodeSummary, NODE_FORGET_MS, NODE_LIVE_MS};
 use crate::store::{Error, Result};
 
 /// Job ids defined by nodes seen since `since`.
@@ -17,9 +17,7 @@ pub(super) fn live_node_jobs(conn: &Connection, since: i64) -> Result<HashSet<St
     let mut all = HashSet::new();
     while let Some(r) = rows.next()? {
         let text: String = r.get(0)?;
-        let ids: Vec<String> =
-            serde_json::from_str(&text).map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?;
-        all.extend(ids);
+        all.extend(jobs_of(&text)?);
     }
     Ok(all)
 }
@@ -68,8 +66,7 @@ impl SqliteStore {
                     id: r.get(0)?,
                     started_at: ms_to_time(r.get(1)?),
                     seen_at: ms_to_time(seen_at),
-                    jobs: serde_json::from_str(&jobs)
-                        .map_err(|e| Error::Corrupt(format!("node jobs: {e}")))?,
+                    jobs: jobs_of(&jobs)?,
                     live: seen_at >= now - NODE_LIVE_MS,
                 });
             }
