@@ -3,6 +3,8 @@
 //! A [`Client`] owns the store and, unless told otherwise, an engine running the jobs defined on it.
 //! The first client connected in a process also becomes the default one used by the free functions
 //! [`send_event`] and [`send_event_with`], so the seed's `sendEvent(name, payload)` works as written.
+//!
+//! No HTTP here; the routes send through a `Client`.
 
 use std::sync::{Arc, RwLock};
 

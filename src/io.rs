@@ -8,6 +8,9 @@
 //! parent; their ids are derived from the run id and the call order (or an explicit key), so a
 //! retried run that sends again returns the event it sent the first time instead of sending a
 //! second one; each is recorded as an `event` step (`event:<n>` or `event:<key>`).
+//!
+//! `Io` is built from the engine's `Execution` (the engine never sees `Io`) and sends through
+//! `crate::send`; no HTTP.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};

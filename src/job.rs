@@ -1,4 +1,5 @@
-//! Job definitions: what runs when an event arrives.
+//! Job definitions: what runs when an event arrives. The builder checks a definition into the
+//! stored `JobSpec` (a noun, `crate::model`) and the engine's `Handler`; it knows no HTTP.
 //!
 //! ```no_run
 //! use flare::{event_trigger, Io, Job};

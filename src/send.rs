@@ -2,6 +2,8 @@
 //! payload and options), its validation into the row to insert (`prepare`: name, id, delay),
 //! the insert (`send_with`), what a send did ([`Sent`], [`Conflict`]), and the Rust API's
 //! [`Error`].
+//!
+//! It knows the store's insert and nothing of the engine or HTTP.
 
 use std::sync::Arc;
 

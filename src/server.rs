@@ -16,6 +16,8 @@
 //! `config.demo` is set, the seed's demo jobs ([`reference_jobs`]), with a warning. Each
 //! definition is stored before the node serves, so the dashboard and every other node see it; an
 //! invalid job stops the start with [`Error::Jobs`] or [`Error::DuplicateJob`].
+//!
+//! Wiring only: no routes, no storage code, no job logic of its own.
 
 use std::collections::HashSet;
 use std::future::Future;

@@ -6,6 +6,9 @@
 //! besides the default (`--endpoint-allow`/`FLARE_ENDPOINT_ALLOW`, see
 //! [`crate::endpoints::address`]) and whether the seed's demo jobs run (`demo`; the command line
 //! decides its default, see `crate::app`).
+//!
+//! Only the app reads flags and environment; the layers below get typed settings built here
+//! (`EngineConfig`, `crate::http::HttpConfig`, `EndpointSeed`s).
 
 mod endpoints;
 mod error;

@@ -17,6 +17,9 @@
 //! cloud metadata and unspecified addresses are not unless the operator allows them.
 //!
 //! The protocol is written down for endpoint authors in `docs/endpoints.md`.
+//!
+//! This module knows nothing of the HTTP routes that add endpoints (`crate::http::endpoints`, the
+//! dashboard): they call the [`Registry`]. Storage goes through `crate::store` only.
 
 pub mod address;
 pub mod caller;

@@ -17,6 +17,9 @@
 //!
 //! What they share is in `shared`; the settings in `config`. This file is the [`Engine`] handle
 //! and nothing a task imports: the tasks never import it back.
+//!
+//! The engine knows nothing of HTTP, the dashboard or `crate::Io`: it runs a job's `Handler` with
+//! an `Execution`, and talks to storage through `crate::store::Store` only.
 
 mod completer;
 mod config;

@@ -17,6 +17,10 @@
 //! Every error answer is JSON `{"error": …}`: handlers return [`ApiError`], the extractors in
 //! [`body`] answer bad bodies with it, and [`body::json_errors`] rewrites whatever else axum
 //! produces (method not allowed, another extractor's plain-text rejection).
+//!
+//! HTTP knows the Rust API, the endpoints and the store's read side, never the command line or
+//! `crate::config::ServeConfig`: what it needs of the configuration is [`HttpConfig`]. It issues no
+//! SQL.
 
 pub mod api;
 pub mod auth;

@@ -14,6 +14,9 @@
 //! behind a watermark, off the insert path, so `search_index` and `search_backlog` have work to do
 //! there; PostgreSQL's trigram index is kept by the insert) and `statistics_refresh` (PostgreSQL's
 //! planner statistics and dead rows; SQLite needs neither).
+//!
+//! The store knows nothing of scheduling, HTTP or how jobs run: it stores and reads, and every
+//! caller (engine, Rust API, HTTP, benchmarks) goes through this contract; nothing else issues SQL.
 
 /// Calls the same method on whichever backend the store is.
 macro_rules! dispatch {

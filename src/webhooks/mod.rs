@@ -14,6 +14,9 @@
 //! events Flare sends.
 //!
 //! Secrets never appear in `Debug` output or in error messages.
+//!
+//! Pure code: bytes, headers and secrets in, a verdict or events out. No routes, no storage
+//! (`crate::http::webhooks` receives, verifies with these, and records).
 
 pub mod inbound;
 pub mod mapping;
