@@ -198,6 +198,7 @@ impl App {
                 Command::Serve(args) => self.serve(args).await,
                 Command::Worker(args) => self.worker(args).await,
                 Command::Send(args) => send(args).await,
+                Command::Webhook(args) => crate::remote::webhook::run(args).await,
                 Command::Bench(args) => crate::bench::run(args)
                     .await
                     .map(|_| ExitCode::SUCCESS)
@@ -233,6 +234,7 @@ impl App {
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
             trusted_proxies: args.trusted_proxies,
             endpoint_allow: args.jobs.endpoint_allow(),
+            webhook_sources: args.webhook_sources,
         }
         .validate()?;
         let listener = crate::http::connections::listen(config.listen)
@@ -300,6 +302,9 @@ enum Command {
     Bench(crate::bench::Args),
     /// Send an event through a running server (POST /trigger; FLARE_API_KEY as Bearer key).
     Send(SendArgs),
+    /// Test a webhook source without its provider: `send` signs a body as the provider would
+    /// and delivers it; `fixtures` writes the bundled bodies.
+    Webhook(crate::remote::webhook::Args),
 }
 
 #[derive(clap::Args)]
@@ -453,6 +458,10 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     trusted_proxies: Vec<String>,
+    /// A JSON file of webhook sources (`[{"id": "github", "preset": "github", "secretEnv":
+    /// "GITHUB_WEBHOOK_SECRET"}, …]`), read at start; each answers at /webhooks/{id}.
+    #[arg(long, env = "FLARE_WEBHOOK_SOURCES", value_name = "FILE")]
+    webhook_sources: Option<String>,
 }
 
 /// Logs to stderr (`RUST_LOG`, default `info`), unless the application set up tracing itself.

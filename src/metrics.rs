@@ -7,6 +7,9 @@
 //!   (`succeeded`, `failed`);
 //! - `flare_run_retries_total{job}` — attempts that failed and were queued again;
 //! - `flare_run_duration_seconds{job}` — attempt durations, histogram;
+//! - `flare_webhook_deliveries_total{source, outcome, status}` — webhook deliveries by source,
+//!   outcome (`accepted`, `duplicate`, `answered` for a handshake, `rejected`) and the status
+//!   answered (recorded once, by `webhooks::inbound::record_outcome`);
 //! - `flare_queue_depth{state}` — read from the store at scrape time (`ready`, `delayed`,
 //!   `running`, `scheduled_events`).
 //!
@@ -31,6 +34,7 @@ struct Metrics {
     finished: IntCounterVec,
     retries: IntCounterVec,
     duration: HistogramVec,
+    webhooks: IntCounterVec,
 }
 
 impl Metrics {
@@ -65,6 +69,14 @@ impl Metrics {
             .buckets(DURATION_BUCKETS.to_vec()),
             &["job"],
         )?;
+        let webhooks = IntCounterVec::new(
+            Opts::new(
+                "flare_webhook_deliveries_total",
+                "Webhook deliveries, by source, outcome and the status answered.",
+            ),
+            &["source", "outcome", "status"],
+        )?;
+        registry.register(Box::new(webhooks.clone()))?;
         registry.register(Box::new(events.clone()))?;
         registry.register(Box::new(finished.clone()))?;
         registry.register(Box::new(retries.clone()))?;
@@ -75,6 +87,7 @@ impl Metrics {
             finished,
             retries,
             duration,
+            webhooks,
         })
     }
 }
@@ -99,6 +112,15 @@ pub fn source_kind(source: &str) -> &str {
 pub fn event_received(source: &str) {
     if let Some(m) = METRICS.as_ref() {
         m.events.with_label_values(&[source_kind(source)]).inc();
+    }
+}
+
+/// Counts a webhook delivery to `source` that ended with `outcome`, answered `status`.
+pub fn webhook_delivery(source: &str, outcome: &str, status: u16) {
+    if let Some(m) = METRICS.as_ref() {
+        m.webhooks
+            .with_label_values(&[source, outcome, &status.to_string()])
+            .inc();
     }
 }
 

@@ -1,9 +1,12 @@
-//! Talking to a running Flare server over HTTP: what `flare send` does.
+//! Talking to a running Flare server over HTTP: what `flare send` does (and, in [`webhook`],
+//! `flare webhook send` and `flare webhook fixtures`).
 //!
 //! [`send`] posts `{"event", "payload", "id"?, "delay"?, "deliverAt"?, "context"?}` to
 //! `<url>/trigger` with the API key as a Bearer
 //! token and returns the server's JSON answer. Every failure is one [`Error`] whose message is a
 //! single clear line (the key never appears in it).
+
+pub mod webhook;
 
 use std::time::Duration;
 

@@ -42,6 +42,14 @@ pub enum Error {
     /// Endpoints were given at start without `FLARE_ENDPOINT_SECRET`.
     #[error("FLARE_ENDPOINT_SECRET is required with --endpoint/FLARE_ENDPOINTS: set it to the endpoints' Standard Webhooks secret (whsec_<base64>)")]
     MissingEndpointSecret,
+    /// The webhook sources file (`--webhook-sources`) is unusable; never shows a secret.
+    #[error("invalid --webhook-sources/FLARE_WEBHOOK_SOURCES file {path}: {reason}")]
+    WebhookSources {
+        /// The file.
+        path: String,
+        /// What is wrong (which source, which field).
+        reason: String,
+    },
     /// A numeric setting out of range.
     #[error("invalid {name}: {reason}")]
     Value {

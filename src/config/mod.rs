@@ -13,6 +13,7 @@
 mod endpoints;
 mod error;
 mod limits;
+mod webhook_sources;
 
 use std::net::SocketAddr;
 
@@ -52,6 +53,8 @@ pub struct ServeConfig {
     pub trusted_proxies: crate::http::client_ip::TrustedProxies,
     /// Link-local, metadata or unspecified addresses and names endpoints may have all the same.
     pub endpoint_allow: crate::endpoints::address::AllowList,
+    /// Webhook sources from the file given at start.
+    pub webhook_sources: Vec<crate::webhooks::source::Source>,
 }
 
 impl From<&ServeConfig> for crate::http::HttpConfig {
@@ -64,6 +67,7 @@ impl From<&ServeConfig> for crate::http::HttpConfig {
             stripe_secrets: c.stripe_secrets.clone(),
             clerk_secrets: c.clerk_secrets.clone(),
             endpoint_allow: c.endpoint_allow.clone(),
+            webhook_sources: c.webhook_sources.clone(),
         }
     }
 }
@@ -145,6 +149,8 @@ pub struct RawServe {
     pub trusted_proxies: Vec<String>,
     /// `--endpoint-allow` (each one) or `FLARE_ENDPOINT_ALLOW` (split on commas).
     pub endpoint_allow: Vec<String>,
+    /// `--webhook-sources`/`FLARE_WEBHOOK_SOURCES`: a JSON file of webhook sources.
+    pub webhook_sources: Option<String>,
 }
 
 fn secrets(raw: Option<String>) -> Vec<String> {
@@ -222,6 +228,12 @@ impl RawServe {
                 }
             })?;
         }
+        let webhook_sources = match &self.webhook_sources {
+            Some(path) if !path.is_empty() => {
+                webhook_sources::read(path, |name| std::env::var(name).ok())?
+            }
+            _ => Vec::new(),
+        };
         let endpoint_allow = endpoint_allow(&self.endpoint_allow)?;
         let endpoints = endpoint_seeds(self.endpoints, self.endpoint_secret, &endpoint_allow)?;
         let trusted_proxies = crate::http::client_ip::TrustedProxies::parse(&self.trusted_proxies)
@@ -242,6 +254,7 @@ impl RawServe {
             endpoints,
             trusted_proxies,
             endpoint_allow,
+            webhook_sources,
         })
     }
 }

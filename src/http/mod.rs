@@ -40,6 +40,7 @@ pub mod slots;
 pub mod state;
 pub mod trigger;
 pub mod trigger_dev_v2;
+pub mod webhook_sources;
 pub mod webhooks;
 
 use axum::extract::{DefaultBodyLimit, State};
@@ -88,6 +89,7 @@ pub fn protected_routes() -> Router<AppState> {
         .merge(api::routes())
         .merge(bulk::routes())
         .merge(endpoints::routes())
+        .merge(webhook_sources::routes())
         .merge(trigger::routes())
         .merge(compat::routes())
         .merge(trigger_dev_v2::routes())

@@ -28,6 +28,8 @@ pub struct HttpConfig {
     pub clerk_secrets: Vec<String>,
     /// Addresses endpoints may have beyond the default rule.
     pub endpoint_allow: AllowList,
+    /// Webhook sources from the file given at start (`--webhook-sources`).
+    pub webhook_sources: Vec<crate::webhooks::source::Source>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -39,6 +41,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("stripe_secrets", &self.stripe_secrets.len())
             .field("clerk_secrets", &self.clerk_secrets.len())
             .field("endpoint_allow", &self.endpoint_allow)
+            .field("webhook_sources", &self.webhook_sources.len())
             .finish_non_exhaustive()
     }
 }
@@ -89,9 +92,10 @@ impl AppState {
     ) -> Self {
         let config = config.into();
         Self(Arc::new(SharedState {
-            webhooks: Arc::new(Webhooks::new(
+            webhooks: Arc::new(Webhooks::with_sources(
                 config.stripe_secrets.clone(),
                 config.clerk_secrets.clone(),
+                config.webhook_sources.clone(),
             )),
             client,
             config: Arc::new(config),

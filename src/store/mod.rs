@@ -64,7 +64,9 @@ pub use runs::{
 pub use schedules::ScheduleState;
 pub use stats::{QueueDepth, Stats, StatsQuery};
 pub use steps::NewStep;
-pub use webhooks::{NewWebhookDelivery, WebhookDelivery, WebhookRecorded};
+pub use webhooks::{
+    NewWebhookDelivery, StoredWebhookSource, WebhookDelivery, WebhookRecorded, WebhookRejection,
+};
 
 /// The read side's types under their earlier path (`store::query::EventQuery`, …).
 pub mod query {
@@ -397,6 +399,74 @@ impl Store {
     ) -> Result<Vec<WebhookDelivery>> {
         let provider = provider.map(str::to_string);
         dispatch!(self, s => s.webhook_deliveries_list(provider, limit).await)
+    }
+
+    /// One delivery of `source` by its delivery id, if still kept.
+    pub async fn webhook_delivery_get(
+        &self,
+        source: &str,
+        delivery_id: &str,
+    ) -> Result<Option<WebhookDelivery>> {
+        if !storable(source) || !storable(delivery_id) {
+            return Ok(None);
+        }
+        let (source, delivery_id) = (source.to_string(), delivery_id.to_string());
+        dispatch!(self, s => s.webhook_delivery_get(source, delivery_id).await)
+    }
+
+    /// Keeps a refused delivery of `source`, dropping what falls past the last [`webhooks::REJECTIONS_STORED`].
+    pub async fn webhook_rejection_record(&self, rejection: WebhookRejection) -> Result<()> {
+        dispatch!(self, s => s.webhook_rejection_record(rejection).await)
+    }
+
+    /// The refused deliveries of `source`, newest first.
+    pub async fn webhook_rejections_list(
+        &self,
+        source: &str,
+        limit: usize,
+    ) -> Result<Vec<WebhookRejection>> {
+        if !storable(source) {
+            return Ok(Vec::new());
+        }
+        let source = source.to_string();
+        dispatch!(self, s => s.webhook_rejections_list(source, limit).await)
+    }
+}
+
+/// Webhook sources created through the API or the dashboard.
+impl Store {
+    /// Stores a new source; `Conflict` when its id is taken.
+    pub async fn webhook_source_create(&self, source: StoredWebhookSource) -> Result<()> {
+        dispatch!(self, s => s.webhook_source_create(source).await)
+    }
+
+    /// One source by id.
+    pub async fn webhook_source_get(&self, id: &str) -> Result<Option<StoredWebhookSource>> {
+        if !storable(id) {
+            return Ok(None);
+        }
+        let id = id.to_string();
+        dispatch!(self, s => s.webhook_source_get(id).await)
+    }
+
+    /// Every stored source, by id.
+    pub async fn webhook_sources_list(&self) -> Result<Vec<StoredWebhookSource>> {
+        dispatch!(self, s => s.webhook_sources_list().await)
+    }
+
+    /// Replaces a source's settings and secrets (keeps `created_at`); `NotFound` when it is gone.
+    pub async fn webhook_source_update(&self, source: StoredWebhookSource) -> Result<()> {
+        unstorable_id("webhook source", &source.id)?;
+        dispatch!(self, s => s.webhook_source_update(source).await)
+    }
+
+    /// Deletes a source (its deliveries stay until retention); false when there was none.
+    pub async fn webhook_source_delete(&self, id: &str) -> Result<bool> {
+        if !storable(id) {
+            return Ok(false);
+        }
+        let id = id.to_string();
+        dispatch!(self, s => s.webhook_source_delete(id).await)
     }
 }
 

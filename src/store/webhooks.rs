@@ -1,6 +1,7 @@
 //! Webhook deliveries in the store: a verified delivery to record with its events
 //! ([`NewWebhookDelivery`]), what recording it did ([`WebhookRecorded`]), and a delivery as the
-//! dashboard lists it ([`WebhookDelivery`]).
+//! dashboard lists it ([`WebhookDelivery`]); the sources created through the API
+//! ([`StoredWebhookSource`]) and the refused deliveries kept per source ([`WebhookRejection`]).
 
 use serde::Serialize;
 
@@ -55,4 +56,52 @@ pub struct WebhookDelivery {
     pub event_ids: Vec<String>,
     /// The raw body (lossy UTF-8; the database keeps the exact bytes).
     pub raw_body: String,
+}
+
+/// A webhook source created through the API or the dashboard. The store keeps its settings as
+/// JSON it does not read (`crate::webhooks::source` gives them meaning) and its secrets apart.
+#[derive(Clone, PartialEq)]
+pub struct StoredWebhookSource {
+    /// The source's id: the last segment of `/webhooks/{id}`.
+    pub id: String,
+    /// The settings (scheme, event-name and delivery-id rules), without secrets.
+    pub definition: serde_json::Value,
+    /// The secrets, newest first (several while one is rotated).
+    pub secrets: Vec<String>,
+    /// Created, ms.
+    pub created_at: i64,
+    /// Last changed, ms.
+    pub updated_at: i64,
+}
+
+impl std::fmt::Debug for StoredWebhookSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredWebhookSource")
+            .field("id", &self.id)
+            .field("definition", &self.definition)
+            .field(
+                "secrets",
+                &format_args!("<{} redacted>", self.secrets.len()),
+            )
+            .field("created_at", &self.created_at)
+            .field("updated_at", &self.updated_at)
+            .finish()
+    }
+}
+
+/// Refused deliveries kept per source ([`crate::store::Store::webhook_rejection_record`]).
+pub const REJECTIONS_STORED: usize = 100;
+
+/// A refused delivery, as stored per source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookRejection {
+    /// The source's id.
+    pub source: String,
+    /// When it was refused.
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// The HTTP status answered.
+    pub status: u16,
+    /// Why (no secret, no body, no header value).
+    pub reason: String,
 }

@@ -489,7 +489,7 @@ fn event_name(prefix: &str, provider_type: &str) -> String {
 }
 
 /// Makes `raw` a valid Flare event name (see the module docs for the rules).
-fn sanitize_name(raw: &str) -> String {
+pub(crate) fn sanitize_name(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len() + 8);
     let mut prev: Option<char> = None;
     for c in raw.chars() {

@@ -1,6 +1,15 @@
 //! Inbound webhook verification and mapping.
 //!
-//! Flare accepts two kinds of signed webhooks:
+//! A webhook *source* ([`source`]) is a verification scheme, its secrets and the rules that make
+//! a delivery an event; [`delivery`] runs one delivery through its source, [`inbound`] holds the
+//! sources given at start and the refusals, [`sign`] signs as each provider does (for
+//! `flare webhook send` and the dashboard's test delivery), [`fixtures`] are the bundled bodies.
+//! Beside the two verifiers below, [`hmac_scheme`] is the generic HMAC scheme (GitHub, Shopify and Slack
+//! are presets of it), [`paddle`] Paddle's `ts=…;h1=…`, [`credential`] bearer and basic;
+//! [`providers`] maps GitHub, Shopify, Paddle, Slack and database-record bodies, [`template`]
+//! fills the event-name and delivery-id rules of the others.
+//!
+//! The first two providers:
 //!
 //! - [`stripe`]: payment providers that sign like Stripe (`Stripe-Signature: t=…,v1=…`,
 //!   HMAC-SHA256 over `"{t}.{raw body}"`, hex digest, secret used verbatim as the key);
@@ -18,10 +27,19 @@
 //! Pure code: bytes, headers and secrets in, a verdict or events out. No routes, no storage
 //! (`crate::http::webhooks` receives, verifies with these, and records).
 
+pub mod credential;
+pub mod delivery;
+pub mod fixtures;
+pub mod hmac_scheme;
 pub mod inbound;
 pub mod mapping;
+pub mod paddle;
+pub mod providers;
+pub mod sign;
+pub mod source;
 pub mod stripe;
 pub mod svix;
+pub mod template;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -58,6 +76,15 @@ pub enum VerifyError {
     /// No listed signature matches the body under any configured secret.
     #[error("no signature matches the payload; check the signing secret and that the raw body is passed unmodified")]
     NoSignatureMatched,
+    /// A required header of a configured name is absent or empty.
+    #[error("missing required header {0}")]
+    MissingNamedHeader(String),
+    /// A configured timestamp header is not a whole, non-negative number of seconds.
+    #[error("invalid timestamp in header {0}: expected a whole number of seconds")]
+    InvalidNamedTimestamp(String),
+    /// The `Authorization` header does not carry the source's credential (bearer or basic).
+    #[error("the Authorization header does not carry this source's credential")]
+    CredentialMismatch,
     /// The signature is valid but the timestamp is too far from the verifier's clock.
     ///
     /// `age_secs` is `now - timestamp`: positive when the delivery is too old, negative when it

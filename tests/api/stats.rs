@@ -130,7 +130,10 @@ async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
             let uri = path
                 .replace("{id}", "missing-id")
                 .replace("{key}", "any-key")
-                .replace("{file}", "missing-file");
+                .replace("{file}", "missing-file")
+                // An unknown webhook source answers as an unknown route does: use a real one.
+                .replace("{source}", "payments")
+                .replace("{delivery}", "missing-delivery");
             let (status, body) = f.call(&method.to_uppercase(), &uri, None).await;
             assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
             assert_ne!(body["error"], "no such route", "{method} {path}");

@@ -20,3 +20,4 @@ mod fixture;
 mod jobs;
 mod login;
 mod pages;
+mod sources;

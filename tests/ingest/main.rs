@@ -10,6 +10,7 @@ mod auth;
 mod compat;
 mod guard;
 mod shapes;
+mod sources;
 mod trigger;
 mod trigger_fuzz;
 mod webhooks;

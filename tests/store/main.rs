@@ -3,7 +3,8 @@
 //!
 //! One module per noun: `nodes` (several nodes racing on one database), `upgrades` (databases
 //! migrated while they hold work), `search` (the payload search and the event counts),
-//! `webhooks` (verified webhook deliveries); `fixture` holds what they build on.
+//! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals);
+//! `fixture` holds what they build on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,5 +14,6 @@ mod support;
 mod fixture;
 mod nodes;
 mod search;
+mod sources;
 mod upgrades;
 mod webhooks;

@@ -273,6 +273,15 @@ async fn detail_page(state: &AppState, id: &str, edit: Option<ReplayEdit>) -> Pa
         }
         None => None,
     };
+    // A source created with "scheme": "none" delivers unverified events: say so.
+    let unverified = match provider {
+        Some(p) => crate::http::webhooks::find(state, p)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|s| !s.settings.verified()),
+        None => false,
+    };
     let mut logs = Vec::new();
     for run in detail.runs.iter().take(RUNS_WITH_LOGS) {
         if let Some(d) = store.run_detail(&run.id).await? {
@@ -323,7 +332,8 @@ async fn detail_page(state: &AppState, id: &str, edit: Option<ReplayEdit>) -> Pa
                         p #delivery {
                             "Delivery " code { (d.delivery_id) } " (" (d.event_type) ") to "
                             a href={ "/webhooks?provider=" (super::page::url_encode(provider)) } { "/webhooks/" (provider) }
-                            ", received " (page::time(d.received_at)) ", signature verified: " (page::badge(&d.outcome))
+                            ", received " (page::time(d.received_at))
+                            @if unverified { ", " span.badge.failed { "unverified" } " (the source checks no signature)" } @else { ", signature verified: " (page::badge(&d.outcome)) }
                         }
                     }
                     None => { p.muted #delivery { "Delivery " (delivery_id_of(&event.id, provider).unwrap_or("?")) " is no longer among the recent deliveries." } }

@@ -37,6 +37,7 @@ pub mod page;
 pub mod paths;
 pub mod runs;
 pub mod send;
+pub mod sources;
 pub mod webhooks;
 
 use axum::extract::Path;
@@ -75,6 +76,13 @@ pub fn routes() -> Router<AppState> {
             get(endpoints::confirm_remove).post(endpoints::remove),
         )
         .route("/webhooks", get(webhooks::page))
+        .route("/webhook-sources", post(sources::create))
+        .route("/webhook-sources/{id}", get(sources::page))
+        .route("/webhook-sources/{id}/test", post(sources::test))
+        .route(
+            "/webhook-sources/{id}/deliveries/{delivery}/replay",
+            post(sources::replay),
+        )
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))
         .route("/assets/{file}", get(asset))

@@ -1,6 +1,8 @@
-//! Webhooks (`/webhooks`): recent verified deliveries per provider (type, delivery id, the events
+//! Webhooks (`/webhooks`): the sources with the form that adds one ([`super::sources`]), and
+//! recent verified deliveries per provider (type, delivery id, the events
 //! they became, the raw body) and the recent rejected ones with the reason (kept in memory, never
-//! the body). `?provider=payments|auth` narrows to one provider.
+//! the body). `?provider=<source id>` narrows to one source (a source's own page is
+//! `/webhook-sources/{id}`).
 
 use std::collections::HashMap;
 
@@ -20,29 +22,37 @@ pub async fn page(
     Query(raw): Query<HashMap<String, String>>,
 ) -> PageResult {
     let p = Params::new(raw);
-    let provider = p.parse("provider", "payments or auth", |v| match v {
-        "payments" => Some(Provider::Payments),
-        "auth" => Some(Provider::Auth),
-        _ => None,
+    let provider = p.parse("provider", "a webhook source's id", |v| {
+        crate::webhooks::source::check_id(v)
+            .ok()
+            .map(|()| v.to_string())
     })?;
     let deliveries = state
         .client
         .store()
-        .webhook_deliveries_list(provider.map(Provider::as_str), SHOWN)
+        .webhook_deliveries_list(provider.as_deref(), SHOWN)
         .await?;
-    let providers: Vec<Provider> = match provider {
-        Some(p) => vec![p],
-        None => vec![Provider::Payments, Provider::Auth],
+    let providers: Vec<String> = match &provider {
+        Some(p) => vec![p.clone()],
+        None => vec![
+            Provider::Payments.as_str().into(),
+            Provider::Auth.as_str().into(),
+        ],
     };
+    let provider = provider.as_deref();
     let body = html! {
         div.title-row {
             h1 { "Webhooks" }
             nav.tabs {
                 a.active[provider.is_none()] href="/webhooks" { "All" }
-                a.active[provider == Some(Provider::Payments)] href="/webhooks?provider=payments" { "Payments (Stripe)" }
-                a.active[provider == Some(Provider::Auth)] href="/webhooks?provider=auth" { "Auth (Clerk)" }
+                a.active[provider == Some("payments")] href="/webhooks?provider=payments" { "Payments (Stripe)" }
+                a.active[provider == Some("auth")] href="/webhooks?provider=auth" { "Auth (Clerk)" }
+                @if let Some(other) = provider.filter(|p| !["payments", "auth"].contains(p)) {
+                    a.active href={ "/webhook-sources/" (other) } { (other) }
+                }
             }
         }
+        (super::sources::list_section(&state, html! {}, &HashMap::new()).await?)
         (page::live("webhooks-live", html! {
             section {
                 h2 { "Accepted deliveries (signature verified)" }
@@ -68,9 +78,9 @@ pub async fn page(
                 }
             }
             @for p in &providers {
-                @let rejected = state.webhooks.rejections(*p);
+                @let rejected = state.webhooks.rejections(p);
                 section {
-                    h2 { "Rejected deliveries to /webhooks/" (p.as_str()) " (" (rejected.len()) ")" }
+                    h2 { "Rejected deliveries to /webhooks/" (p) " (" (rejected.len()) ")" }
                     @if rejected.is_empty() {
                         p.muted { "None since the server started." }
                     } @else {

@@ -19,12 +19,14 @@ use crate::store::events::MAX_SEARCH_CHARS;
 mod compat;
 mod dashboard;
 mod parts;
+mod sources;
 use compat::{ingest_paths, trigger_dev_v2_paths};
 use dashboard::dashboard_paths;
 use parts::{
     error, id_param, nullable, nullable_string, ok, page_params, query, schema_ref, search, string,
     time,
 };
+use sources::source_paths;
 
 fn paths() -> Value {
     let [limit, cursor] = page_params();
@@ -343,7 +345,7 @@ fn schemas() -> Value {
         "RunStatus": { "type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"] },
         "Event": { "type": "object", "properties": {
             "id": string(), "name": string(), "payload": json_any, "context": json_any,
-            "source": { "type": "string", "description": "api (Rust), http (POST /trigger), trigger.dev (the Trigger.dev routes), inngest (POST /e/{key}), webhook:payments, webhook:auth, job:<run id>, replay:<event id>" },
+            "source": { "type": "string", "description": "api (Rust), http (POST /trigger), trigger.dev (the Trigger.dev routes), inngest (POST /e/{key}), webhook:<source id> (webhook:payments, webhook:auth, …), job:<run id>, replay:<event id>" },
             "timestamp": time(), "deliverAt": nullable(time()), "deliveredAt": nullable(time()),
             "cancelledAt": nullable(time()), "parentRunId": nullable(string()),
             "runIds": { "type": "array", "items": string() } } },
@@ -510,7 +512,7 @@ pub fn document() -> Value {
         "security": [{ "bearer": [] }],
         "tags": [{ "name": "dashboard", "description": "HTML pages and form actions for people, not an API." }],
         "paths": with_common_responses(
-            [trigger_paths(), endpoint_paths(), ingest_paths(), trigger_dev_v2_paths(), dashboard_paths()]
+            [trigger_paths(), endpoint_paths(), ingest_paths(), source_paths(), trigger_dev_v2_paths(), dashboard_paths()]
                 .into_iter()
                 .fold(paths(), merged),
         ),
@@ -614,6 +616,7 @@ mod tests {
         ("compat", include_str!("../compat.rs")),
         ("trigger_dev_v2", include_str!("../trigger_dev_v2.rs")),
         ("webhooks", include_str!("../webhooks.rs")),
+        ("webhook_sources", include_str!("../webhook_sources.rs")),
         ("bulk", include_str!("../bulk.rs")),
         ("dashboard", include_str!("../dashboard/mod.rs")),
     ];

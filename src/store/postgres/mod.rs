@@ -95,6 +95,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (15, include_str!("0015_event_counts.sql")),
+    (50, include_str!("0050_webhook_sources.sql")),
 ];
 
 /// True for `postgres://…` and `postgresql://…` URLs.

@@ -64,6 +64,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
+    (50, include_str!("0050_webhook_sources.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
