@@ -551,7 +551,7 @@ async fn an_operator_finds_out_what_happened_in_the_browser() {
     crm.set_run_failure(
         "sync-crm",
         reqwest::StatusCode::SERVICE_UNAVAILABLE,
-        "CRM is under maintenance",
+        r#"{"error": "CRM is under maintenance"}"#, // only a JSON error's message is quoted
     );
     b.goto(&format!("{base}/endpoints")).await.expect("goto");
     assert!(page_text(&b)
