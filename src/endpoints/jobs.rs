@@ -8,22 +8,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::caller::Caller;
 use super::protocol::{JobDef, RunRequest};
-use super::reports::Reports;
+pub(crate) use super::target::Target;
 use super::{protocol, stepped, v2_runs};
 use crate::io::Io;
 use crate::model::JobError;
-
-/// One endpoint as its jobs' bodies call it.
-pub(crate) struct Target {
-    pub(crate) id: String,
-    pub(crate) url: String,
-    pub(crate) secret: String,
-    pub(crate) caller: Caller,
-    pub(crate) reports: Arc<Reports>,
-    pub(crate) clock: crate::clock::SharedClock,
-}
 
 /// Defines `def` in `engine` with a body that runs it at `target`.
 pub(crate) fn define(

@@ -32,6 +32,7 @@ mod registry;
 mod reports;
 mod seed;
 pub mod stepped;
+mod target;
 pub mod trigger_dev_v2;
 pub mod v2_runs;
 

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::jobs::Target;
 use super::protocol::{parse_event, parse_events, parse_logs, RunRequest, MAX_EVENTS};
+use super::target::Target;
 use crate::client::SendEvent;
 use crate::engine::steps::MAX_STEP_KEY_LEN;
 use crate::io::Io;
