@@ -192,8 +192,8 @@ def test_the_standard_library_server_answers_index_and_run_and_refuses_unsigned(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/flare"
 
-    def post(body: bytes, headers: Dict[str, str]) -> Tuple[int, Any]:
-        req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    def post(body: bytes, headers: Dict[str, str], path: str = "/flare") -> Tuple[int, Any]:
+        req = urllib.request.Request(url.replace("/flare", path), data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(req) as res:
                 return res.status, json.loads(res.read())
@@ -205,6 +205,7 @@ def test_the_standard_library_server_answers_index_and_run_and_refuses_unsigned(
         body = json.dumps(request(job="nope")).encode()
         assert post(body, signed(body)) == (200, {"error": "this endpoint serves no job 'nope'", "retry": False})
         assert post(b"{}", {})[0] == 401
+        assert post(b"{}", {}, "/elsewhere")[0] == 404
         assert post(b'{"action":"index"}', signed(b'{"action":"index"}', "whsec_b3RoZXI="))[0] == 401
     finally:
         server.shutdown()

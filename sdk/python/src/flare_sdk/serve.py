@@ -3,8 +3,9 @@ standard library ``http.server`` handler."""
 
 from __future__ import annotations
 
+import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, MutableMapping, Sequence, Type, Union
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, MutableMapping, Optional, Sequence, Type, Union
 
 from .handler import MAX_BODY_BYTES, Handler
 from .job import Job
@@ -48,7 +49,7 @@ def serve_asgi(jobs: Sequence[Job], secret: Secret = None) -> Callable[[Scope, R
     return app
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 405: "Method Not Allowed", 413: "Payload Too Large"}
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large"}
 
 
 def serve_wsgi(jobs: Sequence[Job], secret: Secret = None) -> Callable[[Dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
@@ -71,14 +72,19 @@ def serve_wsgi(jobs: Sequence[Job], secret: Secret = None) -> Callable[[Dict[str
     return app
 
 
-def request_handler(jobs: Sequence[Job], secret: Secret = None) -> Type[BaseHTTPRequestHandler]:
-    """A ``BaseHTTPRequestHandler`` class for the standard library's ``http.server``."""
+def request_handler(jobs: Sequence[Job], secret: Secret = None, path: Optional[str] = "/flare") -> Type[BaseHTTPRequestHandler]:
+    """A ``BaseHTTPRequestHandler`` class for the standard library's ``http.server``, answering
+    ``POST path`` (any path when ``None``) and 404 elsewhere."""
     handler = Handler(jobs, secret)
 
     class FlareRequestHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: Flare reuses its connections
+
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
             length = int(self.headers.get("content-length") or 0)
-            if length > MAX_BODY_BYTES:
+            if path is not None and self.path.split("?", 1)[0] != path:
+                status, body = 404, json.dumps({"error": f"not found: Flare calls POST {path}"}).encode()
+            elif length > MAX_BODY_BYTES:
                 status, body = 413, _TOO_LARGE
             else:
                 status, body = handler.handle(self.rfile.read(length), self.headers.get)
@@ -94,9 +100,12 @@ def request_handler(jobs: Sequence[Job], secret: Secret = None) -> Type[BaseHTTP
     return FlareRequestHandler
 
 
-def serve_http(jobs: Sequence[Job], port: int = 4000, host: str = "127.0.0.1", secret: Secret = None) -> ThreadingHTTPServer:
-    """Serves ``jobs`` with the standard library on ``host:port`` until interrupted (any path)."""
-    server = ThreadingHTTPServer((host, port), request_handler(jobs, secret))
+def serve_http(
+    jobs: Sequence[Job], port: int = 4000, host: str = "127.0.0.1", secret: Secret = None, path: Optional[str] = "/flare"
+) -> ThreadingHTTPServer:
+    """Serves ``jobs`` at ``http://host:port/flare`` (``path``) with the standard library until
+    interrupted."""
+    server = ThreadingHTTPServer((host, port), request_handler(jobs, secret, path))
     try:
         server.serve_forever()
     except KeyboardInterrupt:
