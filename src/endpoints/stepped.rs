@@ -19,6 +19,8 @@
 //! - **Non-determinism**: a key answered as another kind of step than it is stored as means the
 //!   job's code changed under the run; the run fails at once saying so. (A stored step that no
 //!   longer comes back can only be seen by the SDK, which answers a fatal error: the document.)
+//! - **Progress**: an answer without an outcome must reach a step that is not stored yet;
+//!   otherwise calling again would get the same answer, and the run fails saying so.
 //! - `waitForEvent`, `invoke` and `callback` are reserved: refused as not supported yet.
 
 use std::collections::{HashMap, HashSet};
@@ -373,6 +375,7 @@ pub(crate) async fn execute(
                 .await
                 .map_err(|e| JobError::from(format!("could not send the answer's events: {e}")))?;
         }
+        let mut progress = false;
         for (key, op) in answer.steps {
             if let Some(&stored) = kinds.get(&key) {
                 if stored != op.kind() {
@@ -387,6 +390,7 @@ pub(crate) async fn execute(
                 // Answered twice: the stored result stays.
                 continue;
             }
+            progress = true;
             kinds.insert(key.clone(), op.kind());
             let now = clock.now_ms();
             match op {
@@ -442,6 +446,12 @@ pub(crate) async fn execute(
             Some(Ok(output)) => return Ok(output),
             Some(Err((message, true))) => return Err(JobError::from(message)),
             Some(Err((message, false))) => return Err(JobError::fatal(message)),
+            None if !progress => {
+                // Calling again would get the same answer.
+                return Err(JobError::fatal(
+                    "the endpoint answered only steps the request gave it as completed, and no outcome: it does not return stored results (see \"Running the job\" in docs/endpoints.md)",
+                ));
+            }
             None => {}
         }
     }

@@ -205,6 +205,55 @@ async fn a_step_answered_twice_is_stored_once_and_changed_code_fails_the_run(db:
     client.shutdown().await;
 }
 
+async fn events_answered_twice_are_sent_once_and_an_answer_must_make_progress(db: TestDb) {
+    let app = App::start(serving_v2(
+        vec![job("send", "a.send", 1), job("stuck", "a.stuck", 1)],
+        |req| {
+            let send = json!({"steps": [{"key": "notify", "op": "sendEvent",
+                "events": [{"name": "a.sent", "payload": {"n": 1}, "key": "k"}]}]});
+            let steps = &req["steps"];
+            match (req["job"]["id"].as_str().unwrap(), steps.get("notify"), steps.get("a")) {
+                ("send", Some(sent), Some(_)) => json_answer(json!({"output": sent["output"]})),
+                // Answers the stored sendEvent again (with another payload) after a new step.
+                ("send", Some(_), None) => json_answer(json!({"steps": [
+                    {"key": "a", "op": "run", "output": 1},
+                    {"key": "notify", "op": "sendEvent", "events": [{"name": "a.sent", "payload": {"n": 2}, "key": "k"}]}
+                ]})),
+                ("send", None, _) => json_answer(send),
+                // An endpoint that never returns stored results answers the same step forever.
+                _ => json_answer(json!({"steps": [{"key": "a", "op": "run", "output": 1}]})),
+            }
+        },
+    ))
+    .await;
+    let (client, _clock, registry) = registry(&db).await;
+    registry.add(&app.url, Some(SECRET.into())).await.unwrap();
+    let sent = client.send_event("a.send", &json!({})).await.unwrap();
+    let run = run_of(&client, &sent.id, "send").await;
+    assert_eq!(run.run.status, RunStatus::Succeeded, "{run:?}");
+    let id = format!("{}-notify-k", run.run.id);
+    assert_eq!(run.run.output, Some(json!({"ids": [id]})));
+    let event = client.store().event_get(&id).await.unwrap().unwrap();
+    assert_eq!(event.payload, json!({"n": 1}), "sent once, the first time");
+    assert_eq!(app.runs_seen().len(), 3);
+
+    let sent = client.send_event("a.stuck", &json!({})).await.unwrap();
+    let run = run_of(&client, &sent.id, "stuck").await;
+    assert_eq!(run.run.status, RunStatus::Failed);
+    let error = run.run.error.unwrap_or_default();
+    assert!(error.contains("does not return stored results"), "{error}");
+    let stuck_calls = app
+        .runs_seen()
+        .iter()
+        .filter(|r| r["job"]["id"] == "stuck")
+        .count();
+    assert_eq!(
+        stuck_calls, 2,
+        "it stops at the first answer without progress"
+    );
+    client.shutdown().await;
+}
+
 async fn coming_step_kinds_and_bad_steps_fail_with_a_clear_error(db: TestDb) {
     let app = App::start(serving_v2(vec![job("wait", "a.wait", 1)], |_| {
         json_answer(json!({"steps": [{"key": "w", "op": "waitForEvent", "event": "x.y"}]}))
@@ -243,6 +292,7 @@ backend_tests!(
     steps_sleep_and_events_run_durably,
     a_failed_step_is_retried_and_the_steps_before_it_are_not,
     a_step_answered_twice_is_stored_once_and_changed_code_fails_the_run,
+    events_answered_twice_are_sent_once_and_an_answer_must_make_progress,
     coming_step_kinds_and_bad_steps_fail_with_a_clear_error,
     version_one_requests_carry_no_steps,
 );
