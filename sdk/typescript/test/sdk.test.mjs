@@ -179,3 +179,26 @@ test("durations", () => {
   assert.equal(toMs("250ms"), 250);
   assert.throws(() => toMs("soon"), /invalid duration/);
 });
+
+test("serve() is an Express handler, also after express.raw()", async () => {
+  const { default: express } = await import("express");
+  const app = express();
+  app.post("/flare", serve({ jobs: [onboard], secret: SECRET }));
+  app.post("/raw", express.raw({ type: "application/json" }), serve({ jobs: [onboard], secret: SECRET }));
+  app.post("/parsed", express.json(), serve({ jobs: [onboard], secret: SECRET }));
+  const server = app.listen(0, "127.0.0.1");
+  await new Promise((r) => server.once("listening", r));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  try {
+    for (const path of ["/flare", "/raw"]) {
+      const res = await signedPost(`${base}${path}`, JSON.stringify(request()));
+      assert.equal(res.status, 200, path);
+      assert.equal((await res.json()).steps.length, 3, path);
+    }
+    const parsed = await signedPost(`${base}/parsed`, '{"action":"index"}');
+    assert.equal(parsed.status, 500);
+    assert.match((await parsed.json()).error, /express\.json\(\)/);
+  } finally {
+    server.close();
+  }
+});

@@ -1,5 +1,5 @@
 // Compile-only: the public types as a user writes them (checked by `tsc --noEmit`).
-import express from "./express-shim.js";
+import express from "express";
 import { defineJob, serve, serveFetch, Flare, type JobContext } from "../src/index.js";
 import { runJob } from "../src/testing.js";
 
