@@ -254,6 +254,54 @@ async fn events_answered_twice_are_sent_once_and_an_answer_must_make_progress(db
     client.shutdown().await;
 }
 
+async fn a_sleep_until_a_time_waits_until_then_and_one_passed_does_not_wait(db: TestDb) {
+    let (client, clock, registry) = registry(&db).await;
+    let start = flare::Clock::now_ms(&clock);
+    let at = |ms: i64| flare::clock::ms_to_time(start + ms).to_rfc3339();
+    let (past, future) = (at(-60_000), at(600_000));
+    let app = App::start(serving_v2(vec![job("until", "a.until", 1)], move |req| {
+        let steps = &req["steps"];
+        if steps.get("passed").is_none() {
+            json_answer(json!({"steps": [{"key": "passed", "op": "sleep", "until": past}]}))
+        } else if steps.get("later").is_none() {
+            json_answer(json!({"steps": [{"key": "later", "op": "sleep", "until": future}]}))
+        } else {
+            json_answer(json!({"output": "done"}))
+        }
+    }))
+    .await;
+    registry.add(&app.url, Some(SECRET.into())).await.unwrap();
+    let sent = client.send_event("a.until", &json!({})).await.unwrap();
+    let run_id = sent.run_ids[0].clone();
+    let waiting = wait_for("the run to sleep until the future time", || async {
+        let d = client.store().run_detail(&run_id).await.unwrap()?;
+        (d.run.status == RunStatus::Queued && d.steps.len() == 2).then_some(d)
+    })
+    .await;
+    let step = |key: &str| waiting.steps.iter().find(|s| s.key == key).unwrap().clone();
+    assert_eq!(
+        step("passed").status,
+        StepStatus::Succeeded,
+        "a passed time does not wait"
+    );
+    assert_eq!(step("later").status, StepStatus::Waiting);
+    assert_eq!(
+        step("later").wait_until.map(|t| t.timestamp_millis()),
+        Some(start + 600_000)
+    );
+    clock.advance(Duration::from_secs(599));
+    client.engine().wake();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let still = client.store().run_detail(&run_id).await.unwrap().unwrap();
+    assert_eq!(still.run.status, RunStatus::Queued, "not before its time");
+    clock.advance(Duration::from_secs(2));
+    client.engine().wake();
+    let run = run_of(&client, &sent.id, "until").await;
+    assert_eq!(run.run.status, RunStatus::Succeeded);
+    assert_eq!(run.run.output, Some(json!("done")));
+    client.shutdown().await;
+}
+
 async fn coming_step_kinds_and_bad_steps_fail_with_a_clear_error(db: TestDb) {
     let app = App::start(serving_v2(vec![job("wait", "a.wait", 1)], |_| {
         json_answer(json!({"steps": [{"key": "w", "op": "waitForEvent", "event": "x.y"}]}))
@@ -293,6 +341,7 @@ backend_tests!(
     a_failed_step_is_retried_and_the_steps_before_it_are_not,
     a_step_answered_twice_is_stored_once_and_changed_code_fails_the_run,
     events_answered_twice_are_sent_once_and_an_answer_must_make_progress,
+    a_sleep_until_a_time_waits_until_then_and_one_passed_does_not_wait,
     coming_step_kinds_and_bad_steps_fail_with_a_clear_error,
     version_one_requests_carry_no_steps,
 );
