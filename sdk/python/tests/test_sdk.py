@@ -14,7 +14,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from flare_sdk import (
+    AsyncContext,
     Context,
+    SyncContext,
     Flare,
     NonRetriableError,
     define_job,
@@ -50,7 +52,7 @@ def create(email: str) -> Dict[str, str]:
 
 
 @define_job("onboard", trigger={"event": "user.created"})
-async def onboard(ctx: Context) -> Dict[str, Any]:
+async def onboard(ctx: AsyncContext) -> Dict[str, Any]:
     ctx.logger.info("start")
     account = await ctx.step.run("create-account", lambda: create(ctx.event.payload["email"]))
     plan = await ctx.step.run("pick-plan", lambda: "free")
@@ -61,7 +63,7 @@ async def onboard(ctx: Context) -> Dict[str, Any]:
 
 
 @define_job("onboard-sync", trigger={"event": "user.created"}, retry={"maxAttempts": 5}, timeout_ms=10_000)
-def onboard_sync(ctx: Context) -> Dict[str, Any]:
+def onboard_sync(ctx: SyncContext) -> Dict[str, Any]:
     account = ctx.step.run("create-account", lambda: create(ctx.event.payload["email"]))
     try:
         ctx.step.sleep("a-day-later", 86_400_000)

@@ -5,7 +5,7 @@ docs/endpoints.md). Define jobs with :func:`define_job`, serve them with :func:`
 
 from .client import Flare, FlareError
 from .duration import Duration, to_ms
-from .execute import AsyncStep, Context, Event, Logger, RunInfo, Step, execute, execute_async
+from .execute import AsyncContext, AsyncStep, Context, Event, Logger, RunInfo, Step, SyncContext, execute, execute_async
 from .handler import MAX_BODY_BYTES, PROTOCOL_VERSION, Handler
 from .job import Job, NonRetriableError, define_job
 from .serve import request_handler, serve_asgi, serve_http, serve_wsgi
@@ -15,6 +15,7 @@ __version__ = "2.0.0"
 """This package's version: its major is the protocol version it speaks."""
 
 __all__ = [
+    "AsyncContext",
     "AsyncStep",
     "Context",
     "Duration",
@@ -30,6 +31,7 @@ __all__ = [
     "RunInfo",
     "SignatureError",
     "Step",
+    "SyncContext",
     "TOLERANCE_SECONDS",
     "define_job",
     "execute",

@@ -255,14 +255,27 @@ class Context:
     run: RunInfo
 
 
+@dataclass
+class SyncContext(Context):
+    """The :class:`Context` of a plain ``def`` job, with its step type spelled out."""
+
+    step: Step
+
+
+@dataclass
+class AsyncContext(Context):
+    """The :class:`Context` of an ``async def`` job, with its step type spelled out."""
+
+    step: AsyncStep
+
+
 def _context(request: Mapping[str, Any], state: _State, is_async: bool) -> Context:
     ev, run = request.get("event", {}), request.get("run", {})
-    return Context(
-        event=Event(id=ev.get("id", ""), name=ev.get("name", ""), payload=ev.get("payload")),
-        step=AsyncStep(state) if is_async else Step(state),
-        logger=Logger(state),
-        run=RunInfo(id=run.get("id", ""), attempt=run.get("attempt", 1), max_attempts=run.get("maxAttempts", 1)),
-    )
+    event = Event(id=ev.get("id", ""), name=ev.get("name", ""), payload=ev.get("payload"))
+    info = RunInfo(id=run.get("id", ""), attempt=run.get("attempt", 1), max_attempts=run.get("maxAttempts", 1))
+    if is_async:
+        return AsyncContext(event=event, step=AsyncStep(state), logger=Logger(state), run=info)
+    return SyncContext(event=event, step=Step(state), logger=Logger(state), run=info)
 
 
 def _answer(state: _State, outcome: Optional[BaseException], output: Any) -> Dict[str, Any]:
