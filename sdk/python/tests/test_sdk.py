@@ -170,6 +170,27 @@ def test_failed_steps_non_retriable_errors_and_changed_code() -> None:
     assert b["retry"] is False and "used twice" in b["error"]
 
 
+def test_a_full_answer_ends_before_the_next_new_step() -> None:
+    @define_job("many", trigger={"event": "a.b"})
+    def many(ctx: SyncContext) -> int:
+        total = 0
+        for i in range(150):
+            total += ctx.step.run(f"s{i}", lambda: i)
+        return total
+
+    first = execute(many, request(job="many"))
+    assert len(first["steps"]) == 100 and "output" not in first
+    assert run_job(many).output == 11175
+
+    @define_job("big", trigger={"event": "a.b"})
+    def big(ctx: SyncContext) -> str:
+        for i in range(3):
+            ctx.step.run(f"b{i}", lambda: "x" * 300 * 1024)
+        return "done"
+
+    assert len(execute(big, request(job="big"))["steps"]) == 2
+
+
 def test_run_job_runs_a_job_to_its_end_with_mocked_steps() -> None:
     calls["accounts"] = 0
     r = run_job(onboard, {"email": "b@example.com"}, steps={"create-account": {"id": "a_mock"}})

@@ -45,6 +45,13 @@ export interface RunAnswer {
   logs?: LogLine[];
 }
 
+/** Most steps one answer reports (Flare's bound): past it the answer goes, and Flare calls again. */
+export const MAX_STEPS_PER_ANSWER = 100;
+
+/** Reported outputs past this size (bytes of JSON) end the answer before the next new step,
+ * well inside Flare's 1 MiB bound on an answer. */
+export const ANSWER_SOFT_LIMIT_BYTES = 512 * 1024;
+
 /** Thrown through the job's code to stop it at a step Flare carries out (sleep, send). */
 class Suspend extends Error {
   constructor() {
@@ -84,6 +91,7 @@ export async function execute(job: Job<any, any>, request: RunRequest, mocked: R
   const logs: LogLine[] = [];
   let suspended = false;
   let broken: string | undefined;
+  let reportedBytes = 0;
 
   const replaying = () => [...done].some((k) => !used.has(k) && !mocked.has(k));
   const take = (key: string) => {
@@ -102,6 +110,11 @@ export async function execute(job: Job<any, any>, request: RunRequest, mocked: R
     if (s === undefined) {
       // A new step: every completed one must have been reached before it.
       checkAllReached();
+    }
+    if ((s === undefined || !("output" in s)) && (reported.length >= MAX_STEPS_PER_ANSWER || reportedBytes > ANSWER_SOFT_LIMIT_BYTES)) {
+      // This answer is full: Flare stores what it has and calls again, and this step runs then.
+      suspended = true;
+      throw new Suspend();
     }
     return s;
   };
@@ -130,7 +143,9 @@ export async function execute(job: Job<any, any>, request: RunRequest, mocked: R
         reported.push({ key, op: "run", error: message(e) });
         throw e;
       }
-      const output = value === undefined ? null : JSON.parse(JSON.stringify(value));
+      const text = value === undefined ? "null" : JSON.stringify(value);
+      const output = text === undefined ? null : JSON.parse(text);
+      reportedBytes += text === undefined ? 4 : text.length;
       reported.push({ key, op: "run", output });
       return output as Awaited<T>;
     },

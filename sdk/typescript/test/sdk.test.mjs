@@ -101,6 +101,24 @@ test("changed code and reused keys fail the run without retry", async () => {
   assert.match((await execute(early, request({ x: { output: 1 } }, "early"))).error, /"x" is stored/);
 });
 
+test("a full answer ends before the next new step, which runs in the next call", async () => {
+  const many = defineJob({ id: "many", trigger: { event: "a.b" } }, async ({ step }) => {
+    let sum = 0;
+    for (let i = 0; i < 150; i++) sum += await step.run(`s${i}`, () => i);
+    return sum;
+  });
+  const first = await execute(many, request({}, "many"));
+  assert.equal(first.steps.length, 100);
+  assert.equal("output" in first, false);
+  const r = await runJob(many, { event: { payload: null } });
+  assert.equal(r.output, 11175);
+  const big = defineJob({ id: "big", trigger: { event: "a.b" } }, async ({ step }) => {
+    for (let i = 0; i < 3; i++) await step.run(`b${i}`, () => "x".repeat(300 * 1024));
+    return "done";
+  });
+  assert.equal((await execute(big, request({}, "big"))).steps.length, 2, "past 512 KiB the answer goes");
+});
+
 test("runJob runs a job to its end with mocked steps", async () => {
   accounts = 0;
   const r = await runJob(onboard, { event: { payload: { email: "b@example.com" } }, steps: { "create-account": { id: "a_mock" } } });

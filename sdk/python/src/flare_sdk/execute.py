@@ -17,6 +17,13 @@ from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequ
 from .duration import Duration, to_ms
 from .job import Job, NonRetriableError
 
+MAX_STEPS_PER_ANSWER = 100
+"""Most steps one answer reports (Flare's bound): past it the answer goes, and Flare calls again."""
+
+ANSWER_SOFT_LIMIT_BYTES = 512 * 1024
+"""Reported outputs past this size (bytes of JSON) end the answer before the next new step, well
+inside Flare's 1 MiB bound on an answer."""
+
 EventToSend = Mapping[str, Any]
 """``{"name": …, "payload": …, "delay"?: "1h", "deliverAt"?: …, "context"?: …, "key"?: …}``"""
 
@@ -69,6 +76,7 @@ class _State:
         self.logs: List[Dict[str, Any]] = []
         self.suspended = False
         self.broken: Optional[str] = None
+        self.reported_bytes = 0
 
     def take(self, key: str) -> Optional[Mapping[str, Any]]:
         if self.suspended:
@@ -85,6 +93,12 @@ class _State:
         s = self.stored.get(key)
         if s is None:
             self.check_all_reached()
+        if (s is None or "output" not in s) and (
+            len(self.reported) >= MAX_STEPS_PER_ANSWER or self.reported_bytes > ANSWER_SOFT_LIMIT_BYTES
+        ):
+            # This answer is full: Flare stores what it has and calls again, and this step runs then.
+            self.suspended = True
+            raise _Suspend()
         return s
 
     def check_all_reached(self) -> None:
@@ -105,7 +119,9 @@ class _State:
         raise _Suspend()
 
     def ran(self, key: str, value: Any) -> Any:
-        output = json.loads(json.dumps(value))
+        text = json.dumps(value)
+        self.reported_bytes += len(text)
+        output = json.loads(text)
         self.reported.append({"key": key, "op": "run", "output": output})
         return output
 
