@@ -1,8 +1,10 @@
-//! The HTTP job endpoint examples, `examples/endpoint-node` and `examples/endpoint-python`, held
-//! to the protocol of docs/endpoints.md.
+//! The HTTP job endpoint examples, `examples/endpoint-node` (the dependency-free reference of
+//! protocol version 1) and `examples/endpoint-python` (on the Python SDK, protocol version 2),
+//! held to the protocol of docs/endpoints.md.
 //!
 //! Each test starts one example as a child process on a free port. The first tests act as Flare
-//! would: they sign requests with [`svix::sign`] and check the answers to `index` and `run`, and
+//! would: they sign requests with [`svix::sign`] and check the answers to `index` and `run` (for
+//! version 2, calling again with the steps answered until the outcome, as Flare does), and
 //! that a bad signature or a stale timestamp gets 401. The `*_under_flare_serve` tests start the
 //! real binary with `--endpoint` and follow one event through both jobs, the chained one included.
 //!
@@ -40,6 +42,8 @@ struct Example {
     payload: &'static str,
     /// What the first job's log line says for that payload.
     logged: &'static str,
+    /// Speaks protocol version 2 (durable steps): its chained event is a `sendEvent` step.
+    stepped: bool,
 }
 
 const NODE: Example = Example {
@@ -50,6 +54,7 @@ const NODE: Example = Example {
     key: "processed",
     payload: r#"{"fileId": "f_1", "filename": "cat.png"}"#,
     logged: "processing cat.png",
+    stepped: false,
 };
 
 const PYTHON: Example = Example {
@@ -61,6 +66,7 @@ const PYTHON: Example = Example {
     payload: r#"{"orderId": "o_1", "email": "ada@example.com", "currency": "usd",
                  "items": [{"sku": "mug", "quantity": 2, "unitPriceCents": 1250}]}"#,
     logged: "invoice inv_o_1 for order o_1",
+    stepped: true,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,7 +126,12 @@ async fn answers_index_and_run(example: &Example) {
         return;
     };
     let index = app.call(&json!({"action": "index"})).await;
-    only_fields(&index, &["jobs"]);
+    if example.stepped {
+        only_fields(&index, &["protocol", "jobs"]);
+        assert_eq!(index["protocol"], json!(2), "{index}");
+    } else {
+        only_fields(&index, &["jobs"]);
+    }
     let jobs = index["jobs"].as_array().expect("jobs is an array");
     jobs.iter().for_each(assert_valid_job);
     let served: Vec<(&str, &str)> = jobs
@@ -134,7 +145,7 @@ async fn answers_index_and_run(example: &Example) {
 
     let (first, first_event) = example.first;
     let answer = app
-        .call(&run_request(first, first_event, example.payload()))
+        .run(example, run_request(first, first_event, example.payload()))
         .await;
     assert_succeeded(&answer);
     assert!(
@@ -154,18 +165,19 @@ async fn answers_index_and_run(example: &Example) {
 
     let (second, second_event) = example.second;
     let answer = app
-        .call(&run_request(
-            second,
-            second_event,
-            chained["payload"].clone(),
-        ))
+        .run(
+            example,
+            run_request(second, second_event, chained["payload"].clone()),
+        )
         .await;
     assert_succeeded(&answer);
     assert!(log_messages(&answer).next().is_some(), "{second}: {answer}");
 
     // A payload the job cannot use, and a job the endpoint does not have, fail at once.
     for (job, payload) in [(first, json!({})), ("no-such-job", example.payload())] {
-        let answer = app.call(&run_request(job, first_event, payload)).await;
+        let answer = app
+            .run(example, run_request(job, first_event, payload))
+            .await;
         only_fields(&answer, &["error", "retry", "logs"]);
         assert!(
             answer["error"].as_str().is_some_and(|e| !e.is_empty()),
@@ -470,10 +482,15 @@ async fn runs_under_flare_serve(example: &Example) {
     };
 
     let run_id = run["id"].as_str().expect("run id");
+    let chained_id = if example.stepped {
+        format!("{run_id}-{}-0", example.key)
+    } else {
+        format!("{run_id}-{}", example.key)
+    };
     assert_eq!(
         child["id"],
-        json!(format!("{run_id}-{}", example.key)),
-        "the chained event's id is <run id>-<key>"
+        json!(chained_id),
+        "the chained event's id is <run id>-<key> (a sendEvent step's: <run id>-<step key>-0)"
     );
     assert_eq!(child["source"], json!(format!("job:{run_id}")));
     assert!(run["output"].is_object(), "{run}");
@@ -572,6 +589,56 @@ impl App {
             proc,
             url: format!("http://127.0.0.1:{port}/flare"),
         })
+    }
+
+    /// Runs the job of the `run` request `body` as Flare does. Version 1: one call. Version 2:
+    /// calls again with the steps answered so far (a `sendEvent` step's events collected, keyed
+    /// by the step) until the answer has an outcome; returns it shaped as a version-1 answer.
+    async fn run(&self, example: &Example, mut body: Value) -> Value {
+        if !example.stepped {
+            return self.call(&body).await;
+        }
+        body["protocol"] = json!(2);
+        let mut stored = serde_json::Map::new();
+        let (mut logs, mut events) = (Vec::new(), Vec::new());
+        for _ in 0..20 {
+            body["steps"] = Value::Object(stored.clone());
+            let mut answer = self.call(&body).await;
+            only_fields(&answer, &["steps", "output", "error", "retry", "logs"]);
+            logs.extend(answer["logs"].as_array().cloned().unwrap_or_default());
+            for step in answer["steps"].as_array().into_iter().flatten() {
+                let key = step["key"].as_str().expect("a step key");
+                let output = match step["op"].as_str() {
+                    Some("run") if step.get("error").is_some() => continue,
+                    Some("run") => step["output"].clone(),
+                    Some("sleep") => Value::Null,
+                    Some("sendEvent") => {
+                        let sent = step["events"].as_array().expect("events");
+                        let ids: Vec<String> = (0..sent.len())
+                            .map(|i| format!("{}-{key}-{i}", body["run"]["id"]))
+                            .collect();
+                        events.extend(sent.iter().map(|e| {
+                            let mut e = e.clone();
+                            e["key"] = json!(key);
+                            e
+                        }));
+                        json!({ "ids": ids })
+                    }
+                    other => panic!("unknown step op {other:?}: {answer}"),
+                };
+                stored.insert(key.to_string(), json!({ "output": output }));
+            }
+            if answer.get("output").is_some() || answer.get("error").is_some() {
+                let fields = answer.as_object_mut().expect("an object");
+                fields.remove("steps");
+                fields.insert("logs".into(), Value::Array(logs));
+                if !events.is_empty() {
+                    fields.insert("events".into(), Value::Array(events));
+                }
+                return answer;
+            }
+        }
+        panic!("{body}: no outcome after 20 calls");
     }
 
     /// Sends `body` as Flare does; the answer must be 200 with a JSON body.

@@ -1,28 +1,18 @@
 //! An endpoint's jobs in this node's engine: each defined with a body that calls the endpoint
 //! ([`define`]; a Trigger.dev v2 endpoint's with [`define_v2`]), and one attempt of such a job
-//! ([`execute`]: the `run` call, then its answer's logs, events and outcome).
+//! ([`execute`]: the `run` call, then its answer's logs, events and outcome; a version-2 job's
+//! attempt is [`stepped::execute`]'s loop of calls).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::caller::Caller;
 use super::protocol::{JobDef, RunRequest};
-use super::reports::Reports;
-use super::{protocol, v2_runs};
+pub(crate) use super::target::Target;
+use super::{protocol, stepped, v2_runs};
 use crate::io::Io;
 use crate::model::JobError;
-
-/// One endpoint as its jobs' bodies call it.
-pub(crate) struct Target {
-    pub(crate) id: String,
-    pub(crate) url: String,
-    pub(crate) secret: String,
-    pub(crate) caller: Caller,
-    pub(crate) reports: Arc<Reports>,
-    pub(crate) clock: crate::clock::SharedClock,
-}
 
 /// Defines `def` in `engine` with a body that runs it at `target`.
 pub(crate) fn define(
@@ -41,10 +31,15 @@ pub(crate) fn define(
         .unwrap_or(crate::RetryPolicy::default().max_attempts);
     let target = Arc::clone(target);
     let (job_id, version) = (def.id.clone(), def.version.clone());
+    let stepped = def.protocol == Some(protocol::PROTOCOL_STEPS);
     let job = job.run(move |payload: Value, io: Io| {
         let target = Arc::clone(&target);
         let (job_id, version) = (job_id.clone(), version.clone());
         async move {
+            if stepped {
+                let job = (job_id.as_str(), version.as_str());
+                return stepped::execute(&target, job, max_attempts, timeout, payload, io).await;
+            }
             execute(
                 &target,
                 &job_id,

@@ -6,7 +6,9 @@
 //! are jobs like any other: broadcast, filters, retries with backoff, timeouts, concurrency,
 //! leases, versions, metrics and the dashboard apply unchanged. A run of such a job is one signed
 //! `run` request to the endpoint ([`caller`]); its answer's output, error, log lines and chained
-//! events become the attempt's outcome ([`protocol`]).
+//! events become the attempt's outcome ([`protocol`]). An endpoint that speaks version 2 of the
+//! protocol runs durable steps over HTTP: an attempt is a loop of calls, each carrying the run's
+//! stored steps and answered with the steps reached ([`stepped`]).
 //!
 //! Every node runs a [`Registry`]: it watches the stored endpoints and defines their jobs in its
 //! engine, each with a body that calls the endpoint, so any node (`flare serve` or `flare worker`)
@@ -29,6 +31,8 @@ pub mod protocol;
 mod registry;
 mod reports;
 mod seed;
+pub mod stepped;
+mod target;
 pub mod trigger_dev_v2;
 pub mod v2_runs;
 

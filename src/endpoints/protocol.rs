@@ -26,6 +26,8 @@ pub const MAX_JOBS: usize = 1_000;
 pub const MAX_LOG_LINES: usize = 1_000;
 /// Most events one answer may send.
 pub const MAX_EVENTS: usize = 100;
+/// The protocol version with durable steps (`docs/endpoints.md`, "Protocol version 2").
+pub const PROTOCOL_STEPS: u32 = 2;
 
 /// The body of an `index` request.
 pub fn index_request() -> Value {
@@ -85,6 +87,10 @@ pub struct JobDef {
     /// Runs of this job at once per Flare process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
+    /// The protocol version its runs speak: 2 with durable steps ([`super::stepped`]), 1 (or
+    /// absent) without. Set from the index answer's top-level `protocol`, kept with each job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
 }
 
 /// A job's trigger: an event (with an optional payload filter) or a schedule.
@@ -211,11 +217,24 @@ pub fn parse_index(answer: Value) -> Result<Vec<JobDef>, String> {
     let Value::Object(mut fields) = answer else {
         return Err("the index answer must be a JSON object {\"jobs\": [...]}".into());
     };
-    if let Some(key) = fields.keys().find(|k| k.as_str() != "jobs") {
+    if let Some(key) = fields
+        .keys()
+        .find(|k| !matches!(k.as_str(), "jobs" | "protocol"))
+    {
         return Err(format!(
-            "unknown field {key:?} in the index answer (expected only \"jobs\")"
+            "unknown field {key:?} in the index answer (expected \"jobs\" and optionally \"protocol\")"
         ));
     }
+    let version = match fields.remove("protocol") {
+        None => None,
+        Some(v) if v == json!(1) => None,
+        Some(v) if v == json!(PROTOCOL_STEPS) => Some(PROTOCOL_STEPS),
+        Some(v) => {
+            return Err(format!(
+                "\"protocol\" is {v}: this Flare speaks versions 1 and {PROTOCOL_STEPS}"
+            ))
+        }
+    };
     let Some(Value::Array(jobs)) = fields.remove("jobs") else {
         return Err("the index answer has no \"jobs\" array".into());
     };
@@ -229,8 +248,14 @@ pub fn parse_index(answer: Value) -> Result<Vec<JobDef>, String> {
             .get("id")
             .and_then(Value::as_str)
             .map_or_else(|| format!("jobs[{i}]"), |id| format!("jobs[{i}] ({id:?})"));
-        let def: JobDef =
+        let mut def: JobDef =
             crate::strict_json::from_value(job).map_err(|e| format!("{name}: {e}"))?;
+        if version.is_some() {
+            def.protocol = version;
+        }
+        if def.protocol.is_some_and(|v| v != PROTOCOL_STEPS) {
+            return Err(format!("{name}: unknown protocol version"));
+        }
         def.to_job()
             .and_then(|job| {
                 // A body is needed to validate; the real one is added when the job is defined.
@@ -299,7 +324,7 @@ pub fn parse_run_answer(answer: Value) -> Result<RunAnswer, String> {
     Ok(out)
 }
 
-fn parse_logs(value: Value) -> Result<Vec<(Level, String, Option<Value>)>, String> {
+pub(crate) fn parse_logs(value: Value) -> Result<Vec<(Level, String, Option<Value>)>, String> {
     let Value::Array(lines) = value else {
         return Err("\"logs\" must be an array".into());
     };
@@ -343,7 +368,7 @@ fn parse_logs(value: Value) -> Result<Vec<(Level, String, Option<Value>)>, Strin
     Ok(logs)
 }
 
-fn parse_events(value: Value) -> Result<Vec<(String, SendEvent)>, String> {
+pub(crate) fn parse_events(value: Value) -> Result<Vec<(String, SendEvent)>, String> {
     let Value::Array(events) = value else {
         return Err("\"events\" must be an array".into());
     };
@@ -367,7 +392,10 @@ fn parse_events(value: Value) -> Result<Vec<(String, SendEvent)>, String> {
     Ok(out)
 }
 
-fn parse_event(i: usize, mut f: Map<String, Value>) -> Result<(String, SendEvent), String> {
+pub(crate) fn parse_event(
+    i: usize,
+    mut f: Map<String, Value>,
+) -> Result<(String, SendEvent), String> {
     if let Some(k) = f.keys().find(|k| {
         !matches!(
             k.as_str(),
@@ -449,6 +477,19 @@ mod tests {
             .expect("valid");
         assert_eq!(a.retry, RetryPolicy::default());
         assert_eq!(a.timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn the_index_says_which_protocol_version_its_jobs_speak() {
+        let defs = parse_index(json!({"protocol": 2, "jobs": [job("a")]})).expect("valid");
+        assert_eq!(defs[0].protocol, Some(PROTOCOL_STEPS));
+        // Kept with each job, so the stored index reads back the same.
+        let stored = serde_json::to_value(&defs).expect("json");
+        assert_eq!(parse_index(json!({ "jobs": stored })).expect("valid"), defs);
+        let defs = parse_index(json!({"protocol": 1, "jobs": [job("a")]})).expect("valid");
+        assert_eq!(defs[0].protocol, None);
+        let err = parse_index(json!({"protocol": 3, "jobs": []})).expect_err("refused");
+        assert!(err.contains("versions 1 and 2"), "{err}");
     }
 
     #[test]
@@ -550,6 +591,10 @@ mod tests {
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),
             (json!({"jobs": [], "extra": 1}), "unknown field \"extra\""),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "protocol": 7}]}),
+                "unknown protocol version",
+            ),
         ];
         for (answer, expected) in cases {
             let err = parse_index(answer.clone()).expect_err(&answer.to_string());

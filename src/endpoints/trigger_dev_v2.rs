@@ -163,6 +163,7 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         retry: None,
         timeout_ms: None,
         concurrency,
+        protocol: None,
     };
     def.to_job()
         .and_then(|j| {

@@ -19,3 +19,4 @@ mod fixture;
 mod index;
 mod nodes;
 mod runs;
+mod steps;

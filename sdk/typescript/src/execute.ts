@@ -1,0 +1,204 @@
+/**
+ * One call of a job under protocol version 2 (docs/endpoints.md, "Protocol version 2"): the job
+ * runs from the top; stored steps return their results; new `run` steps run and are reported; a
+ * sleep or a send stops the job there; the answer says what was reached.
+ */
+
+import { toMs } from "./duration.js";
+import { NonRetriableError } from "./job.js";
+import type { EventToSend, Job, JobContext, Logger, SentEvents, Step } from "./job.js";
+
+/** A stored step as the run request carries it. */
+export type StoredStep = { output: unknown } | { error: string };
+
+/** The body of a version-2 `run` request. */
+export interface RunRequest {
+  action: "run";
+  protocol?: number;
+  run: { id: string; attempt: number; maxAttempts: number };
+  job: { id: string; version: string };
+  event: { id: string; name: string; payload: unknown };
+  steps?: Record<string, StoredStep>;
+}
+
+/** One step reported in an answer. */
+export type ReportedStep =
+  | { key: string; op: "run"; output: unknown }
+  | { key: string; op: "run"; error: string }
+  | { key: string; op: "sleep"; durationMs: number }
+  | { key: string; op: "sleep"; until: string }
+  | { key: string; op: "sendEvent"; events: Record<string, unknown>[] };
+
+/** A log line of an answer. */
+export interface LogLine {
+  level: "debug" | "info" | "warn" | "error";
+  message: string;
+  fields?: Record<string, unknown>;
+}
+
+/** A version-2 `run` answer. */
+export interface RunAnswer {
+  steps?: ReportedStep[];
+  output?: unknown;
+  error?: string;
+  retry?: boolean;
+  logs?: LogLine[];
+}
+
+/** Most steps one answer reports (Flare's bound): past it the answer goes, and Flare calls again. */
+export const MAX_STEPS_PER_ANSWER = 100;
+
+/** Reported outputs past this size (bytes of JSON) end the answer before the next new step,
+ * well inside Flare's 1 MiB bound on an answer. */
+export const ANSWER_SOFT_LIMIT_BYTES = 512 * 1024;
+
+/** Thrown through the job's code to stop it at a step Flare carries out (sleep, send). */
+class Suspend extends Error {
+  constructor() {
+    super("the run suspends here (Flare carries out this step); do not catch this error");
+    this.name = "FlareSuspend";
+  }
+}
+
+/** Thrown when the job's code no longer matches the run's stored steps. */
+class Nondeterminism extends Error {}
+
+function message(e: unknown): string {
+  if (e instanceof Error) return e.message || e.name;
+  const text = typeof e === "string" ? e : JSON.stringify(e);
+  return text && text.length > 0 ? text : "the job threw a value with no message";
+}
+
+/** Events as the protocol has them. */
+export function eventBody(e: EventToSend): Record<string, unknown> {
+  const body: Record<string, unknown> = { name: e.name, payload: e.payload ?? null };
+  if (e.key !== undefined) body.key = e.key;
+  if (e.delay !== undefined) body.delay = typeof e.delay === "number" ? `${Math.round(e.delay / 1000)}s` : e.delay;
+  if (e.deliverAt !== undefined) body.deliverAt = e.deliverAt instanceof Date ? e.deliverAt.toISOString() : e.deliverAt;
+  if (e.context !== undefined) body.context = e.context;
+  return body;
+}
+
+/**
+ * Runs `job` once for `request` and returns the answer. Never throws. `mocked` (testing) names
+ * stored steps that no earlier call reached: log lines before them are not replayed ones.
+ */
+export async function execute(job: Job<any, any>, request: RunRequest, mocked: ReadonlySet<string> = new Set()): Promise<RunAnswer> {
+  const stored = request.steps ?? {};
+  const done = new Set(Object.keys(stored).filter((k) => "output" in (stored[k] as object)));
+  const reported: ReportedStep[] = [];
+  const used = new Set<string>();
+  const logs: LogLine[] = [];
+  let suspended = false;
+  let broken: string | undefined;
+  let reportedBytes = 0;
+
+  const replaying = () => [...done].some((k) => !used.has(k) && !mocked.has(k));
+  const take = (key: string) => {
+    if (suspended) throw new Suspend();
+    if (broken !== undefined) throw new Nondeterminism(broken);
+    if (typeof key !== "string" || key.length === 0 || new TextEncoder().encode(key).length > 200) {
+      broken = `invalid step key ${JSON.stringify(key)}: use 1-200 bytes`;
+      throw new Nondeterminism(broken);
+    }
+    if (used.has(key)) {
+      broken = `step key ${JSON.stringify(key)} is used twice in this run: step keys must be unique within a run`;
+      throw new Nondeterminism(broken);
+    }
+    used.add(key);
+    const s = stored[key];
+    if (s === undefined) {
+      // A new step: every completed one must have been reached before it.
+      checkAllReached();
+    }
+    if ((s === undefined || !("output" in s)) && (reported.length >= MAX_STEPS_PER_ANSWER || reportedBytes > ANSWER_SOFT_LIMIT_BYTES)) {
+      // This answer is full: Flare stores what it has and calls again, and this step runs then.
+      suspended = true;
+      throw new Suspend();
+    }
+    return s;
+  };
+  const checkAllReached = () => {
+    const missed = [...done].filter((k) => !used.has(k));
+    if (missed.length > 0) {
+      broken = `the job's code changed while the run was in progress: step ${JSON.stringify(missed[0])} is stored but was not reached (step keys must come in the same order on every call)`;
+      throw new Nondeterminism(broken);
+    }
+  };
+  const suspend = (step: ReportedStep): never => {
+    reported.push(step);
+    suspended = true;
+    throw new Suspend();
+  };
+
+  const step: Step = {
+    async run<T>(key: string, fn: () => T | Promise<T>): Promise<Awaited<T>> {
+      const s = take(key);
+      if (s !== undefined && "output" in s) return s.output as Awaited<T>;
+      let value: Awaited<T>;
+      try {
+        value = await fn();
+      } catch (e) {
+        if (e instanceof Suspend || e instanceof Nondeterminism) throw e;
+        reported.push({ key, op: "run", error: message(e) });
+        throw e;
+      }
+      const text = value === undefined ? "null" : JSON.stringify(value);
+      const output = text === undefined ? null : JSON.parse(text);
+      reportedBytes += text === undefined ? 4 : text.length;
+      reported.push({ key, op: "run", output });
+      return output as Awaited<T>;
+    },
+    async sleep(key, duration) {
+      const s = take(key);
+      if (s !== undefined && "output" in s) return;
+      suspend({ key, op: "sleep", durationMs: toMs(duration) });
+    },
+    async sleepUntil(key, at) {
+      const s = take(key);
+      if (s !== undefined && "output" in s) return;
+      const when = at instanceof Date ? at : new Date(at);
+      if (Number.isNaN(when.getTime())) throw new Error(`step ${key}: invalid time ${String(at)}`);
+      suspend({ key, op: "sleep", until: when.toISOString() });
+    },
+    async sendEvent(key, events): Promise<SentEvents> {
+      const s = take(key);
+      if (s !== undefined && "output" in s) return s.output as SentEvents;
+      const list = Array.isArray(events) ? events : [events];
+      return suspend({ key, op: "sendEvent", events: list.map(eventBody) });
+    },
+  };
+
+  const log =
+    (level: LogLine["level"]) =>
+    (msg: string, fields?: Record<string, unknown>): void => {
+      // Lines of the part replayed from stored steps were sent by an earlier call.
+      if (replaying() || suspended) return;
+      logs.push(fields === undefined ? { level, message: String(msg) } : { level, message: String(msg), fields });
+    };
+  const logger: Logger = { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
+
+  const ctx: JobContext<unknown> = {
+    event: { id: request.event.id, name: request.event.name, payload: request.event.payload },
+    step,
+    logger,
+    run: { id: request.run.id, attempt: request.run.attempt, maxAttempts: request.run.maxAttempts },
+  };
+  const answer = (a: RunAnswer): RunAnswer => {
+    if (reported.length > 0) a.steps = reported;
+    if (logs.length > 0) a.logs = logs;
+    return a;
+  };
+  try {
+    const output = await job.fn(ctx);
+    if (broken !== undefined) return answer({ error: broken, retry: false });
+    if (suspended) return answer({});
+    checkAllReached();
+    return answer({ output: output === undefined ? null : output });
+  } catch (e) {
+    if (broken !== undefined) return { error: broken, retry: false, ...(logs.length > 0 ? { logs } : {}) };
+    if (suspended) return answer({});
+    if (e instanceof NonRetriableError) return answer({ error: message(e), retry: false });
+    return answer({ error: message(e) });
+  }
+}

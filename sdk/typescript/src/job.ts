@@ -1,0 +1,168 @@
+/** Jobs: their definition (what Flare indexes) and the function that runs them. */
+
+/** The event that started a run. */
+export interface FlareEvent<P = unknown> {
+  /** The event's id. */
+  id: string;
+  /** The event's name, such as `user.created`. */
+  name: string;
+  /** Its payload. */
+  payload: P;
+}
+
+/** The run being executed. */
+export interface RunInfo {
+  /** The run's id: the same for every attempt. Use it as the idempotency key of side effects. */
+  id: string;
+  /** This attempt's number, from 1. */
+  attempt: number;
+  /** The attempts allowed. */
+  maxAttempts: number;
+}
+
+/** A duration: milliseconds, or text such as `"30s"`, `"15m"`, `"2h"`, `"3d"`, `"1h30m"`. */
+export type Duration = number | string;
+
+/** An event to send (from a job's `step.sendEvent`, or the client). */
+export interface EventToSend<P = unknown> {
+  /** Event name (`a-z 0-9 _ -` segments separated by `.` or `/`). */
+  name: string;
+  /** Any JSON. */
+  payload?: P;
+  /** Deliver later (`"90s"`, `"1h30m"`, or milliseconds). */
+  delay?: Duration;
+  /** Deliver at this time. */
+  deliverAt?: Date | string;
+  /** Any JSON carried along with the event. */
+  context?: unknown;
+  /** Within a `step.sendEvent`: names this event within the step (its position by default). */
+  key?: string;
+}
+
+/** What `step.sendEvent` returns: the ids of the events sent. */
+export interface SentEvents {
+  ids: string[];
+}
+
+/** Durable steps: each result is stored by Flare and returned, not run again, on later calls. */
+export interface Step {
+  /**
+   * Runs `fn` as the step `key` (unique within the run) and returns its result, stored by Flare
+   * as soon as it is known. When the run is called again (the next step, a retry, after a sleep)
+   * the stored result is returned and `fn` is not called. The result must be JSON
+   * (`undefined` becomes `null`).
+   */
+  run<T>(key: string, fn: () => T | Promise<T>): Promise<Awaited<T>>;
+  /** Sleeps `duration` durably: the run holds no slot meanwhile, across Flare restarts. */
+  sleep(key: string, duration: Duration): Promise<void>;
+  /** Sleeps until `at` durably. */
+  sleepUntil(key: string, at: Date | string): Promise<void>;
+  /** Sends events chained to this run, once however often the run is called. */
+  sendEvent(key: string, events: EventToSend | EventToSend[]): Promise<SentEvents>;
+}
+
+/** Log lines stored with the run's attempt (shown on Flare's dashboard). */
+export interface Logger {
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** What a job's function receives. */
+export interface JobContext<P = unknown> {
+  event: FlareEvent<P>;
+  step: Step;
+  logger: Logger;
+  run: RunInfo;
+}
+
+/** A payload filter: keys of the payload, each with conditions (see docs/endpoints.md). */
+export type Filter = Record<string, unknown>;
+
+/** What starts a job: an event (with an optional payload filter) or a schedule. */
+export type Trigger =
+  | { event: string; filter?: Filter }
+  | { schedule: { cron: string; timezone?: string } | { intervalSeconds: number } };
+
+/** A job's retry policy (each field optional; Flare's defaults otherwise). */
+export interface Retry {
+  /** Attempts in all, the first included (default 3). */
+  maxAttempts?: number;
+  /** Delay before the second attempt, ms (default 1000). */
+  minDelayMs?: number;
+  /** Longest delay, ms (default one hour). */
+  maxDelayMs?: number;
+  /** Growth of the delay per attempt (default 2). */
+  factor?: number;
+}
+
+/** A job's definition. */
+export interface JobOptions {
+  /** 1-100 characters of `a-z 0-9 - _`, unique in the endpoint. */
+  id: string;
+  /** Shown on the dashboard (default: the id). */
+  name?: string;
+  /** Semver; bump it when the job's behaviour changes (default `1.0.0`). */
+  version?: string;
+  trigger: Trigger;
+  retry?: Retry;
+  /** How long one attempt may take, ms (default five minutes). */
+  timeoutMs?: number;
+  /** Runs of this job at once, per Flare process. */
+  concurrency?: number;
+}
+
+/** A job: its definition and its function. */
+export interface Job<P = unknown, R = unknown> {
+  readonly options: Readonly<JobOptions>;
+  readonly fn: (ctx: JobContext<P>) => R | Promise<R>;
+}
+
+/** An error that no retry can fix: the run fails at once, without the attempts left. */
+export class NonRetriableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "NonRetriableError";
+  }
+}
+
+/**
+ * Defines a job. `P` is the type of its event's payload.
+ *
+ * ```ts
+ * const welcome = defineJob<{ email: string }>(
+ *   { id: "welcome", trigger: { event: "user.created" } },
+ *   async ({ event, step }) => {
+ *     await step.run("send", () => mail(event.payload.email));
+ *   },
+ * );
+ * ```
+ */
+export function defineJob<P = unknown, R = unknown>(
+  options: JobOptions,
+  fn: (ctx: JobContext<P>) => R | Promise<R>,
+): Job<P, R> {
+  if (!/^[a-z0-9_-]{1,100}$/.test(options.id)) {
+    throw new Error(`invalid job id ${JSON.stringify(options.id)}: use 1-100 characters of a-z 0-9 - _`);
+  }
+  if (options.version !== undefined && !/^\d+\.\d+\.\d+$/.test(options.version)) {
+    throw new Error(`job ${options.id}: version ${JSON.stringify(options.version)} is not semver MAJOR.MINOR.PATCH`);
+  }
+  return { options: Object.freeze({ ...options }), fn };
+}
+
+/** A job's entry in the index answer. */
+export function indexEntry(job: Job<any, any>): Record<string, unknown> {
+  const o = job.options;
+  const entry: Record<string, unknown> = {
+    id: o.id,
+    name: o.name ?? o.id,
+    version: o.version ?? "1.0.0",
+    trigger: o.trigger,
+  };
+  if (o.retry !== undefined) entry.retry = o.retry;
+  if (o.timeoutMs !== undefined) entry.timeoutMs = o.timeoutMs;
+  if (o.concurrency !== undefined) entry.concurrency = o.concurrency;
+  return entry;
+}

@@ -1,0 +1,222 @@
+// The SDK's own tests (node --test), against the built package in dist/.
+import assert from "node:assert/strict";
+import http from "node:http";
+import { test } from "node:test";
+
+import { createHandler, defineJob, execute, Flare, NonRetriableError, serve, serveFetch, sign, toMs, verify } from "../dist/index.js";
+import { runJob } from "../dist/testing.js";
+
+const SECRET = "whsec_ZmxhcmUtZW5kcG9pbnQtZG9jcy1leGFtcGxlLWtleSE=";
+
+const request = (steps = {}, job = "onboard") => ({
+  action: "run",
+  protocol: 2,
+  run: { id: "run_1", attempt: 1, maxAttempts: 3 },
+  job: { id: job, version: "1.0.0" },
+  event: { id: "evt_1", name: "user.created", payload: { email: "ada@example.com" } },
+  steps,
+});
+
+let accounts = 0;
+const onboard = defineJob({ id: "onboard", trigger: { event: "user.created" } }, async ({ event, step, logger }) => {
+  logger.info("start");
+  const account = await step.run("create-account", () => {
+    accounts += 1;
+    return { id: "a_1", email: event.payload.email };
+  });
+  const plan = await step.run("pick-plan", () => "free");
+  await step.sleep("a-day-later", "1d");
+  logger.info("after the sleep");
+  const sent = await step.sendEvent("notify", { name: "user.onboarded", payload: { id: account.id } });
+  return { account: account.id, plan, sent: sent.ids };
+});
+
+test("the worked example of docs/endpoints.md verifies", async () => {
+  const body = '{"action":"index"}';
+  assert.equal(await sign(SECRET, "msg_2f1c7b9e4a8d0356", 1717171717, body), "v1,JX3TgSCyryPPV0rp5x/lz2JM5/JeGDsQWGTdZN7nhGM=");
+  const headers = { "webhook-id": "msg_2f1c7b9e4a8d0356", "webhook-timestamp": "1717171717", "webhook-signature": "v0,x v1,JX3TgSCyryPPV0rp5x/lz2JM5/JeGDsQWGTdZN7nhGM=" };
+  await verify(SECRET, headers, body, 1717171717);
+  await verify(["whsec_b3RoZXI=", SECRET], headers, body, 1717171717 + 299);
+  await assert.rejects(verify(SECRET, headers, body, 1717171717 + 301), /within 5 minutes/);
+  await assert.rejects(verify(SECRET, headers, body + " ", 1717171717), /no webhook-signature entry matches/);
+  await assert.rejects(verify(SECRET, { ...headers, "webhook-id": null }, body, 1717171717), /missing/);
+});
+
+test("a call runs new steps until one suspends, replaying stored ones", async () => {
+  accounts = 0;
+  const first = await execute(onboard, request());
+  assert.deepEqual(first.steps, [
+    { key: "create-account", op: "run", output: { id: "a_1", email: "ada@example.com" } },
+    { key: "pick-plan", op: "run", output: "free" },
+    { key: "a-day-later", op: "sleep", durationMs: 86_400_000 },
+  ]);
+  assert.equal("output" in first, false);
+  assert.deepEqual(first.logs, [{ level: "info", message: "start" }]);
+  const stored = { "create-account": { output: { id: "a_1" } }, "pick-plan": { output: "free" }, "a-day-later": { output: null } };
+  const second = await execute(onboard, request(stored));
+  assert.deepEqual(second.steps, [{ key: "notify", op: "sendEvent", events: [{ name: "user.onboarded", payload: { id: "a_1" } }] }]);
+  assert.deepEqual(second.logs, [{ level: "info", message: "after the sleep" }], "replayed lines are not sent again");
+  const third = await execute(onboard, request({ ...stored, notify: { output: { ids: ["run_1-notify-0"] } } }));
+  assert.deepEqual(third, { output: { account: "a_1", plan: "free", sent: ["run_1-notify-0"] } });
+  assert.equal(accounts, 1, "a stored step is not run again");
+});
+
+test("a failed step is reported with the error; a failed stored step runs again", async () => {
+  let tries = 0;
+  const job = defineJob({ id: "flaky", trigger: { event: "a.b" } }, async ({ step }) => {
+    await step.run("one", () => 1);
+    return step.run("two", () => {
+      tries += 1;
+      if (tries === 1) throw new Error("carrier down");
+      return "ok";
+    });
+  });
+  const a = await execute(job, request({}, "flaky"));
+  assert.deepEqual(a, { steps: [{ key: "one", op: "run", output: 1 }, { key: "two", op: "run", error: "carrier down" }], error: "carrier down" });
+  const b = await execute(job, request({ one: { output: 1 }, two: { error: "carrier down" } }, "flaky"));
+  assert.deepEqual(b, { steps: [{ key: "two", op: "run", output: "ok" }], output: "ok" });
+  const fatal = defineJob({ id: "fatal", trigger: { event: "a.b" } }, () => {
+    throw new NonRetriableError("no such user");
+  });
+  assert.deepEqual(await execute(fatal, request({}, "fatal")), { error: "no such user", retry: false });
+});
+
+test("changed code and reused keys fail the run without retry", async () => {
+  const job = defineJob({ id: "changed", trigger: { event: "a.b" } }, async ({ step }) => {
+    await step.run("renamed", () => 1);
+    return 1;
+  });
+  const a = await execute(job, request({ original: { output: 1 } }, "changed"));
+  assert.equal(a.retry, false);
+  assert.match(a.error, /code changed.*"original" is stored but was not reached/);
+  const twice = defineJob({ id: "twice", trigger: { event: "a.b" } }, async ({ step }) => {
+    await step.run("a", () => 1);
+    await step.run("a", () => 2);
+  });
+  const b = await execute(twice, request({}, "twice"));
+  assert.equal(b.retry, false);
+  assert.match(b.error, /used twice/);
+  // Returning early with stored steps left over is changed code too.
+  const early = defineJob({ id: "early", trigger: { event: "a.b" } }, async () => 1);
+  assert.match((await execute(early, request({ x: { output: 1 } }, "early"))).error, /"x" is stored/);
+});
+
+test("a full answer ends before the next new step, which runs in the next call", async () => {
+  const many = defineJob({ id: "many", trigger: { event: "a.b" } }, async ({ step }) => {
+    let sum = 0;
+    for (let i = 0; i < 150; i++) sum += await step.run(`s${i}`, () => i);
+    return sum;
+  });
+  const first = await execute(many, request({}, "many"));
+  assert.equal(first.steps.length, 100);
+  assert.equal("output" in first, false);
+  const r = await runJob(many, { event: { payload: null } });
+  assert.equal(r.output, 11175);
+  const big = defineJob({ id: "big", trigger: { event: "a.b" } }, async ({ step }) => {
+    for (let i = 0; i < 3; i++) await step.run(`b${i}`, () => "x".repeat(300 * 1024));
+    return "done";
+  });
+  assert.equal((await execute(big, request({}, "big"))).steps.length, 2, "past 512 KiB the answer goes");
+});
+
+test("runJob runs a job to its end with mocked steps", async () => {
+  accounts = 0;
+  const r = await runJob(onboard, { event: { payload: { email: "b@example.com" } }, steps: { "create-account": { id: "a_mock" } } });
+  assert.equal(accounts, 0, "the mocked step did not run");
+  assert.deepEqual(r.output, { account: "a_mock", plan: "free", sent: ["run_test-notify-0"] });
+  assert.deepEqual(r.sleeps, [{ key: "a-day-later", durationMs: 86_400_000 }]);
+  assert.deepEqual(r.events, [{ name: "user.onboarded", payload: { id: "a_mock" } }]);
+  assert.deepEqual(r.steps.map((s) => s.key), ["pick-plan", "a-day-later", "notify"]);
+  assert.deepEqual(r.logs.map((l) => l.message), ["start", "after the sleep"]);
+});
+
+async function signedPost(url, body, secret = SECRET) {
+  const id = "msg_test";
+  const ts = Math.floor(Date.now() / 1000);
+  const headers = { "content-type": "application/json", "webhook-id": id, "webhook-timestamp": String(ts), "webhook-signature": await sign(secret, id, ts, body) };
+  return fetch(url, { method: "POST", headers, body });
+}
+
+test("serve() answers index and run over node:http, and refuses unsigned requests", async () => {
+  const server = http.createServer(serve({ jobs: [onboard], secret: SECRET }));
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${server.address().port}/flare`;
+  try {
+    const index = await (await signedPost(url, '{"action":"index"}')).json();
+    assert.deepEqual(index, { protocol: 2, jobs: [{ id: "onboard", name: "onboard", version: "1.0.0", trigger: { event: "user.created" } }] });
+    const run = await (await signedPost(url, JSON.stringify(request({}, "nope")))).json();
+    assert.deepEqual(run, { error: 'this endpoint serves no job "nope"', retry: false });
+    const unsigned = await fetch(url, { method: "POST", body: "{}" });
+    assert.equal(unsigned.status, 401);
+    assert.equal((await signedPost(url, '{"action":"index"}', "whsec_b3RoZXI=")).status, 401);
+  } finally {
+    server.close();
+  }
+});
+
+test("serveFetch() is a Request → Response handler", async () => {
+  const handler = serveFetch({ jobs: [onboard], secret: SECRET });
+  const body = JSON.stringify(request());
+  const id = "msg_f";
+  const ts = Math.floor(Date.now() / 1000);
+  const res = await handler(new Request("http://x/flare", { method: "POST", body, headers: { "webhook-id": id, "webhook-timestamp": String(ts), "webhook-signature": await sign(SECRET, id, ts, body) } }));
+  assert.equal(res.status, 200);
+  assert.equal((await res.json()).steps.length, 3);
+  assert.equal((await handler(new Request("http://x/flare"))).status, 405);
+  assert.throws(() => createHandler({ jobs: [onboard, onboard], secret: SECRET }), /used twice/);
+});
+
+test("the client sends events with an id, a delay and deliverAt", async () => {
+  const seen = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      seen.push({ auth: req.headers.authorization, url: req.url, body: JSON.parse(body) });
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ success: true, result: { id: "evt_9", name: "a.b", runIds: [] }, duplicate: false }));
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  try {
+    const flare = new Flare({ baseUrl: `http://127.0.0.1:${server.address().port}/`, apiKey: "k" });
+    const sent = await flare.send("a.b", { n: 1 }, { id: "order-1", delay: "1h30m" });
+    assert.equal(sent.event.id, "evt_9");
+    await flare.send("a.b", null, { deliverAt: new Date("2030-01-01T09:00:00Z") });
+    assert.deepEqual(seen[0], { auth: "Bearer k", url: "/trigger", body: { event: "a.b", payload: { n: 1 }, delay: "1h30m", id: "order-1" } });
+    assert.deepEqual(seen[1].body, { event: "a.b", payload: null, deliverAt: "2030-01-01T09:00:00.000Z" });
+  } finally {
+    server.close();
+  }
+});
+
+test("durations", () => {
+  assert.equal(toMs(1500), 1500);
+  assert.equal(toMs("1h30m"), 5_400_000);
+  assert.equal(toMs("3d"), 259_200_000);
+  assert.equal(toMs("250ms"), 250);
+  assert.throws(() => toMs("soon"), /invalid duration/);
+});
+
+test("serve() is an Express handler, also after express.raw()", async () => {
+  const { default: express } = await import("express");
+  const app = express();
+  app.post("/flare", serve({ jobs: [onboard], secret: SECRET }));
+  app.post("/raw", express.raw({ type: "application/json" }), serve({ jobs: [onboard], secret: SECRET }));
+  app.post("/parsed", express.json(), serve({ jobs: [onboard], secret: SECRET }));
+  const server = app.listen(0, "127.0.0.1");
+  await new Promise((r) => server.once("listening", r));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  try {
+    for (const path of ["/flare", "/raw"]) {
+      const res = await signedPost(`${base}${path}`, JSON.stringify(request()));
+      assert.equal(res.status, 200, path);
+      assert.equal((await res.json()).steps.length, 3, path);
+    }
+    const parsed = await signedPost(`${base}/parsed`, '{"action":"index"}');
+    assert.equal(parsed.status, 500);
+    assert.match((await parsed.json()).error, /express\.json\(\)/);
+  } finally {
+    server.close();
+  }
+});

@@ -1,0 +1,27 @@
+// A job of the TypeScript SDK, run under a real `flare serve` by tests/sdk_e2e.rs: a step, a
+// sleep (across a Flare restart), a step that fails on the first attempt (a retry), an event.
+import http from "node:http";
+
+import { defineJob, serve } from "../../sdk/typescript/dist/index.js";
+
+let firstRuns = 0;
+const job = defineJob(
+  { id: "e2e-ts", name: "SDK end to end (TypeScript)", trigger: { event: "e2e.ts" }, retry: { maxAttempts: 3, minDelayMs: 100, maxDelayMs: 200 } },
+  async ({ event, step, run, logger }) => {
+    const first = await step.run("first", () => {
+      firstRuns += 1;
+      return { n: event.payload.n };
+    });
+    await step.sleep("nap", event.payload.sleepMs);
+    logger.info("woke up");
+    const flaky = await step.run("flaky", () => {
+      if (run.attempt === 1) throw new Error("flaky failure on attempt 1");
+      return `ok on attempt ${run.attempt}`;
+    });
+    const sent = await step.sendEvent("notify", { name: "e2e.done", payload: { n: first.n } });
+    return { first, flaky, sent: sent.ids, firstRuns };
+  },
+);
+
+const port = Number(process.env.PORT ?? 4000);
+http.createServer(serve({ jobs: [job] })).listen(port, "127.0.0.1", () => console.log(`listening on ${port}`));

@@ -1,0 +1,38 @@
+"""A job of the Python SDK, run under a real `flare serve` by tests/sdk_e2e.rs: a step, a sleep
+(across a Flare restart), a step that fails on the first attempt (a retry), an event."""
+
+import os
+import sys
+from typing import Any, Dict
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python", "src"))
+
+from flare_sdk import Context, define_job, serve_http  # noqa: E402
+
+first_runs = 0
+
+
+def first(n: int) -> Dict[str, int]:
+    global first_runs
+    first_runs += 1
+    return {"n": n}
+
+
+@define_job("e2e-py", name="SDK end to end (Python)", trigger={"event": "e2e.py"}, retry={"maxAttempts": 3, "minDelayMs": 100, "maxDelayMs": 200})
+async def job(ctx: Context) -> Dict[str, Any]:
+    got = await ctx.step.run("first", lambda: first(ctx.event.payload["n"]))
+    await ctx.step.sleep("nap", ctx.event.payload["sleepMs"])
+    ctx.logger.info("woke up")
+
+    def flaky() -> str:
+        if ctx.run.attempt == 1:
+            raise RuntimeError("flaky failure on attempt 1")
+        return f"ok on attempt {ctx.run.attempt}"
+
+    result = await ctx.step.run("flaky", flaky)
+    sent = await ctx.step.send_event("notify", {"name": "e2e.done", "payload": {"n": got["n"]}})
+    return {"first": got, "flaky": result, "sent": sent["ids"], "firstRuns": first_runs}
+
+
+print("listening on", os.environ.get("PORT", "4000"), flush=True)
+serve_http([job], port=int(os.environ.get("PORT", "4000")))
