@@ -134,7 +134,7 @@ impl Store {
 
 /// Events.
 impl Store {
-    /// Inserts an event; an immediate one gets its runs in the same transaction (an existing id is a no-op).
+    /// Inserts an event; an immediate one gets its runs and resumes the waits it matches in the same transaction (an existing id is a no-op).
     pub async fn event_insert(&self, event: NewEvent) -> Result<Inserted> {
         dispatch!(self, s => s.event_insert(event).await)
     }
@@ -304,6 +304,19 @@ impl Store {
             return Ok(false);
         }
         dispatch!(self, s => s.step_record(step).await)
+    }
+
+    /// Ends a wait for an event at its timeout unless an event resumed it first; the step's output (`None`: lease lost).
+    pub async fn wait_expire(
+        &self,
+        lease: Lease,
+        key: &str,
+        now: i64,
+    ) -> Result<Option<serde_json::Value>> {
+        if !storable(key) || !storable(&lease.run_id) {
+            return Ok(None);
+        }
+        dispatch!(self, s => s.wait_expire(lease, key.to_string(), now).await)
     }
 
     /// A run's steps, in the order they first started.

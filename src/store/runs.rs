@@ -78,6 +78,9 @@ pub enum Finish {
         until: i64,
         /// When the job called `wait`, ms.
         since: i64,
+        /// `io.wait_for_event`: the event waited for (stored with the run, looked up by each
+        /// insert of an event of that name); `until` is then the timeout.
+        event: Option<crate::model::EventWait>,
     },
 }
 

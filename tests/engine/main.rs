@@ -20,3 +20,4 @@ mod runs;
 mod schedules;
 mod shutdown;
 mod steps;
+mod waits;

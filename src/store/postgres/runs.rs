@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::rows::{count_of, json_text, opt_json, rows, run_from_row, u32_of, RUN_COLUMNS};
 use super::{PgStore, GENERIC_PLAN, GENERIC_PLAN_NO_WAIT};
-use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus};
+use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus, StepKind};
 use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail};
 
 /// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
@@ -260,19 +260,19 @@ pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -
 /// shutdown); the run row follows; the wait step, the attempt (`waiting`) and the log lines are
 /// written for those alone. The queue row is locked before the run row, as everywhere.
 pub(super) const SUSPEND_SQL: &str = "WITH u AS ( \
-       SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[]) \
-         AS u(id, token, key, until, since, finished_at)), \
+       SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $13::text[]) \
+         AS u(id, token, key, until, since, finished_at, kind)), \
      waiting AS ( \
        UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = u.until, attempt = q.attempt - 1 \
        FROM runs r, u WHERE r.id = u.id AND q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL \
-       RETURNING q.seq, u.id, q.attempt + 1 AS attempt, q.started_at, q.node, u.key, u.until, u.since, u.finished_at), \
+       RETURNING q.seq, u.id, q.attempt + 1 AS attempt, q.started_at, q.node, u.key, u.until, u.since, u.finished_at, u.kind), \
      hist AS ( \
        UPDATE runs r SET run_at = w.until, attempt = w.attempt - 1, started_at = w.started_at, node = w.node \
        FROM waiting w WHERE r.seq = w.seq), \
      steps AS ( \
        INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, wait_until) \
-       SELECT id, key, 'wait', 'waiting', attempt, since, until FROM waiting \
-       ON CONFLICT (run_id, key) DO UPDATE SET status = excluded.status, attempt = excluded.attempt, \
+       SELECT id, key, kind, 'waiting', attempt, since, until FROM waiting \
+       ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, attempt = excluded.attempt, \
          wait_until = excluded.wait_until \
        WHERE run_steps.status <> 'succeeded'), \
      attempts AS ( \
@@ -339,11 +339,20 @@ impl PgStore {
         let (waits, ends): (Vec<&Completion>, Vec<&Completion>) = completions
             .iter()
             .partition(|c| matches!(c.finish, Finish::Wait { .. }));
+        // A wait for an event has a transaction of its own (it takes the event name's lock).
+        let (on_event, waits): (Vec<&Completion>, Vec<&Completion>) = waits
+            .into_iter()
+            .partition(|c| matches!(c.finish, Finish::Wait { event: Some(_), .. }));
         let mut held = if waits.is_empty() {
             HashSet::new()
         } else {
             self.runs_suspend(&waits).await?
         };
+        for c in on_event {
+            if self.run_suspend_on_event(c).await? {
+                held.insert(c.run_id.clone());
+            }
+        }
         if !ends.is_empty() {
             held.extend(self.runs_end(&ends).await?);
         }
@@ -609,11 +618,13 @@ impl PgStore {
             Vec::with_capacity(n),
         );
         let mut logs = super::runs::LogColumns::default();
+        let mut kinds = Vec::with_capacity(n);
         for c in waits {
             let Finish::Wait {
                 key,
                 until: due,
                 since: called,
+                event,
             } = &c.finish
             else {
                 continue;
@@ -623,6 +634,11 @@ impl PgStore {
             keys.push(key.as_str());
             until.push(*due);
             since.push(*called);
+            kinds.push(if event.is_some() {
+                StepKind::EventWait.as_str()
+            } else {
+                StepKind::Wait.as_str()
+            });
             finished.push(c.finished_at);
             logs.add(&c.run_id, &c.logs);
         }
@@ -645,6 +661,7 @@ impl PgStore {
                     &logs.message,
                     &logs.fields,
                     &logs.at,
+                    &kinds,
                 ],
             )
             .await?
@@ -652,6 +669,62 @@ impl PgStore {
             .map(|r| r.try_get::<_, String>(0))
             .collect::<Result<HashSet<_>, _>>()?;
         if !held.is_empty() {
+            self.wake();
+        }
+        Ok(held)
+    }
+
+    /// Suspends one run on a wait for an event ([`Finish::Wait`] with `event`) in a transaction
+    /// of its own: the event name's exclusive lock (see `waits.rs`), the suspension, the wait
+    /// stored, and a matching event sent since the wait was reached looked for. Returns whether
+    /// the lease was still held.
+    async fn run_suspend_on_event(&self, c: &Completion) -> Result<bool> {
+        let Finish::Wait {
+            key,
+            until,
+            since,
+            event: Some(wait),
+        } = &c.finish
+        else {
+            return Ok(false);
+        };
+        let mut logs = super::runs::LogColumns::default();
+        logs.add(&c.run_id, &c.logs);
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        super::rows::exec(
+            &tx,
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&super::waits::LOCK_CLASS, &wait.event],
+        )
+        .await?;
+        let held = !rows(
+            &tx,
+            SUSPEND_SQL,
+            &[
+                &vec![c.run_id.as_str()],
+                &vec![c.token],
+                &vec![key.as_str()],
+                &vec![*until],
+                &vec![*since],
+                &vec![c.finished_at],
+                &logs.run,
+                &logs.attempt,
+                &logs.level,
+                &logs.message,
+                &logs.fields,
+                &logs.at,
+                &vec![StepKind::EventWait.as_str()],
+            ],
+        )
+        .await?
+        .is_empty();
+        if held {
+            super::waits::register(&tx, &c.run_id, key, wait, *since, *until, c.finished_at)
+                .await?;
+        }
+        tx.commit().await?;
+        if held {
             self.wake();
         }
         Ok(held)

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::rows::{json_text, rows, u32_of};
 use super::PgStore;
 use crate::model::{ms_to_time, Step, StepKind, StepStatus};
-use crate::store::{Error, NewStep, Result};
+use crate::store::{Error, Lease, NewStep, Result};
 
 /// Records a step while the run's queue row holds the lease token `$11`. The queue row is
 /// locked `FOR SHARE`, so a rescue or completion of the run waits for this statement and one
@@ -93,5 +93,14 @@ impl PgStore {
     pub async fn run_steps(&self, run_id: String) -> Result<Vec<Step>> {
         let client = self.conn().await?;
         steps_of(&client, &run_id).await
+    }
+
+    /// See [`crate::store::Store::wait_expire`]: one transaction (`waits::expire`).
+    pub async fn wait_expire(&self, lease: Lease, key: String, now: i64) -> Result<Option<Value>> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let output = super::waits::expire(&tx, &lease, &key, now).await?;
+        tx.commit().await?;
+        Ok(output)
     }
 }

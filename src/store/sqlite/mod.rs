@@ -24,6 +24,7 @@ mod rows;
 mod runs;
 mod search;
 mod steps;
+mod waits;
 mod webhooks;
 mod writer;
 
@@ -64,6 +65,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
+    (30, include_str!("0030_event_waits.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

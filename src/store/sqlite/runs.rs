@@ -237,7 +237,7 @@ impl SqliteStore {
                         "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
                          WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
                     )?.execute(params![c.run_id, c.token, c.finished_at, error])?, &c.job_id, Some(error.as_str())),
-                    Finish::Wait { key, until, since } => {
+                    Finish::Wait { key, until, since, event } => {
                         // Back to the queue, due when the wait is; the attempt does not count.
                         let n = ctx.conn.prepare_cached(
                             "UPDATE runs SET status = 'queued', attempt = attempt - 1, run_at = ?3, lease_until = NULL, lease_token = NULL \
@@ -245,10 +245,14 @@ impl SqliteStore {
                         )?.execute(params![c.run_id, c.token, until])?;
                         if n == 1 {
                             ctx.wake = true;
+                            let kind = if event.is_some() { StepKind::EventWait } else { StepKind::Wait };
                             ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
-                                c.run_id, key, StepKind::Wait.as_str(), StepStatus::Waiting.as_str(),
+                                c.run_id, key, kind.as_str(), StepStatus::Waiting.as_str(),
                                 c.attempt, since, None::<i64>, until, None::<String>, None::<String>
                             ])?;
+                            if let Some(wait) = event {
+                                super::waits::register(ctx.conn, &c.run_id, key, wait, *since, *until, c.finished_at)?;
+                            }
                         }
                         ("waiting", n == 1, None, None)
                     }
