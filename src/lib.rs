@@ -87,3 +87,4 @@ pub use model::{
 };
 pub use model::{Event, JobError};
 pub use schedule::Schedule;
+pub use store::ended::RunFailure;

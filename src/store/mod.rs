@@ -1,6 +1,6 @@
 //! Storage: the only module that speaks SQL. This file is the store's contract: every operation,
 //! grouped by noun, one line each; the parameter and result types live beside it, one file per
-//! noun (`events`, `runs`, `steps`, `jobs`, `schedules`, `webhooks`, `endpoints`, `nodes`,
+//! noun (`events`, `runs`, `ended` (the events of runs that fail or are cancelled), `steps`, `jobs`, `schedules`, `webhooks`, `endpoints`, `nodes`,
 //! `stats`, `page`), the error in `error`.
 //!
 //! [`Store`] is a concrete type over two backends with the same file names holding the same things
@@ -28,6 +28,7 @@ macro_rules! dispatch {
     };
 }
 
+pub mod ended;
 pub mod endpoints;
 pub mod error;
 pub mod events;

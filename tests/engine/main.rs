@@ -14,6 +14,7 @@ mod support;
 
 mod control;
 mod events;
+mod failure_events;
 mod failures;
 mod leader;
 mod runs;

@@ -29,6 +29,7 @@
 //! - **Storage down** for tests ([`PgStore::health_fail_writes`]): every write transaction then
 //!   starts `READ ONLY`, so PostgreSQL itself refuses the writes.
 
+mod ended;
 mod endpoints;
 mod events;
 mod jobs;

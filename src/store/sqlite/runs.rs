@@ -83,6 +83,7 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
         )?
         .execute(params![id, now])?;
     ctx.tally.run(now, &job, "cancelled", 1);
+    super::ended::send_ended(ctx, id, true, None, now)?;
     if status == "running" {
         record_attempt(
             ctx.conn,
@@ -261,6 +262,9 @@ impl SqliteStore {
                 if let Some(job) = finished {
                     ctx.tally.run(c.finished_at, job, outcome, 1);
                 }
+                if let (true, Finish::Failed(error)) = (ok, &c.finish) {
+                    super::ended::send_ended(ctx, &c.run_id, false, Some(error), c.finished_at)?;
+                }
                 if ok {
                     // A success's attempt is the run row itself (see `RunDetail::new`).
                     if !matches!(c.finish, Finish::Succeeded(_)) {
@@ -358,6 +362,7 @@ impl SqliteStore {
                 record_attempt(ctx.conn, id, *attempt, "lost", *started, now, Some(error))?;
                 if let Some(at) = finished {
                     ctx.tally.run(*at, job, "failed", 1);
+                    super::ended::send_ended(ctx, id, false, Some(error), now)?;
                 }
             }
             if !rescued.is_empty() {
