@@ -6,11 +6,14 @@
 use std::time::Duration;
 
 use flare::store::RunDetail;
-use flare::{event_trigger, Client, Io, Job, RunStatus, SendEvent, StepKind, StepStatus, WaitFor};
+use flare::{
+    event_trigger, Client, Clock, Io, Job, RunStatus, SendEvent, StepKind, StepStatus, WaitFor,
+};
 use serde_json::{json, Value};
 
 use crate::backend_tests;
-use crate::support::{settled, wait_for, TestDb};
+use crate::support::http::{call, json_request};
+use crate::support::{sample, settled, wait_for, TestDb};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -277,7 +280,49 @@ async fn events_sent_while_runs_enter_the_wait_are_never_missed(db: TestDb) {
     }
 }
 
+async fn the_api_and_the_run_page_show_what_a_run_waits_for(db: TestDb) {
+    let (client, clock) = db.client().await;
+    client.define_job(payer()).unwrap();
+    let t0 = clock.now_ms();
+    let ev = client
+        .send_event("invoice.created", &json!({ "invoiceId": "in_9" }))
+        .await
+        .unwrap();
+    let run_id = &ev.run_ids[0];
+    waiting(&client, run_id).await;
+    let app = sample::router(&client, db.url.clone(), None);
+    let api = call(
+        &app,
+        json_request("GET", &format!("/api/runs/{run_id}"), None),
+    )
+    .await;
+    assert_eq!(api.status, axum::http::StatusCode::OK, "{}", api.text);
+    let w = &api.json["waitingFor"];
+    assert_eq!(w["event"], "invoice.paid");
+    assert_eq!(w["match"], "payload.invoiceId");
+    assert_eq!(w["matchValue"], "in_9");
+    assert_eq!(w["stepKey"], "paid");
+    let until = chrono::DateTime::parse_from_rfc3339(w["until"].as_str().unwrap()).unwrap();
+    assert_eq!(until.timestamp_millis(), t0 + 3 * 86_400_000);
+    let page = call(&app, json_request("GET", &format!("/runs/{run_id}"), None)).await;
+    assert!(page.text.contains("Waiting for an event"), "{}", page.text);
+    assert!(page.text.contains("payload.invoiceId"));
+
+    client
+        .send_event("invoice.paid", &json!({ "invoiceId": "in_9" }))
+        .await
+        .unwrap();
+    settled(&client, &ev.id).await;
+    let api = call(
+        &app,
+        json_request("GET", &format!("/api/runs/{run_id}"), None),
+    )
+    .await;
+    assert_eq!(api.json["waitingFor"], Value::Null);
+}
+
 backend_tests!(
+    the_api_and_the_run_page_show_what_a_run_waits_for,
     a_matching_event_resumes_the_waiting_run_and_others_do_not,
     every_matching_waiter_gets_the_event,
     a_condition_that_does_not_hold_keeps_the_run_waiting,

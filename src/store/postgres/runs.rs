@@ -674,7 +674,10 @@ impl PgStore {
             });
         }
         let steps = super::steps::steps_of(c, &id).await?;
-        Ok(Some(RunDetail::new(run, logs, attempts, steps)))
+        let wait = super::waits::pending(c, &id).await?;
+        Ok(Some(
+            RunDetail::new(run, logs, attempts, steps).with_wait(wait),
+        ))
     }
 
     /// See [`crate::store::Store::run_counts`].

@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::rows::{exec, json_text, opt_json, rows};
 use crate::model::wait::{event_value, match_key};
 use crate::model::{ms_to_time, EventWait, WaitedEvent};
-use crate::store::{Lease, Result};
+use crate::store::{Lease, PendingWait, Result};
 
 /// The advisory lock class (first key) of the per-name locks; the issue that brought them.
 pub(super) const LOCK_CLASS: i32 = 27;
@@ -300,4 +300,27 @@ pub(super) async fn expire<C: GenericClient>(
     .transpose()?
     .flatten();
     Ok(Some(opt_json(output)?.unwrap_or(Value::Null)))
+}
+
+/// The pending wait for an event of run `run_id`, if any.
+pub(super) async fn pending<C: GenericClient>(c: &C, run_id: &str) -> Result<Option<PendingWait>> {
+    let found = rows(
+        c,
+        "SELECT step_key, event_name, match_path, match_value, condition, since, until \
+         FROM run_waits WHERE run_id = $1 ORDER BY since LIMIT 1",
+        &[&run_id],
+    )
+    .await?;
+    let Some(r) = found.first() else {
+        return Ok(None);
+    };
+    Ok(Some(PendingWait::from_row(
+        r.try_get(0)?,
+        r.try_get(1)?,
+        r.try_get(2)?,
+        r.try_get(3)?,
+        r.try_get(4)?,
+        r.try_get(5)?,
+        r.try_get(6)?,
+    )))
 }

@@ -469,7 +469,8 @@ impl SqliteStore {
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             let steps = super::steps::steps_of(c, &id)?;
-            Ok(Some(RunDetail::new(run, logs, attempts, steps)))
+            let wait = super::waits::pending(c, &id)?;
+            Ok(Some(RunDetail::new(run, logs, attempts, steps).with_wait(wait)))
         })
         .await
     }

@@ -14,7 +14,7 @@ use super::writer::Guard;
 use super::SqliteStore;
 use crate::model::wait::{event_value, match_key};
 use crate::model::{ms_to_time, EventWait, WaitedEvent};
-use crate::store::{Lease, Result};
+use crate::store::{Lease, PendingWait, Result};
 
 /// Stores the wait of run `run_id`'s step `key` (suspended at `since`, timing out at `until`) and
 /// resumes it at once with the first matching event delivered since `since`, if any. Returns
@@ -154,6 +154,27 @@ fn resolve(
     conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
         .execute(params![run_id, now])?;
     Ok(true)
+}
+
+/// The pending wait for an event of run `run_id`, if any.
+pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingWait>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT step_key, event_name, match_path, match_value, condition, since, until \
+             FROM run_waits WHERE run_id = ?1 ORDER BY since LIMIT 1",
+        )?
+        .query_row([run_id], |r| {
+            Ok(PendingWait::from_row(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
+        .optional()?)
 }
 
 impl SqliteStore {
