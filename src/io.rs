@@ -206,6 +206,73 @@ impl Io {
             .await
     }
 
+    /// Runs job `job_id` with `payload` as the durable step `key` (a run of that job alone, whose
+    /// event's parent is this run) and returns its output once it succeeded. Its failure or
+    /// cancellation, or its not ending within `timeout`, is returned as a step error (the job's
+    /// retry policy applies; the stored outcome is returned again on a retry). Meanwhile this run
+    /// holds no worker slot, as in [`Io::wait_for_event`]; cancelling it cancels the child. An
+    /// unknown job id is a fatal error.
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// let tips: serde_json::Value = io
+    ///     .invoke("tips", "send-tips", &serde_json::json!({ "team": 1 }), std::time::Duration::from_secs(3600))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn invoke<T: DeserializeOwned, P: Serialize + ?Sized>(
+        &self,
+        key: &str,
+        job_id: &str,
+        payload: &P,
+        timeout: Duration,
+    ) -> Result<T, JobError> {
+        let payload = serde_json::to_value(payload).map_err(|e| {
+            JobError::fatal(format!("invoke {key:?}: the payload is not JSON: {e}"))
+        })?;
+        let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
+        let mut outputs = self
+            .exec
+            .steps
+            .invoke(&[key.to_string()], job_id, vec![payload], ms)
+            .await?;
+        serde_json::from_value(outputs.pop().unwrap_or_default()).map_err(|e| {
+            JobError::fatal(format!(
+                "invoke {key:?}: the output does not fit the type asked for: {e}"
+            ))
+        })
+    }
+
+    /// Runs job `job_id` once per payload (fan-out), all at once, as the steps `<key>:0`,
+    /// `<key>:1`, …, and returns their outputs in order when every one succeeded (fan-in); the
+    /// first failure found is returned as a step error. Each child's `timeout` counts from when
+    /// this run first waits for it. See [`Io::invoke`].
+    pub async fn invoke_all<T: DeserializeOwned, P: Serialize>(
+        &self,
+        key: &str,
+        job_id: &str,
+        payloads: &[P],
+        timeout: Duration,
+    ) -> Result<Vec<T>, JobError> {
+        let payloads = payloads
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| JobError::fatal(format!("invoke {key:?}: a payload is not JSON: {e}")))?;
+        let keys: Vec<String> = (0..payloads.len()).map(|i| format!("{key}:{i}")).collect();
+        let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
+        let outputs = self.exec.steps.invoke(&keys, job_id, payloads, ms).await?;
+        outputs
+            .into_iter()
+            .map(serde_json::from_value)
+            .collect::<Result<Vec<T>, _>>()
+            .map_err(|e| {
+                JobError::fatal(format!(
+                    "invoke {key:?}: an output does not fit the type asked for: {e}"
+                ))
+            })
+    }
+
     /// This run's id.
     pub fn run_id(&self) -> &str {
         &self.exec.run_id

@@ -321,6 +321,98 @@ impl Steps {
         }
     }
 
+    /// See [`crate::Io::invoke_all`]: runs of `job_id`, one per payload, as the steps `keys`;
+    /// their outputs once all have ended, or the first child error (a step error); otherwise
+    /// suspends the execution on the first child not ended yet (never returns).
+    pub(crate) async fn invoke(
+        &self,
+        keys: &[String],
+        job_id: &str,
+        payloads: Vec<Value>,
+        timeout_ms: i64,
+    ) -> Result<Vec<Value>, JobError> {
+        for key in keys {
+            self.take_key(key)?;
+        }
+        let stored = self.stored().await?;
+        let now = self.clock.now_ms();
+        // Every child not ended yet exists (started once per key, whoever asks again).
+        let mut children = Vec::with_capacity(keys.len());
+        for (key, payload) in keys.iter().zip(payloads) {
+            match stored.get(key) {
+                Some(step) if step.kind != StepKind::Invoke => {
+                    return Err(kind_clash(key, step.kind, StepKind::Invoke));
+                }
+                Some(step) if step.status == StepStatus::Succeeded => children.push(None),
+                _ => children.push(Some(self.spawn(key, job_id, payload, now).await?)),
+            }
+        }
+        let mut outputs = Vec::with_capacity(keys.len());
+        for (key, child) in keys.iter().zip(children) {
+            let (since, until) = match stored.get(key) {
+                Some(step) if step.status == StepStatus::Succeeded => {
+                    outputs.push(invoked(key, job_id, step.output.clone())?);
+                    continue;
+                }
+                Some(step) => (
+                    step.started_at.timestamp_millis(),
+                    step.wait_until.map_or(now, |t| t.timestamp_millis()),
+                ),
+                None => (now, now.saturating_add(timeout_ms.max(0))),
+            };
+            if stored.contains_key(key) && until <= now {
+                let ended = match self.store.wait_expire(self.lease.clone(), key, now).await {
+                    Ok(Some(output)) => output,
+                    Ok(None) => {
+                        return Err(JobError::from(format!(
+                            "invoke {key:?} could not end: this worker lost the run's lease"
+                        )))
+                    }
+                    Err(e) => {
+                        return Err(JobError::from(format!("invoke {key:?} could not end: {e}")))
+                    }
+                };
+                outputs.push(invoked(key, job_id, Some(ended))?);
+                continue;
+            }
+            let child = child.unwrap_or_default();
+            self.suspend(Suspension::Wait {
+                key: key.to_string(),
+                until,
+                since,
+                event: Some(EventWait::invoke(&child)),
+            })
+            .await;
+        }
+        Ok(outputs)
+    }
+
+    /// Starts (or finds) the child run of step `key`.
+    async fn spawn(
+        &self,
+        key: &str,
+        job_id: &str,
+        payload: Value,
+        now: i64,
+    ) -> Result<String, JobError> {
+        match self
+            .store
+            .run_invoke(self.lease.clone(), key, job_id, payload, now)
+            .await
+        {
+            Ok(Some(child)) => Ok(child),
+            Ok(None) => Err(JobError::from(format!(
+                "invoke {key:?} could not start its run: this worker lost the run's lease"
+            ))),
+            Err(crate::store::Error::NotFound { .. }) => Err(JobError::fatal(format!(
+                "invoke {key:?}: no job {job_id:?} is defined"
+            ))),
+            Err(e) => Err(JobError::from(format!(
+                "invoke {key:?} could not start its run: {e}"
+            ))),
+        }
+    }
+
     async fn fail(&self, e: JobError) {
         self.suspend(Suspension::Fail {
             message: e.message().to_string(),
@@ -341,6 +433,25 @@ impl Steps {
             }
         }
     }
+}
+
+/// The result of an invoked run as stored (`{runId, status, output, error}`; `null`: timed out).
+fn invoked(key: &str, job_id: &str, stored: Option<Value>) -> Result<Value, JobError> {
+    let stored = stored.unwrap_or(Value::Null);
+    if stored.is_null() {
+        return Err(JobError::from(format!(
+            "invoke {key:?}: the run of {job_id:?} did not end before the timeout"
+        )));
+    }
+    if stored["status"] == "succeeded" {
+        return Ok(stored["output"].clone());
+    }
+    Err(JobError::from(format!(
+        "invoke {key:?}: run {} of {job_id:?} {}: {}",
+        stored["runId"].as_str().unwrap_or("?"),
+        stored["status"].as_str().unwrap_or("ended"),
+        stored["error"].as_str().unwrap_or("no error given")
+    )))
 }
 
 /// The stored result of a wait for an event.

@@ -16,6 +16,8 @@ pub enum StepKind {
     Event,
     /// `io.wait_for_event`: the run sleeps until a matching event arrives or the timeout passes.
     EventWait,
+    /// `io.invoke`: the run sleeps until the job run it started ends, or the timeout passes.
+    Invoke,
 }
 
 impl StepKind {
@@ -26,6 +28,7 @@ impl StepKind {
             StepKind::Wait => "wait",
             StepKind::Event => "event",
             StepKind::EventWait => "event_wait",
+            StepKind::Invoke => "invoke",
         }
     }
     /// Parses the stored spelling.
@@ -35,6 +38,7 @@ impl StepKind {
             StepKind::Wait,
             StepKind::Event,
             StepKind::EventWait,
+            StepKind::Invoke,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

@@ -14,6 +14,15 @@ pub const MATCH_PREFIX: &str = "payload.";
 /// Longest match path or CEL condition, in bytes.
 pub const MAX_WAIT_TEXT_LEN: usize = 2_000;
 
+/// The name of the event that starts a run invoked by another (`io.invoke`): the child's event,
+/// inserted without fan-out (it starts the invoked job alone). A parent waits for its child under
+/// this name, matched on [`INVOKE_PATH`] = the child's run id, and is resumed when the child
+/// ends, not by any event.
+pub const INVOKE_EVENT: &str = "flare/job.invoked";
+
+/// The match path of a parent's wait for its child (never a payload path: no event matches it).
+pub const INVOKE_PATH: &str = "run";
+
 /// How a run waits for an event, as stored with the waiting run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -67,6 +76,31 @@ impl EventWait {
             run_event: condition.is_some().then_some(run_event),
             condition,
         })
+    }
+
+    /// The wait of a parent for its child run `child_run_id` (`io.invoke`).
+    pub fn invoke(child_run_id: &str) -> Self {
+        Self {
+            event: INVOKE_EVENT.to_string(),
+            match_path: INVOKE_PATH.to_string(),
+            match_value: child_run_id.to_string(),
+            condition: None,
+            run_event: None,
+        }
+    }
+
+    /// The kind of the step that waits so.
+    pub fn step_kind(&self) -> crate::model::StepKind {
+        if self.is_invoke() {
+            crate::model::StepKind::Invoke
+        } else {
+            crate::model::StepKind::EventWait
+        }
+    }
+
+    /// Whether this is a parent's wait for its child run.
+    pub fn is_invoke(&self) -> bool {
+        self.event == INVOKE_EVENT && self.match_path == INVOKE_PATH
     }
 
     /// Whether the incoming event `incoming` (`{id, name, payload}`) resumes this wait.

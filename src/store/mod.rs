@@ -320,6 +320,23 @@ impl Store {
         dispatch!(self, s => s.wait_expire(lease, key.to_string(), now).await)
     }
 
+    /// Starts a run of job `job_id` (alone) for the step `key` of the run holding `lease`, once per key; its id (`None`: lease lost).
+    pub async fn run_invoke(
+        &self,
+        lease: Lease,
+        key: &str,
+        job_id: &str,
+        payload: serde_json::Value,
+        now: i64,
+    ) -> Result<Option<String>> {
+        if !storable(key) || !storable(&lease.run_id) {
+            return Ok(None);
+        }
+        unstorable_id("job", job_id)?;
+        let (key, job_id) = (key.to_string(), job_id.to_string());
+        dispatch!(self, s => s.run_invoke(lease, key, job_id, payload, now).await)
+    }
+
     /// A run's steps, in the order they first started.
     pub async fn run_steps(&self, run_id: &str) -> Result<Vec<Step>> {
         if !storable(run_id) {

@@ -16,6 +16,7 @@ mod control;
 mod events;
 mod failure_events;
 mod failures;
+mod invoke;
 mod leader;
 mod runs;
 mod schedules;

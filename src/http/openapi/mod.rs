@@ -403,7 +403,7 @@ fn schemas() -> Value {
             "since": time(), "until": { "type": "string", "format": "date-time", "description": "The deadline: the wait ends with nothing then." } } },
         "Step": { "type": "object", "properties": {
             "key": { "type": "string", "description": "Unique within the run; a chained event's is event:<n> (call order) or event:<key>." },
-            "kind": { "type": "string", "enum": ["task", "wait", "event", "event_wait"] },
+            "kind": { "type": "string", "enum": ["task", "wait", "event", "event_wait", "invoke"] },
             "status": { "type": "string", "enum": ["succeeded", "failed", "waiting"],
                 "description": "A succeeded step is final: a run executing again gets its output without running it. A failed one runs again in the next attempt. A waiting one is a wait not yet due." },
             "attempt": { "type": "integer", "description": "The run's attempt that last ran it." },

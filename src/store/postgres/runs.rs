@@ -20,10 +20,10 @@ use deadpool_postgres::GenericClient;
 
 use super::ended::send_ended;
 use super::rows::{
-    count_of, json_text, opt_json, rows, run_from_row, triggers_refresh, u32_of, LogColumns,
+    count_of, exec, json_text, opt_json, rows, run_from_row, triggers_refresh, u32_of, LogColumns,
     RUN_COLUMNS,
 };
-use super::{PgStore, GENERIC_PLAN, GENERIC_PLAN_NO_WAIT};
+use super::{PgStore, GENERIC_PLAN_NO_WAIT};
 use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus};
 use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail, Triggers,
@@ -95,6 +95,12 @@ macro_rules! tally_sql {
     };
 }
 
+/// The settings of a completion: the generic plan, and the shared lock of the invoked runs'
+/// name, so a parent registering its wait for one of these runs (exclusive) is ordered with it
+/// (see `waits.rs`).
+const COMPLETE_SETTINGS: &str = "SET LOCAL plan_cache_mode = force_generic_plan; \
+     SELECT pg_advisory_xact_lock_shared(27, hashtext('flare/job.invoked'))";
+
 /// Records a batch of finished attempts in one statement: each run is written only while its
 /// queue row still holds the lease token it was claimed with (fencing); run rows, attempts, logs
 /// and outcome counts are written for those alone. A success's attempt is the run row itself
@@ -120,7 +126,17 @@ pub(super) const COMPLETE_SQL: &str = concat!(
          error = u.error \
        FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.id = q.id \
        WHERE r.seq = q.seq \
-       RETURNING r.id, r.job_id, r.status, r.finished_at), \
+       RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error), \
+     inv AS (DELETE FROM run_waits w USING done \
+       WHERE done.status IN ('succeeded', 'failed') AND w.event_name = 'flare/job.invoked' \
+         AND w.match_path = 'run' AND w.match_value = done.id \
+       RETURNING w.run_id AS parent, w.step_key, done.finished_at AS at, \
+         json_build_object('runId', done.id, 'status', done.status, 'output', done.output::json, 'error', done.error)::text AS out), \
+     inv_steps AS (UPDATE run_steps s SET status = 'succeeded', finished_at = inv.at, output = inv.out \
+       FROM inv WHERE s.run_id = inv.parent AND s.key = inv.step_key AND s.status <> 'succeeded'), \
+     inv_queue AS (UPDATE run_queue q SET run_at = inv.at FROM runs pr, inv \
+       WHERE pr.id = inv.parent AND q.seq = pr.seq AND q.lease_until IS NULL RETURNING q.seq, q.run_at), \
+     inv_runs AS (UPDATE runs x SET run_at = inv_queue.run_at FROM inv_queue WHERE x.seq = inv_queue.seq), \
      tally AS (",
     tally_sql!("done WHERE status <> 'queued'"),
     "), \
@@ -197,7 +213,27 @@ pub(super) async fn run_cancel_in<C: GenericClient>(
     id: &str,
     now: i64,
 ) -> Result<usize> {
-    let n = rows(
+    let n = cancel_row(tx, id, now).await?;
+    if n == 1 {
+        // Its event, the parent waiting for it, and its unfinished children (`io.invoke`),
+        // cancelled with it.
+        let mut ended = vec![id.to_string()];
+        while let Some(run) = ended.pop() {
+            send_ended(tx, triggers, &[(run.clone(), None)], true, now).await?;
+            super::waits::on_run_end(tx, &run, now).await?;
+            for child in super::waits::children_unfinished(tx, &run).await? {
+                if cancel_row(tx, &child, now).await? == 1 {
+                    ended.push(child);
+                }
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The cancellation of one run's rows (see [`run_cancel_in`]); 1 when it was cancelled.
+async fn cancel_row<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
+    Ok(rows(
         tx,
         concat!(
             "WITH q AS (DELETE FROM run_queue q USING runs r \
@@ -216,11 +252,7 @@ pub(super) async fn run_cancel_in<C: GenericClient>(
         &[&id, &now],
     )
     .await?
-    .len();
-    if n == 1 {
-        send_ended(tx, triggers, &[(id.to_string(), None)], true, now).await?;
-    }
-    Ok(n)
+    .len())
 }
 
 /// Queues run `id` again if it is failed or cancelled, inside `tx` (see `run_retry`). Returns 1
@@ -383,7 +415,7 @@ impl PgStore {
         if failed.is_empty() {
             // The hot path: one round trip.
             let held: HashSet<String> = self
-                .with_settings(&client, GENERIC_PLAN, COMPLETE_SQL, &params)
+                .with_settings(&client, COMPLETE_SETTINGS, COMPLETE_SQL, &params)
                 .await?
                 .iter()
                 .map(|r| r.try_get::<_, String>(0))
@@ -396,6 +428,7 @@ impl PgStore {
         // A run failed for good: its `flare/run.failed` commits with it.
         triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
+        exec(&tx, super::waits::LOCK_INVOKE_SHARED_SQL, &[]).await?;
         let held: HashSet<String> = rows(&tx, COMPLETE_SQL, &params)
             .await?
             .iter()

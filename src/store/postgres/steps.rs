@@ -167,11 +167,12 @@ impl PgStore {
             keys.push(key.as_str());
             until.push(*due);
             since.push(*called);
-            kinds.push(if event.is_some() {
-                StepKind::EventWait.as_str()
-            } else {
-                StepKind::Wait.as_str()
-            });
+            kinds.push(
+                event
+                    .as_ref()
+                    .map_or(StepKind::Wait, crate::model::EventWait::step_kind)
+                    .as_str(),
+            );
             finished.push(c.finished_at);
             logs.add(&c.run_id, &c.logs);
         }
@@ -247,7 +248,7 @@ impl PgStore {
                 &logs.message,
                 &logs.fields,
                 &logs.at,
-                &vec![StepKind::EventWait.as_str()],
+                &vec![wait.step_kind().as_str()],
             ],
         )
         .await?
@@ -261,5 +262,87 @@ impl PgStore {
             self.wake();
         }
         Ok(held)
+    }
+
+    /// See [`crate::store::Store::run_invoke`]: one transaction (the child's event without
+    /// fan-out, its count, the child run and its queue row).
+    pub async fn run_invoke(
+        &self,
+        lease: Lease,
+        key: String,
+        job_id: String,
+        payload: Value,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let mut client = self.conn().await?;
+        super::rows::triggers_refresh(&client, self.triggers()).await?;
+        let job = self.triggers().get(&job_id).ok_or(Error::NotFound {
+            what: "job",
+            id: job_id,
+        })?;
+        let event_id = format!("{}-invoke-{key}", lease.run_id);
+        let tx = self.begin(&mut client).await?;
+        let held = rows(
+            &tx,
+            "SELECT r.id FROM run_queue q JOIN runs r ON r.seq = q.seq \
+             WHERE r.id = $1 AND q.lease_token = $2 AND q.lease_until IS NOT NULL FOR SHARE OF q",
+            &[&lease.run_id, &lease.token],
+        )
+        .await?;
+        if held.is_empty() {
+            return Ok(None);
+        }
+        let created = rows(
+            &tx,
+            "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING RETURNING id",
+            &[
+                &event_id,
+                &crate::model::wait::INVOKE_EVENT,
+                &payload.to_string(),
+                &format!("job:{}", lease.run_id),
+                &lease.run_id,
+                &now,
+            ],
+        )
+        .await?;
+        if created.is_empty() {
+            let child = rows(
+                &tx,
+                "SELECT id FROM runs WHERE event_id = $1 ORDER BY seq LIMIT 1",
+                &[&event_id],
+            )
+            .await?
+            .first()
+            .map(|r| r.try_get::<_, String>(0))
+            .transpose()?;
+            tx.commit().await?;
+            return Ok(child);
+        }
+        super::rows::exec(
+            &tx,
+            "INSERT INTO event_counts (minute, shard, n) VALUES ($1::int8 / 60000, pg_backend_pid() % 16, 1) \
+             ON CONFLICT (minute, shard) DO UPDATE SET n = event_counts.n + 1",
+            &[&now],
+        )
+        .await?;
+        let child = super::writer::new_run_id();
+        let max_attempts = i32::try_from(job.retry.max_attempts).unwrap_or(i32::MAX);
+        super::rows::exec(
+            &tx,
+            super::writer::INSERT_RUNS_SQL,
+            &[
+                &vec![child.as_str()],
+                &vec![event_id.as_str()],
+                &vec![job.id.as_str()],
+                &vec![job.version.as_str()],
+                &vec![max_attempts],
+                &vec![now],
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        self.wake();
+        Ok(Some(child))
     }
 }

@@ -20,7 +20,7 @@ use deadpool_postgres::GenericClient;
 use serde_json::Value;
 
 use super::rows::{exec, json_text, opt_json, rows};
-use crate::model::wait::{event_value, match_key};
+use crate::model::wait::{event_value, match_key, INVOKE_EVENT, INVOKE_PATH};
 use crate::model::{ms_to_time, EventWait, WaitedEvent};
 use crate::store::{Lease, PendingWait, Result};
 
@@ -34,6 +34,11 @@ pub(super) const LOCK_SHARED_SQL: &str =
 
 /// Waits found by their (name, path, value) key: each with its run id and step key.
 type Waiters = HashMap<(String, String, String), Vec<(String, String, EventWait)>>;
+
+/// Takes the shared lock of the name [`INVOKE_EVENT`], for a transaction that ends runs (a
+/// parent may be registering its wait for one of them).
+pub(super) const LOCK_INVOKE_SHARED_SQL: &str =
+    "SELECT pg_advisory_xact_lock_shared(27, hashtext('flare/job.invoked'))";
 
 /// An event just delivered, for [`on_events`].
 pub(super) struct Delivered<'a> {
@@ -157,6 +162,74 @@ struct Resolutions {
     at: Vec<i64>,
 }
 
+/// Resumes one wait with `output` (JSON text).
+async fn resolve_one<C: GenericClient>(
+    c: &C,
+    run_id: &str,
+    key: &str,
+    output: String,
+    now: i64,
+) -> Result<usize> {
+    let r = Resolutions {
+        run_ids: vec![run_id.to_string()],
+        keys: vec![key.to_string()],
+        outputs: vec![output],
+        at: vec![now],
+    };
+    r.apply(c).await
+}
+
+/// How run `id` ended (`{runId, status, output, error}`, JSON), or `None` while it has not.
+async fn child_outcome<C: GenericClient>(c: &C, id: &str) -> Result<Option<String>> {
+    let found = rows(
+        c,
+        "SELECT json_build_object('runId', id, 'status', status, 'output', output::json, 'error', error)::text \
+         FROM runs WHERE id = $1 AND status IN ('succeeded', 'failed', 'cancelled')",
+        &[&id],
+    )
+    .await?;
+    Ok(found.first().map(|r| r.try_get(0)).transpose()?)
+}
+
+/// Resumes the parents waiting for run `id` (`io.invoke`), which just ended in the caller's
+/// transaction; the shared lock of [`INVOKE_EVENT`] first (see the module doc). Returns how many.
+pub(super) async fn on_run_end<C: GenericClient>(c: &C, id: &str, now: i64) -> Result<usize> {
+    exec(c, LOCK_INVOKE_SHARED_SQL, &[]).await?;
+    let parents = rows(
+        c,
+        "SELECT run_id, step_key FROM run_waits WHERE event_name = $1 AND match_path = $2 AND match_value = $3",
+        &[&INVOKE_EVENT, &INVOKE_PATH, &id],
+    )
+    .await?;
+    if parents.is_empty() {
+        return Ok(0);
+    }
+    let Some(outcome) = child_outcome(c, id).await? else {
+        return Ok(0);
+    };
+    let mut n = 0;
+    for p in parents {
+        let (run_id, key): (String, String) = (p.try_get(0)?, p.try_get(1)?);
+        n += resolve_one(c, &run_id, &key, outcome.clone(), now).await?;
+    }
+    Ok(n)
+}
+
+/// The queued or running runs that run `id` invoked.
+pub(super) async fn children_unfinished<C: GenericClient>(c: &C, id: &str) -> Result<Vec<String>> {
+    rows(
+        c,
+        "SELECT r.id FROM events e JOIN runs r ON r.event_id = e.id \
+         LEFT JOIN run_queue q ON q.seq = r.seq \
+         WHERE e.parent_run_id = $1 AND e.name = $2 AND q.seq IS NOT NULL",
+        &[&id, &INVOKE_EVENT],
+    )
+    .await?
+    .iter()
+    .map(|r| r.try_get(0).map_err(Into::into))
+    .collect()
+}
+
 impl Resolutions {
     fn add(&mut self, run_id: &str, key: &str, e: &Delivered<'_>, now: i64) {
         let event = WaitedEvent {
@@ -224,6 +297,13 @@ pub(super) async fn register<C: GenericClient>(
         &[&run_id, &key, &wait.event, &wait.match_path, &wait.match_value, &wait.condition, &run_event, &since, &until],
     )
     .await?;
+    if wait.is_invoke() {
+        // A child that ended already resumes its parent now.
+        return match child_outcome(c, &wait.match_value).await? {
+            Some(outcome) => Ok(resolve_one(c, run_id, key, outcome, now).await? > 0),
+            None => Ok(false),
+        };
+    }
     exec(
         c,
         "INSERT INTO wait_paths (event_name, match_path) VALUES ($1, $2) ON CONFLICT DO NOTHING",

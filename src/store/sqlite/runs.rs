@@ -84,6 +84,11 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
         .execute(params![id, now])?;
     ctx.tally.run(now, &job, "cancelled", 1);
     super::ended::send_ended(ctx, id, true, None, now)?;
+    super::waits::on_run_end(ctx.conn, id, now)?;
+    // Its unfinished children (`io.invoke`) are cancelled with it.
+    for child in super::waits::children_unfinished(ctx.conn, id)? {
+        run_cancel_one(ctx, &child, now)?;
+    }
     if status == "running" {
         record_attempt(
             ctx.conn,
@@ -246,7 +251,7 @@ impl SqliteStore {
                         )?.execute(params![c.run_id, c.token, until])?;
                         if n == 1 {
                             ctx.wake = true;
-                            let kind = if event.is_some() { StepKind::EventWait } else { StepKind::Wait };
+                            let kind = event.as_ref().map_or(StepKind::Wait, crate::model::EventWait::step_kind);
                             ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
                                 c.run_id, key, kind.as_str(), StepStatus::Waiting.as_str(),
                                 c.attempt, since, None::<i64>, until, None::<String>, None::<String>
@@ -264,6 +269,9 @@ impl SqliteStore {
                 }
                 if let (true, Finish::Failed(error)) = (ok, &c.finish) {
                     super::ended::send_ended(ctx, &c.run_id, false, Some(error), c.finished_at)?;
+                }
+                if ok && matches!(c.finish, Finish::Succeeded(_) | Finish::Failed(_)) {
+                    super::waits::on_run_end(ctx.conn, &c.run_id, c.finished_at)?;
                 }
                 if ok {
                     // A success's attempt is the run row itself (see `RunDetail::new`).
@@ -363,6 +371,7 @@ impl SqliteStore {
                 if let Some(at) = finished {
                     ctx.tally.run(*at, job, "failed", 1);
                     super::ended::send_ended(ctx, id, false, Some(error), now)?;
+                    super::waits::on_run_end(ctx.conn, id, now)?;
                 }
             }
             if !rescued.is_empty() {

@@ -9,12 +9,12 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::rows::{json_text, opt_json};
+use super::rows::{json_text, new_run_id, opt_json};
 use super::writer::Guard;
 use super::SqliteStore;
-use crate::model::wait::{event_value, match_key};
+use crate::model::wait::{event_value, match_key, INVOKE_EVENT, INVOKE_PATH};
 use crate::model::{ms_to_time, EventWait, WaitedEvent};
-use crate::store::{Lease, PendingWait, Result};
+use crate::store::{Error, Lease, PendingWait, Result};
 
 /// Stores the wait of run `run_id`'s step `key` (suspended at `since`, timing out at `until`) and
 /// resumes it at once with the first matching event delivered since `since`, if any. Returns
@@ -44,6 +44,13 @@ pub(super) fn register(
         since,
         until
     ])?;
+    if wait.is_invoke() {
+        // A child that ended already resumes its parent now.
+        return match child_outcome(conn, &wait.match_value)? {
+            Some(outcome) => resolve(conn, run_id, key, &outcome, now),
+            None => Ok(false),
+        };
+    }
     conn.prepare_cached(
         "INSERT OR IGNORE INTO wait_paths (event_name, match_path) VALUES (?1, ?2)",
     )?
@@ -63,7 +70,7 @@ pub(super) fn register(
                 payload,
                 timestamp: ms_to_time(r.get(2)?),
             };
-            return resolve(conn, run_id, key, &event, now);
+            return resolve(conn, run_id, key, &waited(&event), now);
         }
     }
     Ok(false)
@@ -121,31 +128,85 @@ pub(super) fn on_event(
         payload: payload.clone(),
         timestamp: ms_to_time(at),
     };
+    let output = waited(&event);
     let mut n = 0;
     for (run_id, key) in waiters {
-        if resolve(conn, &run_id, &key, &event, now)? {
+        if resolve(conn, &run_id, &key, &output, now)? {
             n += 1;
         }
     }
     Ok(n)
 }
 
-/// Resumes the wait `key` of `run_id` with `event`, unless it is gone (resumed or timed out):
-/// the wait row deleted, the step succeeded with the event, a queued run due now.
-fn resolve(
-    conn: &Connection,
-    run_id: &str,
-    key: &str,
-    event: &WaitedEvent,
-    now: i64,
-) -> Result<bool> {
+fn waited(event: &WaitedEvent) -> String {
+    serde_json::to_string(event).unwrap_or_else(|_| "null".into())
+}
+
+/// How run `id` ended (`{runId, status, output, error}`, JSON), or `None` while it has not.
+fn child_outcome(conn: &Connection, id: &str) -> Result<Option<String>> {
+    let row: Option<(String, Option<String>, Option<String>)> = conn
+        .prepare_cached("SELECT status, output, error FROM runs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let Some((status, output, error)) = row else {
+        return Ok(None);
+    };
+    if !matches!(status.as_str(), "succeeded" | "failed" | "cancelled") {
+        return Ok(None);
+    }
+    let output = opt_json(output)?;
+    Ok(Some(
+        serde_json::json!({ "runId": id, "status": status, "output": output, "error": error })
+            .to_string(),
+    ))
+}
+
+/// Resumes the parents waiting for run `id` (`io.invoke`), which just ended; returns how many.
+pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize> {
+    let parents: Vec<(String, String)> = conn
+        .prepare_cached(
+            "SELECT run_id, step_key FROM run_waits \
+             WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3",
+        )?
+        .query_map(params![INVOKE_EVENT, INVOKE_PATH, id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    if parents.is_empty() {
+        return Ok(0);
+    }
+    let Some(outcome) = child_outcome(conn, id)? else {
+        return Ok(0);
+    };
+    let mut n = 0;
+    for (run_id, key) in parents {
+        if resolve(conn, &run_id, &key, &outcome, now)? {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// The queued or running runs that run `id` invoked.
+pub(super) fn children_unfinished(conn: &Connection, id: &str) -> Result<Vec<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT r.id FROM events e JOIN runs r ON r.event_id = e.id \
+             WHERE e.parent_run_id = ?1 AND e.name = ?2 AND r.status IN ('queued', 'running')",
+        )?
+        .query_map(params![id, INVOKE_EVENT], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+/// Resumes the wait `key` of `run_id` with `output` (JSON), unless it is gone (resumed or timed
+/// out): the wait row deleted, the step succeeded with it, a queued run due now.
+fn resolve(conn: &Connection, run_id: &str, key: &str, output: &str, now: i64) -> Result<bool> {
     let gone = conn
         .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2")?
         .execute(params![run_id, key])?;
     if gone == 0 {
         return Ok(false);
     }
-    let output = serde_json::to_string(event).unwrap_or_else(|_| "null".into());
     conn.prepare_cached(
         "UPDATE run_steps SET status = 'succeeded', finished_at = ?3, output = ?4 \
          WHERE run_id = ?1 AND key = ?2 AND status <> 'succeeded'",
@@ -178,6 +239,67 @@ pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingW
 }
 
 impl SqliteStore {
+    /// See [`crate::store::Store::run_invoke`]: one operation of the writer.
+    pub async fn run_invoke(
+        &self,
+        lease: Lease,
+        key: String,
+        job_id: String,
+        payload: Value,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let job = self.triggers().get(&job_id).ok_or(Error::NotFound {
+            what: "job",
+            id: job_id,
+        })?;
+        let event_id = format!("{}-invoke-{key}", lease.run_id);
+        let payload = payload.to_string();
+        self.write(move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            if !held {
+                return Ok(None);
+            }
+            let created = ctx
+                .conn
+                .prepare_cached(
+                    "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
+                )?
+                .execute(params![
+                    event_id,
+                    INVOKE_EVENT,
+                    payload,
+                    format!("job:{}", lease.run_id),
+                    lease.run_id,
+                    now
+                ])?;
+            if created == 0 {
+                let child: Option<String> = ctx
+                    .conn
+                    .prepare_cached("SELECT id FROM runs WHERE event_id = ?1 ORDER BY rowid LIMIT 1")?
+                    .query_row([&event_id], |r| r.get(0))
+                    .optional()?;
+                return Ok(child);
+            }
+            ctx.tally.events(now, 1);
+            let child = new_run_id();
+            ctx.conn
+                .prepare_cached(
+                    "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6)",
+                )?
+                .execute(params![child, event_id, job.id, job.version, job.retry.max_attempts, now])?;
+            ctx.wake = true;
+            Ok(Some(child))
+        })
+        .await
+    }
+
     /// See [`crate::store::Store::wait_expire`]: one operation of the writer.
     pub async fn wait_expire(&self, lease: Lease, key: String, now: i64) -> Result<Option<Value>> {
         self.write_guarded(Guard::Batch, move |ctx| {
