@@ -60,6 +60,33 @@ impl WaitFor {
     }
 }
 
+/// A callback URL made by [`Io::callback`]: give [`Callback::url_path`] (after your Flare
+/// server's address) to a person or another system, then [`Io::wait_for_callback`].
+#[derive(Debug, Clone)]
+pub struct Callback {
+    key: String,
+    token: String,
+    since: i64,
+    until: i64,
+}
+
+impl Callback {
+    /// The unguessable token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// `/callbacks/<token>`: a `POST` of JSON there (no API key) resumes the run, once.
+    pub fn url_path(&self) -> String {
+        format!("/callbacks/{}", self.token)
+    }
+
+    /// When the callback stops being accepted.
+    pub fn deadline(&self) -> chrono::DateTime<chrono::Utc> {
+        crate::clock::ms_to_time(self.until)
+    }
+}
+
 /// Handed to a job's `run` with the payload.
 #[derive(Clone, Debug)]
 pub struct Io {
@@ -271,6 +298,46 @@ impl Io {
                     "invoke {key:?}: an output does not fit the type asked for: {e}"
                 ))
             })
+    }
+
+    /// Makes the callback step `key`: an unguessable URL path ([`Callback::url_path`]) that a
+    /// `POST` of JSON resumes this run with, once, until `timeout` from now (fixed at the first
+    /// call). Stored at once, so a post that arrives before the run waits is kept. Then
+    /// [`Io::wait_for_callback`].
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// let approval = io.callback("approve", std::time::Duration::from_secs(86_400)).await?;
+    /// io.run_task("ask", || async { /* send approval.url_path() to a person */ Ok(()) }).await?;
+    /// let answer = io.wait_for_callback(&approval).await?; // Some(body) or None after a day
+    /// # Ok(()) }
+    /// ```
+    pub async fn callback(&self, key: &str, timeout: Duration) -> Result<Callback, JobError> {
+        let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
+        let (token, since, until) = self.exec.steps.callback(key, ms).await?;
+        Ok(Callback {
+            key: key.to_string(),
+            token,
+            since,
+            until,
+        })
+    }
+
+    /// Waits for `callback`'s post, holding no worker slot: the JSON body posted, or `None` when
+    /// its deadline passed.
+    pub async fn wait_for_callback(
+        &self,
+        callback: &Callback,
+    ) -> Result<Option<serde_json::Value>, JobError> {
+        self.exec
+            .steps
+            .callback_wait(
+                &callback.key,
+                &callback.token,
+                callback.since,
+                callback.until,
+            )
+            .await
     }
 
     /// This run's id.

@@ -79,7 +79,7 @@ pub use client::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Engine, EngineConfig};
 pub use filter::Filter;
-pub use io::{Io, Logger, WaitFor};
+pub use io::{Callback, Io, Logger, WaitFor};
 pub use job::{cron_trigger, event_trigger, interval_trigger, schedule_trigger, Job, Trigger};
 pub use model::RetryPolicy;
 pub use model::{

@@ -387,6 +387,80 @@ impl Steps {
         Ok(outputs)
     }
 
+    /// See [`crate::Io::callback`]: the callback step `key` (its token, when the run reached it,
+    /// its deadline), created and stored with its wait at the first call.
+    pub(crate) async fn callback(
+        &self,
+        key: &str,
+        timeout_ms: i64,
+    ) -> Result<(String, i64, i64), JobError> {
+        self.take_key(key)?;
+        if let Some(step) = self.stored().await?.get(key) {
+            if step.kind != StepKind::Callback {
+                return Err(kind_clash(key, step.kind, StepKind::Callback));
+            }
+            let token = step.output.as_ref().and_then(|o| o["token"].as_str());
+            let since = step.started_at.timestamp_millis();
+            let until = step.wait_until.map_or(since, |t| t.timestamp_millis());
+            // A callback answered (or timed out) holds its body instead of its token.
+            return Ok((token.unwrap_or_default().to_string(), since, until));
+        }
+        // 256 bits from the thread's cryptographically secure generator.
+        let token = format!("cb_{}", hex::encode(rand::random::<[u8; 32]>()));
+        let since = self.clock.now_ms();
+        let until = since.saturating_add(timeout_ms.max(0));
+        match self
+            .store
+            .callback_create(self.lease.clone(), key, &token, since, until)
+            .await
+        {
+            Ok(true) => Ok((token, since, until)),
+            Ok(false) => Err(JobError::from(format!(
+                "callback {key:?} was not stored: this worker lost the run's lease"
+            ))),
+            Err(e) => Err(JobError::from(format!(
+                "callback {key:?} could not be stored: {e}"
+            ))),
+        }
+    }
+
+    /// See [`crate::Io::wait_for_callback`]: the body posted, `None` after the deadline;
+    /// otherwise suspends the execution (never returns).
+    pub(crate) async fn callback_wait(
+        &self,
+        key: &str,
+        token: &str,
+        since: i64,
+        until: i64,
+    ) -> Result<Option<Value>, JobError> {
+        let stored = self.stored().await?.get(key).cloned();
+        let now = self.clock.now_ms();
+        if let Some(step) = &stored {
+            if step.status == StepStatus::Succeeded {
+                return Ok(body_of(step.output.clone()));
+            }
+            if until <= now {
+                return match self.store.wait_expire(self.lease.clone(), key, now).await {
+                    Ok(Some(output)) => Ok(body_of(Some(output))),
+                    Ok(None) => Err(JobError::from(format!(
+                        "callback {key:?} could not end: this worker lost the run's lease"
+                    ))),
+                    Err(e) => Err(JobError::from(format!(
+                        "callback {key:?} could not end: {e}"
+                    ))),
+                };
+            }
+        }
+        self.suspend(Suspension::Wait {
+            key: key.to_string(),
+            until,
+            since,
+            event: Some(EventWait::callback(token)),
+        })
+        .await;
+        Ok(None)
+    }
+
     /// Starts (or finds) the child run of step `key`.
     async fn spawn(
         &self,
@@ -433,6 +507,11 @@ impl Steps {
             }
         }
     }
+}
+
+/// The body of an answered callback step (`{"body": …}`; `null`: timed out).
+fn body_of(output: Option<Value>) -> Option<Value> {
+    output.and_then(|o| o.get("body").cloned())
 }
 
 /// The result of an invoked run as stored (`{runId, status, output, error}`; `null`: timed out).

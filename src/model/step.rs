@@ -18,6 +18,8 @@ pub enum StepKind {
     EventWait,
     /// `io.invoke`: the run sleeps until the job run it started ends, or the timeout passes.
     Invoke,
+    /// `io.callback`: the run sleeps until its callback URL is posted to, or the timeout passes.
+    Callback,
 }
 
 impl StepKind {
@@ -29,6 +31,7 @@ impl StepKind {
             StepKind::Event => "event",
             StepKind::EventWait => "event_wait",
             StepKind::Invoke => "invoke",
+            StepKind::Callback => "callback",
         }
     }
     /// Parses the stored spelling.
@@ -39,6 +42,7 @@ impl StepKind {
             StepKind::Event,
             StepKind::EventWait,
             StepKind::Invoke,
+            StepKind::Callback,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

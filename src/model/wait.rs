@@ -23,6 +23,13 @@ pub const INVOKE_EVENT: &str = "flare/job.invoked";
 /// The match path of a parent's wait for its child (never a payload path: no event matches it).
 pub const INVOKE_PATH: &str = "run";
 
+/// The name a run waits under for a callback (`io.callback`), matched on [`CALLBACK_PATH`] = the
+/// callback's token; resumed by a `POST /callbacks/{token}`, not by any event.
+pub const CALLBACK_EVENT: &str = "flare/callback";
+
+/// The match path of a wait for a callback.
+pub const CALLBACK_PATH: &str = "token";
+
 /// How a run waits for an event, as stored with the waiting run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,10 +96,28 @@ impl EventWait {
         }
     }
 
+    /// The wait of a run for its callback `token` (`io.callback`).
+    pub fn callback(token: &str) -> Self {
+        Self {
+            event: CALLBACK_EVENT.to_string(),
+            match_path: CALLBACK_PATH.to_string(),
+            match_value: token.to_string(),
+            condition: None,
+            run_event: None,
+        }
+    }
+
+    /// Whether this is a run's wait for a callback.
+    pub fn is_callback(&self) -> bool {
+        self.event == CALLBACK_EVENT && self.match_path == CALLBACK_PATH
+    }
+
     /// The kind of the step that waits so.
     pub fn step_kind(&self) -> crate::model::StepKind {
         if self.is_invoke() {
             crate::model::StepKind::Invoke
+        } else if self.is_callback() {
+            crate::model::StepKind::Callback
         } else {
             crate::model::StepKind::EventWait
         }

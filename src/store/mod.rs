@@ -337,6 +337,36 @@ impl Store {
         dispatch!(self, s => s.run_invoke(lease, key, job_id, payload, now).await)
     }
 
+    /// Stores the callback step `key` (token, deadline) of the run holding `lease` with its wait, before the job waits on it (false: lease lost).
+    pub async fn callback_create(
+        &self,
+        lease: Lease,
+        key: &str,
+        token: &str,
+        since: i64,
+        until: i64,
+    ) -> Result<bool> {
+        if !storable(key) || !storable(&lease.run_id) || !storable(token) {
+            return Ok(false);
+        }
+        let (key, token) = (key.to_string(), token.to_string());
+        dispatch!(self, s => s.callback_create(lease, key, token, since, until).await)
+    }
+
+    /// Resumes the run waiting on callback `token` with `body`; false (nothing changed) when the token is unknown, used or past its deadline.
+    pub async fn callback_resolve(
+        &self,
+        token: &str,
+        body: serde_json::Value,
+        now: i64,
+    ) -> Result<bool> {
+        if !storable(token) {
+            return Ok(false);
+        }
+        let token = token.to_string();
+        dispatch!(self, s => s.callback_resolve(token, body, now).await)
+    }
+
     /// A run's steps, in the order they first started.
     pub async fn run_steps(&self, run_id: &str) -> Result<Vec<Step>> {
         if !storable(run_id) {

@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod callbacks;
 mod control;
 mod events;
 mod failure_events;

@@ -215,7 +215,19 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             }
             @if let Some(w) = &detail.waiting_for {
                 section #run-waiting-for {
-                    h2 { "Waiting for an event" }
+                    @match (w.event.as_str(), &w.match_value) {
+                        ("flare/callback", Some(token)) => {
+                            h2 { "Waiting for a callback" }
+                            dl.facts {
+                                dt { "URL" } dd { code { "POST /callbacks/" (token) } " (step " code { (w.step_key) } ")" }
+                            }
+                        }
+                        ("flare/job.invoked", Some(child)) => {
+                            h2 { "Waiting for an invoked run" }
+                            dl.facts { dt { "Run" } dd { (page::run_link(child)) " (step " code { (w.step_key) } ")" } }
+                        }
+                        _ => { h2 { "Waiting for an event" } }
+                    }
                     dl.facts {
                         dt { "Event" } dd { code { (w.event) } " (step " code { (w.step_key) } ")" }
                         @if let (Some(path), Some(value)) = (&w.match_path, &w.match_value) {

@@ -345,4 +345,71 @@ impl PgStore {
         self.wake();
         Ok(Some(child))
     }
+
+    /// See [`crate::store::Store::callback_create`]: one transaction.
+    pub async fn callback_create(
+        &self,
+        lease: Lease,
+        key: String,
+        token: String,
+        since: i64,
+        until: i64,
+    ) -> Result<bool> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let held = rows(
+            &tx,
+            "SELECT q.attempt FROM run_queue q JOIN runs r ON r.seq = q.seq \
+             WHERE r.id = $1 AND q.lease_token = $2 AND q.lease_until IS NOT NULL FOR SHARE OF q",
+            &[&lease.run_id, &lease.token],
+        )
+        .await?;
+        let Some(attempt) = held.first().map(|r| r.try_get::<_, i32>(0)).transpose()? else {
+            return Ok(false);
+        };
+        let output = serde_json::json!({ "token": token }).to_string();
+        super::rows::exec(
+            &tx,
+            "INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, wait_until, output) \
+             VALUES ($1, $2, $3, 'waiting', $4, $5, $6, $7) \
+             ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, \
+               attempt = excluded.attempt, started_at = excluded.started_at, \
+               wait_until = excluded.wait_until, output = excluded.output \
+             WHERE run_steps.status <> 'succeeded'",
+            &[&lease.run_id, &key, &StepKind::Callback.as_str(), &attempt, &since, &until, &output],
+        )
+        .await?;
+        super::rows::exec(
+            &tx,
+            "INSERT INTO run_waits (run_id, step_key, event_name, match_path, match_value, since, until) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (run_id, step_key) DO UPDATE SET match_value = excluded.match_value, \
+               since = excluded.since, until = excluded.until",
+            &[
+                &lease.run_id,
+                &key,
+                &crate::model::wait::CALLBACK_EVENT,
+                &crate::model::wait::CALLBACK_PATH,
+                &token,
+                &since,
+                &until,
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// See [`crate::store::Store::callback_resolve`]: one transaction.
+    pub async fn callback_resolve(&self, token: String, body: Value, now: i64) -> Result<bool> {
+        let output = serde_json::json!({ "body": body, "token": token }).to_string();
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let done = super::waits::callback_resolve(&tx, &token, output, now).await?;
+        tx.commit().await?;
+        if done {
+            self.wake();
+        }
+        Ok(done)
+    }
 }

@@ -20,7 +20,9 @@ use deadpool_postgres::GenericClient;
 use serde_json::Value;
 
 use super::rows::{exec, json_text, opt_json, rows};
-use crate::model::wait::{event_value, match_key, INVOKE_EVENT, INVOKE_PATH};
+use crate::model::wait::{
+    event_value, match_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
+};
 use crate::model::{ms_to_time, EventWait, WaitedEvent};
 use crate::store::{Lease, PendingWait, Result};
 
@@ -179,6 +181,34 @@ async fn resolve_one<C: GenericClient>(
     r.apply(c).await
 }
 
+/// Resumes the run waiting on callback `token` with `output` (JSON), unless the token is
+/// unknown, used or past its deadline at `now`; the shared lock of the callbacks' name first.
+pub(super) async fn callback_resolve<C: GenericClient>(
+    c: &C,
+    token: &str,
+    output: String,
+    now: i64,
+) -> Result<bool> {
+    exec(
+        c,
+        "SELECT pg_advisory_xact_lock_shared(27, hashtext($1))",
+        &[&CALLBACK_EVENT],
+    )
+    .await?;
+    let found = rows(
+        c,
+        "SELECT run_id, step_key FROM run_waits \
+         WHERE event_name = $1 AND match_path = $2 AND match_value = $3 AND until > $4",
+        &[&CALLBACK_EVENT, &CALLBACK_PATH, &token, &now],
+    )
+    .await?;
+    let Some(r) = found.first() else {
+        return Ok(false);
+    };
+    let (run_id, key): (String, String) = (r.try_get(0)?, r.try_get(1)?);
+    Ok(resolve_one(c, &run_id, &key, output, now).await? > 0)
+}
+
 /// How run `id` ended (`{runId, status, output, error}`, JSON), or `None` while it has not.
 async fn child_outcome<C: GenericClient>(c: &C, id: &str) -> Result<Option<String>> {
     let found = rows(
@@ -286,6 +316,26 @@ pub(super) async fn register<C: GenericClient>(
     until: i64,
     now: i64,
 ) -> Result<bool> {
+    if wait.is_callback() {
+        let answered = rows(
+            c,
+            "SELECT 1 FROM run_steps WHERE run_id = $1 AND key = $2 AND status = 'succeeded'",
+            &[&run_id, &key],
+        )
+        .await?;
+        if !answered.is_empty() {
+            // Posted to before the run got here: due now.
+            exec(
+                c,
+                "WITH q AS (UPDATE run_queue q SET run_at = $2 FROM runs r \
+                   WHERE r.id = $1 AND q.seq = r.seq AND q.lease_until IS NULL RETURNING q.seq) \
+                 UPDATE runs x SET run_at = $2 FROM q WHERE x.seq = q.seq",
+                &[&run_id, &now],
+            )
+            .await?;
+            return Ok(true);
+        }
+    }
     let run_event = wait.run_event.as_ref().map(Value::to_string);
     exec(
         c,
@@ -297,6 +347,9 @@ pub(super) async fn register<C: GenericClient>(
         &[&run_id, &key, &wait.event, &wait.match_path, &wait.match_value, &wait.condition, &run_event, &since, &until],
     )
     .await?;
+    if wait.is_callback() {
+        return Ok(false);
+    }
     if wait.is_invoke() {
         // A child that ended already resumes its parent now.
         return match child_outcome(c, &wait.match_value).await? {

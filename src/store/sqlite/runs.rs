@@ -252,9 +252,9 @@ impl SqliteStore {
                         if n == 1 {
                             ctx.wake = true;
                             let kind = event.as_ref().map_or(StepKind::Wait, crate::model::EventWait::step_kind);
-                            ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
+                            ctx.conn.prepare_cached(super::steps::STEP_WAIT_UPSERT)?.execute(params![
                                 c.run_id, key, kind.as_str(), StepStatus::Waiting.as_str(),
-                                c.attempt, since, None::<i64>, until, None::<String>, None::<String>
+                                c.attempt, since, until
                             ])?;
                             if let Some(wait) = event {
                                 super::waits::register(ctx.conn, &c.run_id, key, wait, *since, *until, c.finished_at)?;

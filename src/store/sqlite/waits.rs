@@ -12,8 +12,10 @@ use serde_json::Value;
 use super::rows::{json_text, new_run_id, opt_json};
 use super::writer::Guard;
 use super::SqliteStore;
-use crate::model::wait::{event_value, match_key, INVOKE_EVENT, INVOKE_PATH};
-use crate::model::{ms_to_time, EventWait, WaitedEvent};
+use crate::model::wait::{
+    event_value, match_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
+};
+use crate::model::{ms_to_time, EventWait, StepKind, StepStatus, WaitedEvent};
 use crate::store::{Error, Lease, PendingWait, Result};
 
 /// Stores the wait of run `run_id`'s step `key` (suspended at `since`, timing out at `until`) and
@@ -28,6 +30,12 @@ pub(super) fn register(
     until: i64,
     now: i64,
 ) -> Result<bool> {
+    if wait.is_callback() && callback_answered(conn, run_id, key)? {
+        // Posted to before the run got here: due now.
+        conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
+            .execute(params![run_id, now])?;
+        return Ok(true);
+    }
     conn.prepare_cached(
         "INSERT OR REPLACE INTO run_waits \
            (run_id, step_key, event_name, match_path, match_value, condition, run_event, since, until) \
@@ -44,6 +52,9 @@ pub(super) fn register(
         since,
         until
     ])?;
+    if wait.is_callback() {
+        return Ok(false);
+    }
     if wait.is_invoke() {
         // A child that ended already resumes its parent now.
         return match child_outcome(conn, &wait.match_value)? {
@@ -136,6 +147,15 @@ pub(super) fn on_event(
         }
     }
     Ok(n)
+}
+
+/// Whether the callback step `key` of `run_id` was answered already.
+fn callback_answered(conn: &Connection, run_id: &str, key: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM run_steps WHERE run_id = ?1 AND key = ?2 AND status = 'succeeded')",
+        )?
+        .query_row(params![run_id, key], |r| r.get(0))?)
 }
 
 fn waited(event: &WaitedEvent) -> String {
@@ -239,6 +259,77 @@ pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingW
 }
 
 impl SqliteStore {
+    /// See [`crate::store::Store::callback_create`]: one operation of the writer.
+    pub async fn callback_create(
+        &self,
+        lease: Lease,
+        key: String,
+        token: String,
+        since: i64,
+        until: i64,
+    ) -> Result<bool> {
+        self.write(move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            if !held {
+                return Ok(false);
+            }
+            let attempt: u32 = ctx
+                .conn
+                .prepare_cached("SELECT attempt FROM runs WHERE id = ?1")?
+                .query_row([&lease.run_id], |r| r.get(0))?;
+            ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
+                lease.run_id,
+                key,
+                StepKind::Callback.as_str(),
+                StepStatus::Waiting.as_str(),
+                attempt,
+                since,
+                None::<i64>,
+                until,
+                serde_json::json!({ "token": token }).to_string(),
+                None::<String>
+            ])?;
+            ctx.conn
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO run_waits \
+                       (run_id, step_key, event_name, match_path, match_value, since, until) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?
+                .execute(params![lease.run_id, key, CALLBACK_EVENT, CALLBACK_PATH, token, since, until])?;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::callback_resolve`]: one operation of the writer.
+    pub async fn callback_resolve(&self, token: String, body: Value, now: i64) -> Result<bool> {
+        let output = serde_json::json!({ "body": body, "token": token }).to_string();
+        self.write(move |ctx| {
+            let found: Option<(String, String)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT run_id, step_key FROM run_waits \
+                     WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3 AND until > ?4",
+                )?
+                .query_row(params![CALLBACK_EVENT, CALLBACK_PATH, token, now], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            let Some((run_id, key)) = found else {
+                return Ok(false);
+            };
+            let done = resolve(ctx.conn, &run_id, &key, &output, now)?;
+            ctx.wake |= done;
+            Ok(done)
+        })
+        .await
+    }
+
     /// See [`crate::store::Store::run_invoke`]: one operation of the writer.
     pub async fn run_invoke(
         &self,
