@@ -321,7 +321,32 @@ async fn the_api_and_the_run_page_show_what_a_run_waits_for(db: TestDb) {
     assert_eq!(api.json["waitingFor"], Value::Null);
 }
 
+async fn a_scheduled_event_resumes_waits_when_it_is_delivered(db: TestDb) {
+    let (client, clock) = db.client().await;
+    client.define_job(payer()).unwrap();
+    let ev = client
+        .send_event("invoice.created", &json!({ "invoiceId": "in_later" }))
+        .await
+        .unwrap();
+    waiting(&client, &ev.run_ids[0]).await;
+    let paid = client
+        .send_event_with(
+            SendEvent::new("invoice.paid", &json!({ "invoiceId": "in_later" }))
+                .delay(flare::Delay::hours(1)),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    waiting(&client, &ev.run_ids[0]).await;
+    clock.advance(Duration::from_secs(3600));
+    // Delivered by this call or by the engine's own scheduler, whichever comes first.
+    client.engine().maintenance().schedule_once().await.unwrap();
+    client.engine().wake();
+    assert_eq!(output(&client, &ev.id).await, json!(paid.id));
+}
+
 backend_tests!(
+    a_scheduled_event_resumes_waits_when_it_is_delivered,
     the_api_and_the_run_page_show_what_a_run_waits_for,
     a_matching_event_resumes_the_waiting_run_and_others_do_not,
     every_matching_waiter_gets_the_event,
