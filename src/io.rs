@@ -23,8 +23,69 @@ use serde::Serialize;
 use crate::engine::execution::Execution;
 pub use crate::engine::execution::Logger;
 use crate::engine::steps::{Steps, EVENT_KEY_PREFIX};
-use crate::model::{Event, JobError, Source, StoredEvent};
+use crate::model::{Event, JobError, Source, StoredEvent, WaitedEvent};
 use crate::send::{prepare, send_with, Error, SendEvent};
+
+/// What [`Io::wait_for_event`] waits for besides the event's name: a timeout, and a match
+/// and/or a condition.
+#[derive(Debug, Clone, Default)]
+pub struct WaitFor {
+    timeout: Duration,
+    match_path: Option<String>,
+    condition: Option<String>,
+}
+
+impl WaitFor {
+    /// Waits at most `timeout` (then the wait returns `None`).
+    pub fn timeout(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            ..Self::default()
+        }
+    }
+
+    /// Only an event whose payload field `path` (`"payload.invoiceId"`) equals this run's
+    /// event's (a string, number or boolean). Looked up by value: any number of runs may wait.
+    pub fn matching(mut self, path: &str) -> Self {
+        self.match_path = Some(path.to_string());
+        self
+    }
+
+    /// Only an event for which the CEL expression `cel` is true, with `event` this run's event
+    /// and `async` the incoming one, each `{id, name, payload}`:
+    /// `"async.payload.amount >= event.payload.amount"`.
+    pub fn condition(mut self, cel: &str) -> Self {
+        self.condition = Some(cel.to_string());
+        self
+    }
+}
+
+/// A callback URL made by [`Io::callback`]: give [`Callback::url_path`] (after your Flare
+/// server's address) to a person or another system, then [`Io::wait_for_callback`].
+#[derive(Debug, Clone)]
+pub struct Callback {
+    key: String,
+    token: String,
+    since: i64,
+    until: i64,
+}
+
+impl Callback {
+    /// The unguessable token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// `/callbacks/<token>`: a `POST` of JSON there (no API key) resumes the run, once.
+    pub fn url_path(&self) -> String {
+        format!("/callbacks/{}", self.token)
+    }
+
+    /// When the callback stops being accepted.
+    pub fn deadline(&self) -> chrono::DateTime<chrono::Utc> {
+        crate::clock::ms_to_time(self.until)
+    }
+}
 
 /// Handed to a job's `run` with the payload.
 #[derive(Clone, Debug)]
@@ -124,6 +185,159 @@ impl Io {
     /// ```
     pub async fn wait_until(&self, key: &str, at: chrono::DateTime<chrono::Utc>) {
         self.exec.steps.wait_until(key, at.timestamp_millis()).await;
+    }
+
+    /// Waits as the durable step `key` for the first event named `event` sent after this call
+    /// that matches `options` (a payload field equal in this run's event and the incoming one,
+    /// and/or a CEL condition over `event` and `async`), for at most the options' timeout.
+    /// Returns the event, or `None` when the timeout passed. Every waiting run the event matches
+    /// gets it.
+    ///
+    /// While waiting the run holds no worker slot: the execution ends here and the run executes
+    /// again from the start when the event arrives (or the timeout passes), its completed steps
+    /// returning their stored results. The wait is stored, so it survives restarts. A malformed
+    /// match or condition, or a match field this run's event lacks, is a fatal error.
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// use flare::WaitFor;
+    /// use std::time::Duration;
+    /// let paid = io
+    ///     .wait_for_event(
+    ///         "paid",
+    ///         "invoice.paid",
+    ///         WaitFor::timeout(Duration::from_secs(3 * 86_400)).matching("payload.invoiceId"),
+    ///     )
+    ///     .await?;
+    /// if paid.is_none() {
+    ///     io.run_task("remind", || async { Ok(()) }).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_event(
+        &self,
+        key: &str,
+        event: &str,
+        options: WaitFor,
+    ) -> Result<Option<WaitedEvent>, JobError> {
+        let ms = i64::try_from(options.timeout.as_millis()).unwrap_or(i64::MAX / 2);
+        self.exec
+            .steps
+            .wait_for_event(
+                key,
+                event,
+                options.match_path.as_deref(),
+                options.condition.as_deref(),
+                ms,
+            )
+            .await
+    }
+
+    /// Runs job `job_id` with `payload` as the durable step `key` (a run of that job alone, whose
+    /// event's parent is this run) and returns its output once it succeeded. Its failure or
+    /// cancellation, or its not ending within `timeout`, is returned as a step error (the job's
+    /// retry policy applies; the stored outcome is returned again on a retry). Meanwhile this run
+    /// holds no worker slot, as in [`Io::wait_for_event`]; cancelling it cancels the child. An
+    /// unknown job id is a fatal error.
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// let tips: serde_json::Value = io
+    ///     .invoke("tips", "send-tips", &serde_json::json!({ "team": 1 }), std::time::Duration::from_secs(3600))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn invoke<T: DeserializeOwned, P: Serialize + ?Sized>(
+        &self,
+        key: &str,
+        job_id: &str,
+        payload: &P,
+        timeout: Duration,
+    ) -> Result<T, JobError> {
+        let payload = serde_json::to_value(payload).map_err(|e| {
+            JobError::fatal(format!("invoke {key:?}: the payload is not JSON: {e}"))
+        })?;
+        let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
+        let mut outputs = self
+            .exec
+            .steps
+            .invoke(&[key.to_string()], job_id, vec![payload], ms)
+            .await?;
+        serde_json::from_value(outputs.pop().unwrap_or_default()).map_err(|e| {
+            JobError::fatal(format!(
+                "invoke {key:?}: the output does not fit the type asked for: {e}"
+            ))
+        })
+    }
+
+    /// Runs job `job_id` once per payload (fan-out), all at once, as the steps `<key>:0`,
+    /// `<key>:1`, …, and returns their outputs in order when every one succeeded (fan-in); the
+    /// first failure found is returned as a step error. Each child's `timeout` counts from when
+    /// this run first waits for it. See [`Io::invoke`].
+    pub async fn invoke_all<T: DeserializeOwned, P: Serialize>(
+        &self,
+        key: &str,
+        job_id: &str,
+        payloads: &[P],
+        timeout: Duration,
+    ) -> Result<Vec<T>, JobError> {
+        let payloads = payloads
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| JobError::fatal(format!("invoke {key:?}: a payload is not JSON: {e}")))?;
+        let keys: Vec<String> = (0..payloads.len()).map(|i| format!("{key}:{i}")).collect();
+        let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
+        let outputs = self.exec.steps.invoke(&keys, job_id, payloads, ms).await?;
+        outputs
+            .into_iter()
+            .map(serde_json::from_value)
+            .collect::<Result<Vec<T>, _>>()
+            .map_err(|e| {
+                JobError::fatal(format!(
+                    "invoke {key:?}: an output does not fit the type asked for: {e}"
+                ))
+            })
+    }
+
+    /// Makes the callback step `key`: an unguessable URL path ([`Callback::url_path`]) that a
+    /// `POST` of JSON resumes this run with, once, until `timeout` from now (fixed at the first
+    /// call). Stored at once, so a post that arrives before the run waits is kept. Then
+    /// [`Io::wait_for_callback`].
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// let approval = io.callback("approve", std::time::Duration::from_secs(86_400)).await?;
+    /// io.run_task("ask", || async { /* send approval.url_path() to a person */ Ok(()) }).await?;
+    /// let answer = io.wait_for_callback(&approval).await?; // Some(body) or None after a day
+    /// # Ok(()) }
+    /// ```
+    pub async fn callback(&self, key: &str, timeout: Duration) -> Result<Callback, JobError> {
+        let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
+        let (token, since, until) = self.exec.steps.callback(key, ms).await?;
+        Ok(Callback {
+            key: key.to_string(),
+            token,
+            since,
+            until,
+        })
+    }
+
+    /// Waits for `callback`'s post, holding no worker slot: the JSON body posted, or `None` when
+    /// its deadline passed.
+    pub async fn wait_for_callback(
+        &self,
+        callback: &Callback,
+    ) -> Result<Option<serde_json::Value>, JobError> {
+        self.exec
+            .steps
+            .callback_wait(
+                &callback.key,
+                &callback.token,
+                callback.since,
+                callback.until,
+            )
+            .await
     }
 
     /// This run's id.

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::log_throttle::storage_failure;
 use crate::model::JobError;
-use crate::model::{Step, StepKind, StepStatus};
+use crate::model::{EventWait, Step, StepKind, StepStatus, WaitedEvent};
 use crate::store::{Lease, NewStep, Store};
 
 /// Longest step key, in bytes.
@@ -40,8 +40,14 @@ pub const EVENT_KEY_PREFIX: &str = "event:";
 /// Why an execution ended before its job returned.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Suspension {
-    /// `io.wait`: resume at `until` (ms); the job called it at `since`.
-    Wait { key: String, until: i64, since: i64 },
+    /// `io.wait`: resume at `until` (ms); the job called it at `since`. `io.wait_for_event`
+    /// (`event`): or earlier, when a matching event arrives.
+    Wait {
+        key: String,
+        until: i64,
+        since: i64,
+        event: Option<EventWait>,
+    },
     /// A wait that could not be honoured (a key used twice, storage failing, the lease lost).
     Fail { message: String, retryable: bool },
 }
@@ -53,6 +59,8 @@ pub(crate) struct Steps {
     clock: SharedClock,
     lease: Lease,
     attempt: u32,
+    /// The run's event (`{id, name, payload}`), what waits for events match against.
+    run_event: Value,
     /// The run's steps as stored when this execution first needed them.
     stored: OnceCell<HashMap<String, Step>>,
     /// Keys of tasks and waits used in this execution.
@@ -62,12 +70,19 @@ pub(crate) struct Steps {
 }
 
 impl Steps {
-    pub(crate) fn new(store: Store, clock: SharedClock, lease: Lease, attempt: u32) -> Self {
+    pub(crate) fn new(
+        store: Store,
+        clock: SharedClock,
+        lease: Lease,
+        attempt: u32,
+        run_event: Value,
+    ) -> Self {
         Self {
             store,
             clock,
             lease,
             attempt,
+            run_event,
             stored: OnceCell::new(),
             used: Mutex::default(),
             suspend: CancellationToken::new(),
@@ -246,6 +261,7 @@ impl Steps {
                     key: key.to_string(),
                     until,
                     since,
+                    event: None,
                 })
                 .await;
         }
@@ -254,6 +270,220 @@ impl Steps {
         step.wait_until = Some(until);
         if let Err(e) = self.record(step).await {
             self.fail(e).await;
+        }
+    }
+
+    /// See [`crate::Io::wait_for_event`]: the event the wait resumed with (`None` on timeout),
+    /// once it is over; otherwise suspends the execution (never returns).
+    pub(crate) async fn wait_for_event(
+        &self,
+        key: &str,
+        event: &str,
+        match_path: Option<&str>,
+        condition: Option<&str>,
+        timeout_ms: i64,
+    ) -> Result<Option<WaitedEvent>, JobError> {
+        self.take_key(key)?;
+        let wait = EventWait::new(event, match_path, condition, self.run_event.clone())
+            .map_err(|e| JobError::fatal(format!("wait_for_event {key:?}: {e}")))?;
+        let stored = self.stored().await?.get(key).cloned();
+        let first = stored.is_none();
+        let now = self.clock.now_ms();
+        let (since, until) = match stored {
+            Some(step) if step.kind != StepKind::EventWait => {
+                return Err(kind_clash(key, step.kind, StepKind::EventWait));
+            }
+            Some(step) if step.status == StepStatus::Succeeded => {
+                return waited(key, step.output.unwrap_or(Value::Null));
+            }
+            Some(step) => (
+                step.started_at.timestamp_millis(),
+                step.wait_until.map_or(now, |t| t.timestamp_millis()),
+            ),
+            None => (now, now.saturating_add(timeout_ms.max(0))),
+        };
+        if until > now || first {
+            self.suspend(Suspension::Wait {
+                key: key.to_string(),
+                until,
+                since,
+                event: Some(wait),
+            })
+            .await;
+        }
+        // Timed out: unless an event resumed it meanwhile, it ends with nothing.
+        match self.store.wait_expire(self.lease.clone(), key, now).await {
+            Ok(Some(output)) => waited(key, output),
+            Ok(None) => Err(JobError::from(format!(
+                "wait {key:?} could not end: this worker lost the run's lease"
+            ))),
+            Err(e) => Err(JobError::from(format!("wait {key:?} could not end: {e}"))),
+        }
+    }
+
+    /// See [`crate::Io::invoke_all`]: runs of `job_id`, one per payload, as the steps `keys`;
+    /// their outputs once all have ended, or the first child error (a step error); otherwise
+    /// suspends the execution on the first child not ended yet (never returns).
+    pub(crate) async fn invoke(
+        &self,
+        keys: &[String],
+        job_id: &str,
+        payloads: Vec<Value>,
+        timeout_ms: i64,
+    ) -> Result<Vec<Value>, JobError> {
+        for key in keys {
+            self.take_key(key)?;
+        }
+        let stored = self.stored().await?;
+        let now = self.clock.now_ms();
+        // Every child not ended yet exists (started once per key, whoever asks again).
+        let mut children = Vec::with_capacity(keys.len());
+        for (key, payload) in keys.iter().zip(payloads) {
+            match stored.get(key) {
+                Some(step) if step.kind != StepKind::Invoke => {
+                    return Err(kind_clash(key, step.kind, StepKind::Invoke));
+                }
+                Some(step) if step.status == StepStatus::Succeeded => children.push(None),
+                _ => children.push(Some(self.spawn(key, job_id, payload, now).await?)),
+            }
+        }
+        let mut outputs = Vec::with_capacity(keys.len());
+        for (key, child) in keys.iter().zip(children) {
+            let (since, until) = match stored.get(key) {
+                Some(step) if step.status == StepStatus::Succeeded => {
+                    outputs.push(invoked(key, job_id, step.output.clone())?);
+                    continue;
+                }
+                Some(step) => (
+                    step.started_at.timestamp_millis(),
+                    step.wait_until.map_or(now, |t| t.timestamp_millis()),
+                ),
+                None => (now, now.saturating_add(timeout_ms.max(0))),
+            };
+            if stored.contains_key(key) && until <= now {
+                let ended = match self.store.wait_expire(self.lease.clone(), key, now).await {
+                    Ok(Some(output)) => output,
+                    Ok(None) => {
+                        return Err(JobError::from(format!(
+                            "invoke {key:?} could not end: this worker lost the run's lease"
+                        )))
+                    }
+                    Err(e) => {
+                        return Err(JobError::from(format!("invoke {key:?} could not end: {e}")))
+                    }
+                };
+                outputs.push(invoked(key, job_id, Some(ended))?);
+                continue;
+            }
+            let child = child.unwrap_or_default();
+            self.suspend(Suspension::Wait {
+                key: key.to_string(),
+                until,
+                since,
+                event: Some(EventWait::invoke(&child)),
+            })
+            .await;
+        }
+        Ok(outputs)
+    }
+
+    /// See [`crate::Io::callback`]: the callback step `key` (its token, when the run reached it,
+    /// its deadline), created and stored with its wait at the first call.
+    pub(crate) async fn callback(
+        &self,
+        key: &str,
+        timeout_ms: i64,
+    ) -> Result<(String, i64, i64), JobError> {
+        self.take_key(key)?;
+        if let Some(step) = self.stored().await?.get(key) {
+            if step.kind != StepKind::Callback {
+                return Err(kind_clash(key, step.kind, StepKind::Callback));
+            }
+            let token = step.output.as_ref().and_then(|o| o["token"].as_str());
+            let since = step.started_at.timestamp_millis();
+            let until = step.wait_until.map_or(since, |t| t.timestamp_millis());
+            // A callback answered (or timed out) holds its body instead of its token.
+            return Ok((token.unwrap_or_default().to_string(), since, until));
+        }
+        // 256 bits from the thread's cryptographically secure generator.
+        let token = format!("cb_{}", hex::encode(rand::random::<[u8; 32]>()));
+        let since = self.clock.now_ms();
+        let until = since.saturating_add(timeout_ms.max(0));
+        match self
+            .store
+            .callback_create(self.lease.clone(), key, &token, since, until)
+            .await
+        {
+            Ok(true) => Ok((token, since, until)),
+            Ok(false) => Err(JobError::from(format!(
+                "callback {key:?} was not stored: this worker lost the run's lease"
+            ))),
+            Err(e) => Err(JobError::from(format!(
+                "callback {key:?} could not be stored: {e}"
+            ))),
+        }
+    }
+
+    /// See [`crate::Io::wait_for_callback`]: the body posted, `None` after the deadline;
+    /// otherwise suspends the execution (never returns).
+    pub(crate) async fn callback_wait(
+        &self,
+        key: &str,
+        token: &str,
+        since: i64,
+        until: i64,
+    ) -> Result<Option<Value>, JobError> {
+        let stored = self.stored().await?.get(key).cloned();
+        let now = self.clock.now_ms();
+        if let Some(step) = &stored {
+            if step.status == StepStatus::Succeeded {
+                return Ok(body_of(step.output.clone()));
+            }
+            if until <= now {
+                return match self.store.wait_expire(self.lease.clone(), key, now).await {
+                    Ok(Some(output)) => Ok(body_of(Some(output))),
+                    Ok(None) => Err(JobError::from(format!(
+                        "callback {key:?} could not end: this worker lost the run's lease"
+                    ))),
+                    Err(e) => Err(JobError::from(format!(
+                        "callback {key:?} could not end: {e}"
+                    ))),
+                };
+            }
+        }
+        self.suspend(Suspension::Wait {
+            key: key.to_string(),
+            until,
+            since,
+            event: Some(EventWait::callback(token)),
+        })
+        .await;
+        Ok(None)
+    }
+
+    /// Starts (or finds) the child run of step `key`.
+    async fn spawn(
+        &self,
+        key: &str,
+        job_id: &str,
+        payload: Value,
+        now: i64,
+    ) -> Result<String, JobError> {
+        match self
+            .store
+            .run_invoke(self.lease.clone(), key, job_id, payload, now)
+            .await
+        {
+            Ok(Some(child)) => Ok(child),
+            Ok(None) => Err(JobError::from(format!(
+                "invoke {key:?} could not start its run: this worker lost the run's lease"
+            ))),
+            Err(crate::store::Error::NotFound { .. }) => Err(JobError::fatal(format!(
+                "invoke {key:?}: no job {job_id:?} is defined"
+            ))),
+            Err(e) => Err(JobError::from(format!(
+                "invoke {key:?} could not start its run: {e}"
+            ))),
         }
     }
 
@@ -277,6 +507,39 @@ impl Steps {
             }
         }
     }
+}
+
+/// The body of an answered callback step (`{"body": …}`; `null`: timed out).
+fn body_of(output: Option<Value>) -> Option<Value> {
+    output.and_then(|o| o.get("body").cloned())
+}
+
+/// The result of an invoked run as stored (`{runId, status, output, error}`; `null`: timed out).
+fn invoked(key: &str, job_id: &str, stored: Option<Value>) -> Result<Value, JobError> {
+    let stored = stored.unwrap_or(Value::Null);
+    if stored.is_null() {
+        return Err(JobError::from(format!(
+            "invoke {key:?}: the run of {job_id:?} did not end before the timeout"
+        )));
+    }
+    if stored["status"] == "succeeded" {
+        return Ok(stored["output"].clone());
+    }
+    Err(JobError::from(format!(
+        "invoke {key:?}: run {} of {job_id:?} {}: {}",
+        stored["runId"].as_str().unwrap_or("?"),
+        stored["status"].as_str().unwrap_or("ended"),
+        stored["error"].as_str().unwrap_or("no error given")
+    )))
+}
+
+/// The stored result of a wait for an event.
+fn waited(key: &str, output: Value) -> Result<Option<WaitedEvent>, JobError> {
+    serde_json::from_value(output).map_err(|e| {
+        JobError::fatal(format!(
+            "the stored event of wait {key:?} could not be read: {e}"
+        ))
+    })
 }
 
 fn kind_clash(key: &str, stored: StepKind, asked: StepKind) -> JobError {

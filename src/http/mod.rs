@@ -26,6 +26,7 @@ pub mod api;
 pub mod auth;
 pub mod body;
 pub mod bulk;
+pub mod callbacks;
 pub mod client_ip;
 pub mod compat;
 pub mod connections;
@@ -81,6 +82,7 @@ pub fn public_routes() -> Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(webhooks::routes())
+        .merge(callbacks::routes())
 }
 
 /// Routes that need the API key when one is configured.

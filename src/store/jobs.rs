@@ -174,6 +174,11 @@ impl Triggers {
         hits
     }
 
+    /// The definition of job `id`, if known.
+    pub fn get(&self, id: &str) -> Option<Arc<JobSpec>> {
+        self.specs.read().ok()?.get(id).cloned()
+    }
+
     /// Every known definition, ordered by id.
     pub fn all(&self) -> Vec<JobSpec> {
         let Ok(specs) = self.specs.read() else {

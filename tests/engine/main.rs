@@ -12,11 +12,15 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod callbacks;
 mod control;
 mod events;
+mod failure_events;
 mod failures;
+mod invoke;
 mod leader;
 mod runs;
 mod schedules;
 mod shutdown;
 mod steps;
+mod waits;

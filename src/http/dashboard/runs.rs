@@ -213,6 +213,34 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                     span.muted { " stops it: a running job is told, and its outcome is not recorded" }
                 }
             }
+            @if let Some(w) = &detail.waiting_for {
+                section #run-waiting-for {
+                    @match (w.event.as_str(), &w.match_value) {
+                        ("flare/callback", Some(token)) => {
+                            h2 { "Waiting for a callback" }
+                            dl.facts {
+                                dt { "URL" } dd { code { "POST /callbacks/" (token) } " (step " code { (w.step_key) } ")" }
+                            }
+                        }
+                        ("flare/job.invoked", Some(child)) => {
+                            h2 { "Waiting for an invoked run" }
+                            dl.facts { dt { "Run" } dd { (page::run_link(child)) " (step " code { (w.step_key) } ")" } }
+                        }
+                        _ => { h2 { "Waiting for an event" } }
+                    }
+                    dl.facts {
+                        dt { "Event" } dd { code { (w.event) } " (step " code { (w.step_key) } ")" }
+                        @if let (Some(path), Some(value)) = (&w.match_path, &w.match_value) {
+                            dt { "Match" } dd { code { (path) } " = " code { (value) } }
+                        }
+                        @if let Some(c) = &w.condition {
+                            dt { "Condition" } dd { code { (c) } }
+                        }
+                        dt { "Since" } dd { (page::time(w.since)) }
+                        dt { "Deadline" } dd { (page::time(w.until)) " (then it goes on with nothing)" }
+                    }
+                }
+            }
             @if let Some(e) = &run.error {
                 section { h2 { "Error" } pre.error-text #run-error { (e) } }
             }

@@ -26,7 +26,7 @@ use parts::{
     error, id_param, nullable, nullable_string, ok, page_params, query, schema_ref, search, string,
     time,
 };
-use sources::source_paths;
+use sources::{callback_paths, source_paths};
 
 fn paths() -> Value {
     let [limit, cursor] = page_params();
@@ -394,10 +394,16 @@ fn schemas() -> Value {
             "logs": { "type": "array", "items": schema_ref("LogLine") },
             "attempts": { "type": "array", "items": schema_ref("Attempt") },
             "steps": { "type": "array", "items": schema_ref("Step"),
-                "description": "Durable steps (io.run_task, io.wait, chained io.send_event), in the order they first started." } } }] },
+                "description": "Durable steps (io.run_task, io.wait, io.wait_for_event, chained io.send_event), in the order they first started." },
+            "waitingFor": nullable(schema_ref("PendingWait")) } }] },
+        "PendingWait": { "type": "object", "description": "What a run waiting for an event (io.wait_for_event) waits for.", "properties": {
+            "stepKey": string(), "event": { "type": "string", "description": "The event name waited for." },
+            "match": nullable(string()), "matchValue": nullable(string()),
+            "condition": nullable(string()),
+            "since": time(), "until": { "type": "string", "format": "date-time", "description": "The deadline: the wait ends with nothing then." } } },
         "Step": { "type": "object", "properties": {
             "key": { "type": "string", "description": "Unique within the run; a chained event's is event:<n> (call order) or event:<key>." },
-            "kind": { "type": "string", "enum": ["task", "wait", "event"] },
+            "kind": { "type": "string", "enum": ["task", "wait", "event", "event_wait", "invoke", "callback"] },
             "status": { "type": "string", "enum": ["succeeded", "failed", "waiting"],
                 "description": "A succeeded step is final: a run executing again gets its output without running it. A failed one runs again in the next attempt. A waiting one is a wait not yet due." },
             "attempt": { "type": "integer", "description": "The run's attempt that last ran it." },
@@ -512,7 +518,7 @@ pub fn document() -> Value {
         "security": [{ "bearer": [] }],
         "tags": [{ "name": "dashboard", "description": "HTML pages and form actions for people, not an API." }],
         "paths": with_common_responses(
-            [trigger_paths(), endpoint_paths(), ingest_paths(), source_paths(), trigger_dev_v2_paths(), dashboard_paths()]
+            [trigger_paths(), endpoint_paths(), ingest_paths(), source_paths(), callback_paths(), trigger_dev_v2_paths(), dashboard_paths()]
                 .into_iter()
                 .fold(paths(), merged),
         ),

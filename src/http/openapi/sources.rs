@@ -118,3 +118,22 @@ pub(super) fn source_paths() -> Value {
                 "404": error("No such source or stored delivery.") } } },
     })
 }
+
+/// `POST /callbacks/{token}` (`io.callback`).
+pub(super) fn callback_paths() -> Value {
+    json!({
+        "/callbacks/{token}": { "post": {
+            "summary": "Answer a run's callback (io.callback): resumes the run waiting on it with the JSON body, once",
+            "security": [],
+            "parameters": [{ "name": "token", "in": "path", "required": true, "description": "The callback's unguessable token (the credential: no API key).", "schema": string() }],
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "description": "Any JSON value, at most 256 KiB: what io.wait_for_callback returns." } } } },
+            "responses": {
+                "200": ok("The run was resumed with the body.", json!({ "type": "object", "properties": { "resumed": { "const": true } } })),
+                "400": error("The body is not JSON; nothing changed."),
+                "404": error("Unknown token, already answered, or past its deadline; nothing changed."),
+                "413": error("The body is larger than 256 KiB; nothing changed."),
+            }
+        }}
+    })
+}

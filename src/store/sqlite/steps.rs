@@ -21,6 +21,14 @@ pub(super) const STEP_UPSERT: &str = "INSERT INTO run_steps \
        wait_until = excluded.wait_until, output = excluded.output, error = excluded.error \
      WHERE run_steps.status <> 'succeeded'";
 
+/// Like [`STEP_UPSERT`] for a wait being suspended: the output a step holds (a callback's
+/// token) is kept. Parameters: run id, key, kind, status, attempt, started, due.
+pub(super) const STEP_WAIT_UPSERT: &str = "INSERT INTO run_steps \
+       (run_id, key, kind, status, attempt, started_at, wait_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+     ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, \
+       attempt = excluded.attempt, started_at = excluded.started_at, wait_until = excluded.wait_until \
+     WHERE run_steps.status <> 'succeeded'";
+
 /// A run's steps, in the order they started.
 pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
     let mut stmt = c.prepare_cached(

@@ -1,0 +1,424 @@
+//! Waits for an event on SQLite (`0030_event_waits.sql`): registering a wait with the run's
+//! suspension, resuming waiters in the insert of an event, and ending a wait at its timeout.
+//!
+//! Every write goes through the one writer, so a wait's registration and an event's insert never
+//! overlap; the registration still looks for a matching event sent since the run reached the
+//! wait (`since`), which closes the gap between the job calling `wait_for_event` and its
+//! completion being written.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::Value;
+
+use super::rows::{json_text, new_run_id, opt_json};
+use super::writer::Guard;
+use super::SqliteStore;
+use crate::model::wait::{
+    event_value, match_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
+};
+use crate::model::{ms_to_time, EventWait, StepKind, StepStatus, WaitedEvent};
+use crate::store::{Error, Lease, PendingWait, Result};
+
+/// Stores the wait of run `run_id`'s step `key` (suspended at `since`, timing out at `until`) and
+/// resumes it at once with the first matching event delivered since `since`, if any. Returns
+/// whether it was resumed.
+pub(super) fn register(
+    conn: &Connection,
+    run_id: &str,
+    key: &str,
+    wait: &EventWait,
+    since: i64,
+    until: i64,
+    now: i64,
+) -> Result<bool> {
+    if wait.is_callback() && callback_answered(conn, run_id, key)? {
+        // Posted to before the run got here: due now.
+        conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
+            .execute(params![run_id, now])?;
+        return Ok(true);
+    }
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO run_waits \
+           (run_id, step_key, event_name, match_path, match_value, condition, run_event, since, until) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        run_id,
+        key,
+        wait.event,
+        wait.match_path,
+        wait.match_value,
+        wait.condition,
+        wait.run_event.as_ref().map(Value::to_string),
+        since,
+        until
+    ])?;
+    if wait.is_callback() {
+        return Ok(false);
+    }
+    if wait.is_invoke() {
+        // A child that ended already resumes its parent now.
+        return match child_outcome(conn, &wait.match_value)? {
+            Some(outcome) => resolve(conn, run_id, key, &outcome, now),
+            None => Ok(false),
+        };
+    }
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO wait_paths (event_name, match_path) VALUES (?1, ?2)",
+    )?
+    .execute(params![wait.event, wait.match_path])?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, payload, timestamp FROM events \
+         WHERE timestamp >= ?1 AND name = ?2 AND delivered_at IS NOT NULL ORDER BY timestamp, rowid",
+    )?;
+    let mut rows = stmt.query(params![since, wait.event])?;
+    while let Some(r) = rows.next()? {
+        let id: String = r.get(0)?;
+        let payload = json_text(&r.get::<_, String>(1)?)?;
+        if wait.accepts(&event_value(&id, &wait.event, &payload)) {
+            let event = WaitedEvent {
+                id,
+                name: wait.event.clone(),
+                payload,
+                timestamp: ms_to_time(r.get(2)?),
+            };
+            return resolve(conn, run_id, key, &waited(&event), now);
+        }
+    }
+    Ok(false)
+}
+
+/// Resumes every wait the event just delivered matches (broadcast); returns how many.
+pub(super) fn on_event(
+    conn: &Connection,
+    id: &str,
+    name: &str,
+    payload: &Value,
+    at: i64,
+    now: i64,
+) -> Result<usize> {
+    let paths: Vec<String> = conn
+        .prepare_cached("SELECT match_path FROM wait_paths WHERE event_name = ?1")?
+        .query_map([name], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if paths.is_empty() {
+        return Ok(0);
+    }
+    let incoming = event_value(id, name, payload);
+    let mut waiters = Vec::new();
+    for path in paths {
+        let value = if path.is_empty() {
+            String::new()
+        } else {
+            match match_key(&incoming, &path) {
+                Some(v) => v,
+                None => continue,
+            }
+        };
+        let mut stmt = conn.prepare_cached(
+            "SELECT run_id, step_key, condition, run_event FROM run_waits \
+             WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3",
+        )?;
+        let mut rows = stmt.query(params![name, path, value])?;
+        while let Some(r) = rows.next()? {
+            let condition: Option<String> = r.get(2)?;
+            let wait = EventWait {
+                event: name.to_string(),
+                match_path: path.clone(),
+                match_value: value.clone(),
+                condition,
+                run_event: opt_json(r.get(3)?)?,
+            };
+            if wait.accepts(&incoming) {
+                waiters.push((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
+            }
+        }
+    }
+    let event = WaitedEvent {
+        id: id.to_string(),
+        name: name.to_string(),
+        payload: payload.clone(),
+        timestamp: ms_to_time(at),
+    };
+    let output = waited(&event);
+    let mut n = 0;
+    for (run_id, key) in waiters {
+        if resolve(conn, &run_id, &key, &output, now)? {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Whether the callback step `key` of `run_id` was answered already.
+fn callback_answered(conn: &Connection, run_id: &str, key: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM run_steps WHERE run_id = ?1 AND key = ?2 AND status = 'succeeded')",
+        )?
+        .query_row(params![run_id, key], |r| r.get(0))?)
+}
+
+fn waited(event: &WaitedEvent) -> String {
+    serde_json::to_string(event).unwrap_or_else(|_| "null".into())
+}
+
+/// How run `id` ended (`{runId, status, output, error}`, JSON), or `None` while it has not.
+fn child_outcome(conn: &Connection, id: &str) -> Result<Option<String>> {
+    let row: Option<(String, Option<String>, Option<String>)> = conn
+        .prepare_cached("SELECT status, output, error FROM runs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let Some((status, output, error)) = row else {
+        return Ok(None);
+    };
+    if !matches!(status.as_str(), "succeeded" | "failed" | "cancelled") {
+        return Ok(None);
+    }
+    let output = opt_json(output)?;
+    Ok(Some(
+        serde_json::json!({ "runId": id, "status": status, "output": output, "error": error })
+            .to_string(),
+    ))
+}
+
+/// Resumes the parents waiting for run `id` (`io.invoke`), which just ended; returns how many.
+pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize> {
+    let parents: Vec<(String, String)> = conn
+        .prepare_cached(
+            "SELECT run_id, step_key FROM run_waits \
+             WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3",
+        )?
+        .query_map(params![INVOKE_EVENT, INVOKE_PATH, id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    if parents.is_empty() {
+        return Ok(0);
+    }
+    let Some(outcome) = child_outcome(conn, id)? else {
+        return Ok(0);
+    };
+    let mut n = 0;
+    for (run_id, key) in parents {
+        if resolve(conn, &run_id, &key, &outcome, now)? {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// The queued or running runs that run `id` invoked.
+pub(super) fn children_unfinished(conn: &Connection, id: &str) -> Result<Vec<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT r.id FROM events e JOIN runs r ON r.event_id = e.id \
+             WHERE e.parent_run_id = ?1 AND e.name = ?2 AND r.status IN ('queued', 'running')",
+        )?
+        .query_map(params![id, INVOKE_EVENT], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+/// Resumes the wait `key` of `run_id` with `output` (JSON), unless it is gone (resumed or timed
+/// out): the wait row deleted, the step succeeded with it, a queued run due now.
+fn resolve(conn: &Connection, run_id: &str, key: &str, output: &str, now: i64) -> Result<bool> {
+    let gone = conn
+        .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2")?
+        .execute(params![run_id, key])?;
+    if gone == 0 {
+        return Ok(false);
+    }
+    conn.prepare_cached(
+        "UPDATE run_steps SET status = 'succeeded', finished_at = ?3, output = ?4 \
+         WHERE run_id = ?1 AND key = ?2 AND status <> 'succeeded'",
+    )?
+    .execute(params![run_id, key, now, output])?;
+    conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
+        .execute(params![run_id, now])?;
+    Ok(true)
+}
+
+/// The pending wait for an event of run `run_id`, if any.
+pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingWait>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT step_key, event_name, match_path, match_value, condition, since, until \
+             FROM run_waits WHERE run_id = ?1 ORDER BY since LIMIT 1",
+        )?
+        .query_row([run_id], |r| {
+            Ok(PendingWait::from_row(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
+        .optional()?)
+}
+
+impl SqliteStore {
+    /// See [`crate::store::Store::callback_create`]: one operation of the writer.
+    pub async fn callback_create(
+        &self,
+        lease: Lease,
+        key: String,
+        token: String,
+        since: i64,
+        until: i64,
+    ) -> Result<bool> {
+        self.write(move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            if !held {
+                return Ok(false);
+            }
+            let attempt: u32 = ctx
+                .conn
+                .prepare_cached("SELECT attempt FROM runs WHERE id = ?1")?
+                .query_row([&lease.run_id], |r| r.get(0))?;
+            ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
+                lease.run_id,
+                key,
+                StepKind::Callback.as_str(),
+                StepStatus::Waiting.as_str(),
+                attempt,
+                since,
+                None::<i64>,
+                until,
+                serde_json::json!({ "token": token }).to_string(),
+                None::<String>
+            ])?;
+            ctx.conn
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO run_waits \
+                       (run_id, step_key, event_name, match_path, match_value, since, until) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?
+                .execute(params![lease.run_id, key, CALLBACK_EVENT, CALLBACK_PATH, token, since, until])?;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::callback_resolve`]: one operation of the writer.
+    pub async fn callback_resolve(&self, token: String, body: Value, now: i64) -> Result<bool> {
+        let output = serde_json::json!({ "body": body, "token": token }).to_string();
+        self.write(move |ctx| {
+            let found: Option<(String, String)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT run_id, step_key FROM run_waits \
+                     WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3 AND until > ?4",
+                )?
+                .query_row(params![CALLBACK_EVENT, CALLBACK_PATH, token, now], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            let Some((run_id, key)) = found else {
+                return Ok(false);
+            };
+            let done = resolve(ctx.conn, &run_id, &key, &output, now)?;
+            ctx.wake |= done;
+            Ok(done)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::run_invoke`]: one operation of the writer.
+    pub async fn run_invoke(
+        &self,
+        lease: Lease,
+        key: String,
+        job_id: String,
+        payload: Value,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let job = self.triggers().get(&job_id).ok_or(Error::NotFound {
+            what: "job",
+            id: job_id,
+        })?;
+        let event_id = format!("{}-invoke-{key}", lease.run_id);
+        let payload = payload.to_string();
+        self.write(move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            if !held {
+                return Ok(None);
+            }
+            let created = ctx
+                .conn
+                .prepare_cached(
+                    "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
+                )?
+                .execute(params![
+                    event_id,
+                    INVOKE_EVENT,
+                    payload,
+                    format!("job:{}", lease.run_id),
+                    lease.run_id,
+                    now
+                ])?;
+            if created == 0 {
+                let child: Option<String> = ctx
+                    .conn
+                    .prepare_cached("SELECT id FROM runs WHERE event_id = ?1 ORDER BY rowid LIMIT 1")?
+                    .query_row([&event_id], |r| r.get(0))
+                    .optional()?;
+                return Ok(child);
+            }
+            ctx.tally.events(now, 1);
+            let child = new_run_id();
+            ctx.conn
+                .prepare_cached(
+                    "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6)",
+                )?
+                .execute(params![child, event_id, job.id, job.version, job.retry.max_attempts, now])?;
+            ctx.wake = true;
+            Ok(Some(child))
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::wait_expire`]: one operation of the writer.
+    pub async fn wait_expire(&self, lease: Lease, key: String, now: i64) -> Result<Option<Value>> {
+        self.write_guarded(Guard::Batch, move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            if !held {
+                return Ok(None);
+            }
+            ctx.conn
+                .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2")?
+                .execute(params![lease.run_id, key])?;
+            ctx.conn
+                .prepare_cached(
+                    "UPDATE run_steps SET status = 'succeeded', finished_at = ?3, output = 'null' \
+                     WHERE run_id = ?1 AND key = ?2 AND status <> 'succeeded'",
+                )?
+                .execute(params![lease.run_id, key, now])?;
+            let output: Option<Option<String>> = ctx
+                .conn
+                .prepare_cached("SELECT output FROM run_steps WHERE run_id = ?1 AND key = ?2")?
+                .query_row(params![lease.run_id, key], |r| r.get(0))
+                .optional()?;
+            Ok(Some(opt_json(output.flatten())?.unwrap_or(Value::Null)))
+        })
+        .await
+    }
+}

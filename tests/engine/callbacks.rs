@@ -1,0 +1,162 @@
+//! Behaviour suite: `io.callback` — an unguessable URL path whose `POST` of JSON (no API key)
+//! resumes the waiting run with the body, once; refused (404, nothing changed) when unknown,
+//! used or past its deadline; a body that is not JSON or too large is refused; a post that
+//! arrives before the run waits is kept.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use flare::{event_trigger, Client, Io, Job, RunStatus};
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, Notify};
+
+use crate::backend_tests;
+use crate::support::http::{call, json_request, Answer};
+use crate::support::{sample, settled, wait_for, TestDb};
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn approver() -> Job {
+    Job::new("approver", "Approver", "1.0.0")
+        .trigger(event_trigger("approval.asked"))
+        .run(|_p: Value, io: Io| async move {
+            let cb = io.callback("approve", DAY).await?;
+            let answer = io.wait_for_callback(&cb).await?;
+            Ok(json!({ "answer": answer, "path": cb.url_path() }))
+        })
+}
+
+/// The token of the callback `run_id` waits on.
+async fn token(client: &Client, run_id: &str) -> String {
+    wait_for("the run to wait for its callback", || async {
+        let d = client.store().run_detail(run_id).await.unwrap()?;
+        let w = d
+            .waiting_for
+            .filter(|_| d.run.status == RunStatus::Queued)?;
+        (w.event == "flare/callback").then_some(w.match_value?)
+    })
+    .await
+}
+
+async fn post(app: &axum::Router, token: &str, body: &str) -> Answer {
+    let req = axum::http::Request::post(format!("/callbacks/{token}"))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap();
+    call(app, req).await
+}
+
+async fn a_post_resumes_the_run_with_its_body_once(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    client.define_job(approver()).unwrap();
+    let ev = client
+        .send_event("approval.asked", &json!({}))
+        .await
+        .unwrap();
+    let t = token(&client, &ev.run_ids[0]).await;
+    assert!(t.len() > 60, "unguessable: {t}");
+    let app = sample::router(
+        &client,
+        db.url.clone(),
+        Some("k3y-for-the-callback-test-0123456789abcdefXYZ"),
+    );
+
+    // Unknown tokens change nothing.
+    let a = post(&app, "cb_nope", r#"{"ok": true}"#).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
+    // Not JSON, too large: refused, the run still waits.
+    let a = post(&app, &t, "not json").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
+    let big = format!(r#"{{"x": "{}"}}"#, "a".repeat(300 * 1024));
+    let a = post(&app, &t, &big).await;
+    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", a.text);
+    token(&client, &ev.run_ids[0]).await;
+
+    // No API key needed.
+    let a = post(&app, &t, r#"{"approved": true}"#).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded);
+    assert_eq!(
+        d.runs[0].output,
+        Some(json!({ "answer": { "approved": true }, "path": format!("/callbacks/{t}") }))
+    );
+    // Single use.
+    let a = post(&app, &t, r#"{"approved": false}"#).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
+}
+
+async fn a_callback_past_its_deadline_is_refused_and_the_run_goes_on_without(db: TestDb) {
+    let (client, clock) = db.client().await;
+    client.define_job(approver()).unwrap();
+    let ev = client
+        .send_event("approval.asked", &json!({}))
+        .await
+        .unwrap();
+    let t = token(&client, &ev.run_ids[0]).await;
+    let app = sample::router(&client, db.url.clone(), None);
+    let page = call(
+        &app,
+        json_request("GET", &format!("/runs/{}", ev.run_ids[0]), None),
+    )
+    .await;
+    assert!(
+        page.text.contains(&format!("POST /callbacks/{t}")),
+        "the run page shows the URL"
+    );
+    clock.advance(DAY);
+    let a = post(&app, &t, r#"{"approved": true}"#).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
+    client.engine().wake();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].output.as_ref().unwrap()["answer"], Value::Null);
+}
+
+async fn a_post_before_the_run_waits_is_kept(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let go = Arc::new(Notify::new());
+    let first = Arc::new(AtomicBool::new(true));
+    let tx = Arc::new(Mutex::new(Some(tx)));
+    let (g, f) = (Arc::clone(&go), Arc::clone(&first));
+    client
+        .define_job(
+            Job::new("early", "Early", "1.0.0")
+                .trigger(event_trigger("approval.asked"))
+                .run(move |_p: Value, io: Io| {
+                    let (g, f, tx) = (Arc::clone(&g), Arc::clone(&f), Arc::clone(&tx));
+                    async move {
+                        let cb = io.callback("approve", DAY).await?;
+                        if f.swap(false, Ordering::SeqCst) {
+                            // Hand the token out, and wait until it was posted to.
+                            if let Some(tx) = tx.lock().unwrap().take() {
+                                tx.send(cb.token().to_string()).unwrap();
+                            }
+                            g.notified().await;
+                        }
+                        let answer = io.wait_for_callback(&cb).await?;
+                        Ok(json!({ "answer": answer }))
+                    }
+                }),
+        )
+        .unwrap();
+    let ev = client
+        .send_event("approval.asked", &json!({}))
+        .await
+        .unwrap();
+    let t = rx.recv().await.unwrap();
+    let app = sample::router(&client, db.url.clone(), None);
+    let a = post(&app, &t, r#"{"early": 1}"#).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    go.notify_one();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].output, Some(json!({ "answer": { "early": 1 } })));
+}
+
+backend_tests!(
+    a_post_resumes_the_run_with_its_body_once,
+    a_callback_past_its_deadline_is_refused_and_the_run_goes_on_without,
+    a_post_before_the_run_waits_is_kept,
+);
