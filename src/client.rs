@@ -106,8 +106,15 @@ impl Client {
 
     /// Defines (or redefines) a job. Events sent from now on start it.
     pub fn define_job(&self, job: Job) -> Result<(), Error> {
-        let (spec, handler) = job.validate()?;
-        self.inner.engine.define(spec, handler);
+        // Every job checked before any is defined (a failure handler comes with its job).
+        let defined = job
+            .with_companions()
+            .into_iter()
+            .map(Job::validate)
+            .collect::<Result<Vec<_>, _>>()?;
+        for (spec, handler) in defined {
+            self.inner.engine.define(spec, handler);
+        }
         Ok(())
     }
 
@@ -117,10 +124,16 @@ impl Client {
         // Registered here and written once, by this call: `define` would also write it from a
         // background task, which may land after a later definition and put back an old
         // schedule (and its next tick).
-        let (spec, handler) = job.validate()?;
-        self.inner.engine.define_local(spec.clone(), handler);
-        let now = self.inner.clock.now_ms();
-        self.inner.store.job_define_at(spec, now).await?;
+        let defined = job
+            .with_companions()
+            .into_iter()
+            .map(Job::validate)
+            .collect::<Result<Vec<_>, _>>()?;
+        for (spec, handler) in defined {
+            self.inner.engine.define_local(spec.clone(), handler);
+            let now = self.inner.clock.now_ms();
+            self.inner.store.job_define_at(spec, now).await?;
+        }
         Ok(())
     }
 

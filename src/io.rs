@@ -23,8 +23,42 @@ use serde::Serialize;
 use crate::engine::execution::Execution;
 pub use crate::engine::execution::Logger;
 use crate::engine::steps::{Steps, EVENT_KEY_PREFIX};
-use crate::model::{Event, JobError, Source, StoredEvent};
+use crate::model::{Event, JobError, Source, StoredEvent, WaitedEvent};
 use crate::send::{prepare, send_with, Error, SendEvent};
+
+/// What [`Io::wait_for_event`] waits for besides the event's name: a timeout, and a match
+/// and/or a condition.
+#[derive(Debug, Clone, Default)]
+pub struct WaitFor {
+    timeout: Duration,
+    match_path: Option<String>,
+    condition: Option<String>,
+}
+
+impl WaitFor {
+    /// Waits at most `timeout` (then the wait returns `None`).
+    pub fn timeout(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            ..Self::default()
+        }
+    }
+
+    /// Only an event whose payload field `path` (`"payload.invoiceId"`) equals this run's
+    /// event's (a string, number or boolean). Looked up by value: any number of runs may wait.
+    pub fn matching(mut self, path: &str) -> Self {
+        self.match_path = Some(path.to_string());
+        self
+    }
+
+    /// Only an event for which the CEL expression `cel` is true, with `event` this run's event
+    /// and `async` the incoming one, each `{id, name, payload}`:
+    /// `"async.payload.amount >= event.payload.amount"`.
+    pub fn condition(mut self, cel: &str) -> Self {
+        self.condition = Some(cel.to_string());
+        self
+    }
+}
 
 /// Handed to a job's `run` with the payload.
 #[derive(Clone, Debug)]
@@ -124,6 +158,52 @@ impl Io {
     /// ```
     pub async fn wait_until(&self, key: &str, at: chrono::DateTime<chrono::Utc>) {
         self.exec.steps.wait_until(key, at.timestamp_millis()).await;
+    }
+
+    /// Waits as the durable step `key` for the first event named `event` sent after this call
+    /// that matches `options` (a payload field equal in this run's event and the incoming one,
+    /// and/or a CEL condition over `event` and `async`), for at most the options' timeout.
+    /// Returns the event, or `None` when the timeout passed. Every waiting run the event matches
+    /// gets it.
+    ///
+    /// While waiting the run holds no worker slot: the execution ends here and the run executes
+    /// again from the start when the event arrives (or the timeout passes), its completed steps
+    /// returning their stored results. The wait is stored, so it survives restarts. A malformed
+    /// match or condition, or a match field this run's event lacks, is a fatal error.
+    ///
+    /// ```no_run
+    /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
+    /// use flare::WaitFor;
+    /// use std::time::Duration;
+    /// let paid = io
+    ///     .wait_for_event(
+    ///         "paid",
+    ///         "invoice.paid",
+    ///         WaitFor::timeout(Duration::from_secs(3 * 86_400)).matching("payload.invoiceId"),
+    ///     )
+    ///     .await?;
+    /// if paid.is_none() {
+    ///     io.run_task("remind", || async { Ok(()) }).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_event(
+        &self,
+        key: &str,
+        event: &str,
+        options: WaitFor,
+    ) -> Result<Option<WaitedEvent>, JobError> {
+        let ms = i64::try_from(options.timeout.as_millis()).unwrap_or(i64::MAX / 2);
+        self.exec
+            .steps
+            .wait_for_event(
+                key,
+                event,
+                options.match_path.as_deref(),
+                options.condition.as_deref(),
+                ms,
+            )
+            .await
     }
 
     /// This run's id.

@@ -29,6 +29,7 @@ use crate::io::Io;
 use crate::model::validate_event_name;
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
+use crate::store::ended::RunFailure;
 
 /// What starts a job: an event (optionally narrowed by a payload filter), or a schedule (a cron
 /// expression in a time zone, or an interval).
@@ -126,6 +127,8 @@ pub struct Job {
     pub(crate) retry: RetryPolicy,
     pub(crate) timeout: Duration,
     pub(crate) concurrency: Option<u32>,
+    /// The failure handler's job ([`Job::on_failure`]), defined with this one.
+    pub(crate) on_failure: Option<Box<Job>>,
 }
 
 impl fmt::Debug for Job {
@@ -150,6 +153,7 @@ impl Job {
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(300),
             concurrency: None,
+            on_failure: None,
         }
     }
 
@@ -216,6 +220,48 @@ impl Job {
     pub fn concurrency(mut self, n: u32) -> Self {
         self.concurrency = Some(n);
         self
+    }
+
+    /// Runs `f` when a run of this job fails for good (its last attempt failed) — shorthand for
+    /// a job `<id>-on-failure` triggered by `flare/run.failed` filtered on this job's id,
+    /// defined together with this one. Call it after [`Job::new`]'s id and version are final.
+    ///
+    /// ```no_run
+    /// # use flare::{event_trigger, Io, Job, RunFailure};
+    /// let job = Job::new("charge", "Charge", "1.0.0")
+    ///     .trigger(event_trigger("order.placed"))
+    ///     .run(|_p: serde_json::Value, _io: Io| async move { Ok(()) })
+    ///     .on_failure(|failed: RunFailure, io: Io| async move {
+    ///         io.logger.error(format!("run {} failed: {:?}", failed.run_id, failed.error));
+    ///         Ok(())
+    ///     });
+    /// ```
+    pub fn on_failure<O, F, Fut>(mut self, f: F) -> Self
+    where
+        O: Serialize + Send + 'static,
+        F: Fn(RunFailure, Io) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, JobError>> + Send + 'static,
+    {
+        let handler = Job::new(
+            format!("{}-on-failure", self.id),
+            format!("{} (on failure)", self.name),
+            self.version.clone(),
+        )
+        .trigger(
+            event_trigger(crate::store::ended::RUN_FAILED)
+                .filter(serde_json::json!({ "jobId": [self.id] })),
+        )
+        .run(f);
+        self.on_failure = Some(Box::new(handler));
+        self
+    }
+
+    /// This job and its failure handler's job, if any, each to define.
+    pub(crate) fn with_companions(mut self) -> Vec<Job> {
+        let handler = self.on_failure.take();
+        let mut jobs = vec![self];
+        jobs.extend(handler.map(|h| *h));
+        jobs
     }
 
     /// The job id.

@@ -79,9 +79,12 @@ pub use client::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Engine, EngineConfig};
 pub use filter::Filter;
-pub use io::{Io, Logger};
+pub use io::{Io, Logger, WaitFor};
 pub use job::{cron_trigger, event_trigger, interval_trigger, schedule_trigger, Job, Trigger};
 pub use model::RetryPolicy;
-pub use model::{Delay, Level, Run, RunStatus, Step, StepKind, StepStatus, StoredEvent};
+pub use model::{
+    Delay, Level, Run, RunStatus, Step, StepKind, StepStatus, StoredEvent, WaitedEvent,
+};
 pub use model::{Event, JobError};
 pub use schedule::Schedule;
+pub use store::ended::RunFailure;

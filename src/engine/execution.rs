@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::steps::Steps;
 use crate::clock::{ms_to_time, SharedClock};
 use crate::model::{JobError, Level, LogLine};
-use crate::store::{Lease, Store};
+use crate::store::{ClaimedRun, Lease, Store};
 
 /// What a job body's future resolves to.
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Result<Value, JobError>> + Send>>;
@@ -106,24 +106,33 @@ pub(crate) struct Execution {
 }
 
 impl Execution {
-    /// The execution of `lease.run_id` claimed with `lease.token`.
+    /// The execution of the claimed `run` (`run.id` claimed with `run.token`).
     pub(crate) fn new(
-        lease: Lease,
-        event_id: &str,
-        event_name: &str,
-        attempt: u32,
+        run: &ClaimedRun,
         store: Store,
         clock: SharedClock,
         cancel: CancellationToken,
     ) -> Self {
-        let run_id = lease.run_id.as_str();
+        let (event_id, event_name, attempt) = (&run.event_id, &run.event_name, run.attempt);
+        let run_event = crate::model::wait::event_value(event_id, event_name, &run.payload);
+        let lease = Lease {
+            run_id: run.id.clone(),
+            token: run.token,
+        };
+        let run_id = run.id.as_str();
         Self {
             logger: Logger::new(run_id, attempt, clock.clone()),
             run_id: Arc::from(run_id),
-            event_id: Arc::from(event_id),
-            event_name: Arc::from(event_name),
+            event_id: Arc::from(event_id.as_str()),
+            event_name: Arc::from(event_name.as_str()),
             attempt,
-            steps: Arc::new(Steps::new(store.clone(), clock.clone(), lease, attempt)),
+            steps: Arc::new(Steps::new(
+                store.clone(),
+                clock.clone(),
+                lease,
+                attempt,
+                run_event,
+            )),
             store,
             clock,
             cancel,

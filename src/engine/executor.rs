@@ -22,7 +22,7 @@ use super::shared::{set_abort, track, Registered, Shared};
 use super::steps::Suspension;
 use crate::metrics::AttemptEnd;
 use crate::model::JobError;
-use crate::store::{ClaimedRun, Completion, Finish, Lease};
+use crate::store::{ClaimedRun, Completion, Finish};
 
 /// How an attempt ended, before the retry policy is applied.
 #[derive(Debug)]
@@ -36,7 +36,8 @@ pub enum Outcome {
         /// False for invalid payloads and fatal errors.
         retryable: bool,
     },
-    /// The job reached `io.wait` (step `key`, called at `since`) before `until`: it resumes then.
+    /// The job reached `io.wait` (step `key`, called at `since`) before `until`: it resumes then
+    /// (`io.wait_for_event`: or when a matching event arrives).
     Waiting {
         /// The wait step's key.
         key: String,
@@ -44,6 +45,8 @@ pub enum Outcome {
         until: i64,
         /// When the job called the wait, ms.
         since: i64,
+        /// The event waited for (`io.wait_for_event`).
+        event: Option<crate::model::EventWait>,
     },
 }
 
@@ -69,19 +72,7 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken
         .read()
         .ok()
         .and_then(|j| j.get(&run.job_id).cloned());
-    let lease = Lease {
-        run_id: run.id.clone(),
-        token: run.token,
-    };
-    let exec = Execution::new(
-        lease,
-        &run.event_id,
-        &run.event_name,
-        run.attempt,
-        shared.store.clone(),
-        shared.clock.clone(),
-        cancel,
-    );
+    let exec = Execution::new(&run, shared.store.clone(), shared.clock.clone(), cancel);
     let logger = exec.logger.clone();
     let outcome = match job {
         Some(job) => perform(&job, run.payload.clone(), exec).await,
@@ -110,9 +101,19 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken
             tracing::warn!(run = %run.id, job = %run.job_id, attempt = run.attempt, error = %message, "run failed");
             Finish::Failed(message)
         }
-        Outcome::Waiting { key, until, since } => {
+        Outcome::Waiting {
+            key,
+            until,
+            since,
+            event,
+        } => {
             tracing::debug!(run = %run.id, job = %run.job_id, step = %key, until, "run waits");
-            Finish::Wait { key, until, since }
+            Finish::Wait {
+                key,
+                until,
+                since,
+                event,
+            }
         }
     };
     let end = match &finish_as {
@@ -161,7 +162,17 @@ pub(crate) async fn perform(
     };
     let Some(ended) = ended else {
         return match steps.suspension() {
-            Some(Suspension::Wait { key, until, since }) => Outcome::Waiting { key, until, since },
+            Some(Suspension::Wait {
+                key,
+                until,
+                since,
+                event,
+            }) => Outcome::Waiting {
+                key,
+                until,
+                since,
+                event,
+            },
             Some(Suspension::Fail { message, retryable }) => Outcome::Failed { message, retryable },
             None => Outcome::Failed {
                 message: "the execution was suspended without a reason".into(),

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::log_throttle::storage_failure;
 use crate::model::JobError;
-use crate::model::{Step, StepKind, StepStatus};
+use crate::model::{EventWait, Step, StepKind, StepStatus, WaitedEvent};
 use crate::store::{Lease, NewStep, Store};
 
 /// Longest step key, in bytes.
@@ -40,8 +40,14 @@ pub const EVENT_KEY_PREFIX: &str = "event:";
 /// Why an execution ended before its job returned.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Suspension {
-    /// `io.wait`: resume at `until` (ms); the job called it at `since`.
-    Wait { key: String, until: i64, since: i64 },
+    /// `io.wait`: resume at `until` (ms); the job called it at `since`. `io.wait_for_event`
+    /// (`event`): or earlier, when a matching event arrives.
+    Wait {
+        key: String,
+        until: i64,
+        since: i64,
+        event: Option<EventWait>,
+    },
     /// A wait that could not be honoured (a key used twice, storage failing, the lease lost).
     Fail { message: String, retryable: bool },
 }
@@ -53,6 +59,8 @@ pub(crate) struct Steps {
     clock: SharedClock,
     lease: Lease,
     attempt: u32,
+    /// The run's event (`{id, name, payload}`), what waits for events match against.
+    run_event: Value,
     /// The run's steps as stored when this execution first needed them.
     stored: OnceCell<HashMap<String, Step>>,
     /// Keys of tasks and waits used in this execution.
@@ -62,12 +70,19 @@ pub(crate) struct Steps {
 }
 
 impl Steps {
-    pub(crate) fn new(store: Store, clock: SharedClock, lease: Lease, attempt: u32) -> Self {
+    pub(crate) fn new(
+        store: Store,
+        clock: SharedClock,
+        lease: Lease,
+        attempt: u32,
+        run_event: Value,
+    ) -> Self {
         Self {
             store,
             clock,
             lease,
             attempt,
+            run_event,
             stored: OnceCell::new(),
             used: Mutex::default(),
             suspend: CancellationToken::new(),
@@ -246,6 +261,7 @@ impl Steps {
                     key: key.to_string(),
                     until,
                     since,
+                    event: None,
                 })
                 .await;
         }
@@ -254,6 +270,54 @@ impl Steps {
         step.wait_until = Some(until);
         if let Err(e) = self.record(step).await {
             self.fail(e).await;
+        }
+    }
+
+    /// See [`crate::Io::wait_for_event`]: the event the wait resumed with (`None` on timeout),
+    /// once it is over; otherwise suspends the execution (never returns).
+    pub(crate) async fn wait_for_event(
+        &self,
+        key: &str,
+        event: &str,
+        match_path: Option<&str>,
+        condition: Option<&str>,
+        timeout_ms: i64,
+    ) -> Result<Option<WaitedEvent>, JobError> {
+        self.take_key(key)?;
+        let wait = EventWait::new(event, match_path, condition, self.run_event.clone())
+            .map_err(|e| JobError::fatal(format!("wait_for_event {key:?}: {e}")))?;
+        let stored = self.stored().await?.get(key).cloned();
+        let first = stored.is_none();
+        let now = self.clock.now_ms();
+        let (since, until) = match stored {
+            Some(step) if step.kind != StepKind::EventWait => {
+                return Err(kind_clash(key, step.kind, StepKind::EventWait));
+            }
+            Some(step) if step.status == StepStatus::Succeeded => {
+                return waited(key, step.output.unwrap_or(Value::Null));
+            }
+            Some(step) => (
+                step.started_at.timestamp_millis(),
+                step.wait_until.map_or(now, |t| t.timestamp_millis()),
+            ),
+            None => (now, now.saturating_add(timeout_ms.max(0))),
+        };
+        if until > now || first {
+            self.suspend(Suspension::Wait {
+                key: key.to_string(),
+                until,
+                since,
+                event: Some(wait),
+            })
+            .await;
+        }
+        // Timed out: unless an event resumed it meanwhile, it ends with nothing.
+        match self.store.wait_expire(self.lease.clone(), key, now).await {
+            Ok(Some(output)) => waited(key, output),
+            Ok(None) => Err(JobError::from(format!(
+                "wait {key:?} could not end: this worker lost the run's lease"
+            ))),
+            Err(e) => Err(JobError::from(format!("wait {key:?} could not end: {e}"))),
         }
     }
 
@@ -277,6 +341,15 @@ impl Steps {
             }
         }
     }
+}
+
+/// The stored result of a wait for an event.
+fn waited(key: &str, output: Value) -> Result<Option<WaitedEvent>, JobError> {
+    serde_json::from_value(output).map_err(|e| {
+        JobError::fatal(format!(
+            "the stored event of wait {key:?} could not be read: {e}"
+        ))
+    })
 }
 
 fn kind_clash(key: &str, stored: StepKind, asked: StepKind) -> JobError {

@@ -10,6 +10,7 @@ pub mod job;
 pub mod retry;
 pub mod run;
 pub mod step;
+pub mod wait;
 
 pub use crate::clock::ms_to_time;
 pub use delay::{Delay, DelaySpec, DelayUnits, MAX_DELAY};
@@ -20,3 +21,4 @@ pub use job::{InvalidJob, JobError, JobSpec};
 pub use retry::RetryPolicy;
 pub use run::{Attempt, Level, LogLine, Run, RunStatus};
 pub use step::{Step, StepKind, StepStatus};
+pub use wait::{EventWait, WaitedEvent};

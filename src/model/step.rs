@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// What a durable step of a run is (see [`crate::Io::run_task`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum StepKind {
     /// `io.run_task`: a closure whose result is stored.
     Task,
@@ -14,6 +14,8 @@ pub enum StepKind {
     Wait,
     /// `io.send_event`: a chained event.
     Event,
+    /// `io.wait_for_event`: the run sleeps until a matching event arrives or the timeout passes.
+    EventWait,
 }
 
 impl StepKind {
@@ -23,13 +25,19 @@ impl StepKind {
             StepKind::Task => "task",
             StepKind::Wait => "wait",
             StepKind::Event => "event",
+            StepKind::EventWait => "event_wait",
         }
     }
     /// Parses the stored spelling.
     pub fn parse(s: &str) -> Option<Self> {
-        [StepKind::Task, StepKind::Wait, StepKind::Event]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        [
+            StepKind::Task,
+            StepKind::Wait,
+            StepKind::Event,
+            StepKind::EventWait,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 
@@ -85,9 +93,10 @@ pub struct Step {
     pub finished_at: Option<DateTime<Utc>>,
     /// `finished_at - started_at`, ms.
     pub duration_ms: Option<i64>,
-    /// A wait's due time.
+    /// A wait's due time (a wait for an event: its timeout).
     pub wait_until: Option<DateTime<Utc>>,
-    /// A task's stored result (a chained event's `{"eventId": …}`).
+    /// A task's stored result (a chained event's `{"eventId": …}`; a wait for an event: the
+    /// event it resumed with, `null` on timeout).
     pub output: Option<Value>,
     /// The error of a failed task.
     pub error: Option<String>,

@@ -1,6 +1,6 @@
 //! Storage: the only module that speaks SQL. This file is the store's contract: every operation,
 //! grouped by noun, one line each; the parameter and result types live beside it, one file per
-//! noun (`events`, `runs`, `steps`, `jobs`, `schedules`, `webhooks`, `endpoints`, `nodes`,
+//! noun (`events`, `runs`, `ended` (the events of runs that fail or are cancelled), `steps`, `jobs`, `schedules`, `webhooks`, `endpoints`, `nodes`,
 //! `stats`, `page`), the error in `error`.
 //!
 //! [`Store`] is a concrete type over two backends with the same file names holding the same things
@@ -28,6 +28,7 @@ macro_rules! dispatch {
     };
 }
 
+pub mod ended;
 pub mod endpoints;
 pub mod error;
 pub mod events;
@@ -58,8 +59,8 @@ pub use jobs::{JobDefinition, JobSchedule, JobSummary, Triggers};
 pub use nodes::{JobPlacement, NodeBeat, NodeSummary};
 pub use page::{Cursor, Page};
 pub use runs::{
-    BulkRunAction, ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, Lease, RunCounts,
-    RunDetail, RunQuery, RunSummary, BULK_CHUNK,
+    BulkRunAction, ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, Lease, PendingWait,
+    RunCounts, RunDetail, RunQuery, RunSummary, BULK_CHUNK,
 };
 pub use schedules::ScheduleState;
 pub use stats::{QueueDepth, Stats, StatsQuery};
@@ -134,7 +135,7 @@ impl Store {
 
 /// Events.
 impl Store {
-    /// Inserts an event; an immediate one gets its runs in the same transaction (an existing id is a no-op).
+    /// Inserts an event; an immediate one gets its runs and resumes the waits it matches in the same transaction (an existing id is a no-op).
     pub async fn event_insert(&self, event: NewEvent) -> Result<Inserted> {
         dispatch!(self, s => s.event_insert(event).await)
     }
@@ -304,6 +305,19 @@ impl Store {
             return Ok(false);
         }
         dispatch!(self, s => s.step_record(step).await)
+    }
+
+    /// Ends a wait for an event at its timeout unless an event resumed it first; the step's output (`None`: lease lost).
+    pub async fn wait_expire(
+        &self,
+        lease: Lease,
+        key: &str,
+        now: i64,
+    ) -> Result<Option<serde_json::Value>> {
+        if !storable(key) || !storable(&lease.run_id) {
+            return Ok(None);
+        }
+        dispatch!(self, s => s.wait_expire(lease, key.to_string(), now).await)
     }
 
     /// A run's steps, in the order they first started.

@@ -3,6 +3,7 @@
 //! ([`RunDetail`]), the list query ([`RunQuery`], [`RunSummary`]) and counts by state
 //! ([`RunCounts`]).
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -78,6 +79,9 @@ pub enum Finish {
         until: i64,
         /// When the job called `wait`, ms.
         since: i64,
+        /// `io.wait_for_event`: the event waited for (stored with the run, looked up by each
+        /// insert of an event of that name); `until` is then the timeout.
+        event: Option<crate::model::EventWait>,
     },
 }
 
@@ -125,6 +129,64 @@ pub struct RunDetail {
     /// Its durable steps (`io.run_task`, `io.wait`, chained `io.send_event`), in the order they
     /// first started.
     pub steps: Vec<Step>,
+    /// What the run waits for while it waits for an event (`io.wait_for_event`); `null` else.
+    pub waiting_for: Option<PendingWait>,
+}
+
+impl RunDetail {
+    /// Shows `wait` as what the run waits for, while the run is queued or running (a cancelled
+    /// run's wait row stays until retention, and is not shown).
+    pub(crate) fn with_wait(mut self, wait: Option<PendingWait>) -> Self {
+        if matches!(self.run.status, RunStatus::Queued | RunStatus::Running) {
+            self.waiting_for = wait;
+        }
+        self
+    }
+}
+
+/// A wait for an event still pending, as shown with its run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingWait {
+    /// The wait step's key.
+    pub step_key: String,
+    /// The event name waited for.
+    pub event: String,
+    /// The match path (`payload.invoiceId`), if any.
+    #[serde(rename = "match")]
+    pub match_path: Option<String>,
+    /// The run's own value there, which the incoming event must equal.
+    pub match_value: Option<String>,
+    /// The CEL condition, if any.
+    pub condition: Option<String>,
+    /// When the run reached the wait.
+    pub since: DateTime<Utc>,
+    /// The deadline: the wait ends with nothing then.
+    pub until: DateTime<Utc>,
+}
+
+impl PendingWait {
+    /// From the stored columns (an empty path is no match).
+    pub(crate) fn from_row(
+        step_key: String,
+        event: String,
+        match_path: String,
+        match_value: String,
+        condition: Option<String>,
+        since: i64,
+        until: i64,
+    ) -> Self {
+        let matched = !match_path.is_empty();
+        Self {
+            step_key,
+            event,
+            match_path: matched.then_some(match_path),
+            match_value: matched.then_some(match_value),
+            condition,
+            since: crate::model::ms_to_time(since),
+            until: crate::model::ms_to_time(until),
+        }
+    }
 }
 
 impl RunDetail {
@@ -160,6 +222,7 @@ impl RunDetail {
             logs,
             attempts,
             steps,
+            waiting_for: None,
         }
     }
 }

@@ -34,6 +34,10 @@ async fn event_list_filters_by_every_parameter(db: TestDb) {
     );
     assert!(f.event_ids("/api/events?source=web").await.is_empty());
     assert_eq!(f.event_ids("/api/events?source=api").await.len(), 8);
+    assert_eq!(
+        f.event_ids("/api/events?source=flare").await,
+        vec![f.failure.clone()]
+    );
 
     // Outcomes partition the events.
     let mut succeeded = vec![f.child.clone(), f.upload.clone()];
@@ -45,7 +49,7 @@ async fn event_list_filters_by_every_parameter(db: TestDb) {
     );
     assert_eq!(
         f.event_ids("/api/events?status=no_runs").await,
-        vec![f.hook.clone(), f.audit.clone()]
+        vec![f.hook.clone(), f.audit.clone(), f.failure.clone()]
     );
     assert_eq!(
         f.event_ids("/api/events?status=scheduled").await,
@@ -74,7 +78,11 @@ async fn event_list_filters_by_every_parameter(db: TestDb) {
         f.event_ids("/api/events?q=50%25").await,
         vec![f.order.clone()]
     );
-    assert_eq!(f.event_ids("/api/events?q=_").await, vec![f.order.clone()]);
+    // (`flare/run.failed`'s payload holds the run id, `run_…`.)
+    assert_eq!(
+        f.event_ids("/api/events?q=_").await,
+        vec![f.failure.clone(), f.order.clone()]
+    );
     assert_eq!(
         f.event_ids("/api/events?q=user&name=user.created&status=succeeded&limit=2")
             .await,

@@ -25,6 +25,8 @@ pub struct Fixture {
     pub order: String,
     pub upload: String,
     pub child: String,
+    /// `flare/run.failed` of the order's run (explode fails for good).
+    pub failure: String,
     pub audit: String,
     pub hook: String,
     pub later: String,
@@ -109,6 +111,13 @@ pub async fn fixture(db: TestDb) -> Fixture {
         .expect("detail")
         .expect("upload event");
     let child = detail.children[0].id.clone();
+    let order = client
+        .store()
+        .event_detail(&ids[5])
+        .await
+        .expect("detail")
+        .expect("order event");
+    let failure = order.children[0].id.clone();
     let app = sample::router(&client, url, None);
     Fixture {
         _db: db,
@@ -116,6 +125,7 @@ pub async fn fixture(db: TestDb) -> Fixture {
         order: ids[5].clone(),
         upload,
         child,
+        failure,
         audit: ids[7].clone(),
         hook: ids[8].clone(),
         later: ids[9].clone(),
@@ -157,6 +167,7 @@ impl Fixture {
         let mut all = self.users.clone();
         all.extend([
             self.order.clone(),
+            self.failure.clone(),
             self.upload.clone(),
             self.child.clone(),
             self.audit.clone(),

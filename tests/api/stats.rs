@@ -31,7 +31,7 @@ async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
     let stats = f.get("/api/stats?window=1h").await;
     assert_eq!(stats["window"], "1h");
     assert_eq!(stats["bucketSeconds"], 60);
-    assert_eq!(stats["events"], 11);
+    assert_eq!(stats["events"], 12);
     assert_eq!(stats["runs"]["succeeded"], 7);
     assert_eq!(stats["runs"]["failed"], 1);
     assert_eq!(stats["runs"]["successRate"], 7.0 / 8.0);
@@ -41,9 +41,10 @@ async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
         .iter()
         .map(|b| b["events"].as_u64().expect("n"))
         .collect();
-    assert_eq!(per_bucket.iter().sum::<u64>(), 11);
-    // The last ten buckets hold one event per minute (two at the upload's minute, none after).
-    assert_eq!(&per_bucket[50..], &[1, 1, 1, 1, 1, 1, 2, 1, 1, 1]);
+    assert_eq!(per_bucket.iter().sum::<u64>(), 12);
+    // The last ten buckets hold one event per minute (two at the order's minute, with its
+    // run's `flare/run.failed`, and at the upload's, none after).
+    assert_eq!(&per_bucket[50..], &[1, 1, 1, 1, 1, 2, 2, 1, 1, 1]);
     assert_eq!(buckets[55]["failed"], 1);
     assert_eq!(stats["to"], json!("2024-05-01T12:10:00Z"));
     assert_eq!(stats["queue"]["scheduledEvents"], 1);
@@ -70,7 +71,7 @@ async fn jobs_stats_metrics_and_the_openapi_document(db: TestDb) {
     );
     let day = f.get("/api/stats?window=24h").await;
     assert_eq!(day["buckets"].as_array().expect("buckets").len(), 24);
-    assert_eq!(day["events"], 11);
+    assert_eq!(day["events"], 12);
     assert_eq!(f.get("/api/stats").await["window"], "1h");
 
     let (status, text) = f.call_text("GET", "/metrics", None).await;

@@ -14,9 +14,11 @@ mod support;
 
 mod control;
 mod events;
+mod failure_events;
 mod failures;
 mod leader;
 mod runs;
 mod schedules;
 mod shutdown;
 mod steps;
+mod waits;

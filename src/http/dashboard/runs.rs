@@ -213,6 +213,22 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                     span.muted { " stops it: a running job is told, and its outcome is not recorded" }
                 }
             }
+            @if let Some(w) = &detail.waiting_for {
+                section #run-waiting-for {
+                    h2 { "Waiting for an event" }
+                    dl.facts {
+                        dt { "Event" } dd { code { (w.event) } " (step " code { (w.step_key) } ")" }
+                        @if let (Some(path), Some(value)) = (&w.match_path, &w.match_value) {
+                            dt { "Match" } dd { code { (path) } " = " code { (value) } }
+                        }
+                        @if let Some(c) = &w.condition {
+                            dt { "Condition" } dd { code { (c) } }
+                        }
+                        dt { "Since" } dd { (page::time(w.since)) }
+                        dt { "Deadline" } dd { (page::time(w.until)) " (then it goes on with nothing)" }
+                    }
+                }
+            }
             @if let Some(e) = &run.error {
                 section { h2 { "Error" } pre.error-text #run-error { (e) } }
             }

@@ -394,10 +394,16 @@ fn schemas() -> Value {
             "logs": { "type": "array", "items": schema_ref("LogLine") },
             "attempts": { "type": "array", "items": schema_ref("Attempt") },
             "steps": { "type": "array", "items": schema_ref("Step"),
-                "description": "Durable steps (io.run_task, io.wait, chained io.send_event), in the order they first started." } } }] },
+                "description": "Durable steps (io.run_task, io.wait, io.wait_for_event, chained io.send_event), in the order they first started." },
+            "waitingFor": nullable(schema_ref("PendingWait")) } }] },
+        "PendingWait": { "type": "object", "description": "What a run waiting for an event (io.wait_for_event) waits for.", "properties": {
+            "stepKey": string(), "event": { "type": "string", "description": "The event name waited for." },
+            "match": nullable(string()), "matchValue": nullable(string()),
+            "condition": nullable(string()),
+            "since": time(), "until": { "type": "string", "format": "date-time", "description": "The deadline: the wait ends with nothing then." } } },
         "Step": { "type": "object", "properties": {
             "key": { "type": "string", "description": "Unique within the run; a chained event's is event:<n> (call order) or event:<key>." },
-            "kind": { "type": "string", "enum": ["task", "wait", "event"] },
+            "kind": { "type": "string", "enum": ["task", "wait", "event", "event_wait"] },
             "status": { "type": "string", "enum": ["succeeded", "failed", "waiting"],
                 "description": "A succeeded step is final: a run executing again gets its output without running it. A failed one runs again in the next attempt. A waiting one is a wait not yet due." },
             "attempt": { "type": "integer", "description": "The run's attempt that last ran it." },

@@ -115,12 +115,32 @@ impl PgStore {
         )
         .await?;
         let mut runs = NewRuns::default();
+        let mut delivered = Vec::with_capacity(due.len());
         for r in &due {
             let id: String = r.try_get(0)?;
             let name: String = r.try_get(1)?;
             let payload = json_text(&r.try_get::<_, String>(2)?)?;
             runs.fan_out(self.triggers(), &id, &name, &payload, now);
+            delivered.push((id, name, payload));
         }
+        // Waits for these events: the names' shared locks first (see `waits.rs`).
+        let names: Vec<&str> = delivered.iter().map(|d| d.1.as_str()).collect();
+        let resumed = if names.is_empty() {
+            0
+        } else {
+            rows(&tx, super::waits::LOCK_SHARED_SQL, &[&names]).await?;
+            let events: Vec<super::waits::Delivered<'_>> = delivered
+                .iter()
+                .map(|(id, name, payload)| super::waits::Delivered {
+                    id,
+                    name,
+                    payload,
+                    at: now,
+                    now,
+                })
+                .collect();
+            super::waits::on_events(&tx, &events).await?
+        };
         if !runs.ids.is_empty() {
             exec(
                 &tx,
@@ -137,7 +157,7 @@ impl PgStore {
             .await?;
         }
         tx.commit().await?;
-        if !runs.ids.is_empty() {
+        if !runs.ids.is_empty() || resumed > 0 {
             self.wake();
         }
         Ok(due.len())
@@ -163,6 +183,7 @@ impl PgStore {
              dlogs AS (DELETE FROM run_logs l USING druns WHERE l.run_id = druns.id), \
              datt AS (DELETE FROM run_attempts a USING druns WHERE a.run_id = druns.id), \
              dsteps AS (DELETE FROM run_steps s USING druns WHERE s.run_id = druns.id), \
+             dwaits AS (DELETE FROM run_waits w USING druns WHERE w.run_id = druns.id), \
              dout AS (UPDATE run_outcomes o SET n = o.n - d.k FROM ( \
                  SELECT finished_at / 60000 AS minute, job_id, status, count(*) AS k FROM druns \
                  WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) d \

@@ -29,6 +29,7 @@
 //! - **Storage down** for tests ([`PgStore::health_fail_writes`]): every write transaction then
 //!   starts `READ ONLY`, so PostgreSQL itself refuses the writes.
 
+mod ended;
 mod endpoints;
 mod events;
 mod jobs;
@@ -38,6 +39,7 @@ mod query;
 mod rows;
 mod runs;
 mod steps;
+mod waits;
 mod webhooks;
 mod writer;
 
@@ -95,6 +97,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (15, include_str!("0015_event_counts.sql")),
+    (30, include_str!("0030_event_waits.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

@@ -176,3 +176,30 @@ pub(super) fn endpoint_row(r: &Row) -> Result<EndpointRow> {
         skipped: r.try_get(12)?,
     })
 }
+
+/// Log lines as the columns of an `UNNEST` insert (`$run, $attempt, $level, $message, $fields,
+/// $at`), for the statements that end an attempt.
+#[derive(Default)]
+pub(super) struct LogColumns<'a> {
+    pub(super) run: Vec<&'a str>,
+    pub(super) attempt: Vec<i32>,
+    pub(super) level: Vec<&'a str>,
+    pub(super) message: Vec<&'a str>,
+    pub(super) fields: Vec<Option<String>>,
+    pub(super) at: Vec<i64>,
+}
+
+impl<'a> LogColumns<'a> {
+    /// Adds the lines `run_id` wrote.
+    pub(super) fn add(&mut self, run_id: &'a str, lines: &'a [crate::model::LogLine]) {
+        for line in lines {
+            self.run.push(run_id);
+            self.attempt
+                .push(i32::try_from(line.attempt).unwrap_or(i32::MAX));
+            self.level.push(line.level.as_str());
+            self.message.push(line.message.as_str());
+            self.fields.push(line.fields.as_ref().map(Value::to_string));
+            self.at.push(line.at.timestamp_millis());
+        }
+    }
+}

@@ -17,12 +17,17 @@
 use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::GenericClient;
-use serde_json::Value;
 
-use super::rows::{count_of, json_text, opt_json, rows, run_from_row, u32_of, RUN_COLUMNS};
+use super::ended::send_ended;
+use super::rows::{
+    count_of, json_text, opt_json, rows, run_from_row, triggers_refresh, u32_of, LogColumns,
+    RUN_COLUMNS,
+};
 use super::{PgStore, GENERIC_PLAN, GENERIC_PLAN_NO_WAIT};
 use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus};
-use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail};
+use crate::store::{
+    ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail, Triggers,
+};
 
 /// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner
@@ -88,33 +93,6 @@ macro_rules! tally_sql {
              ON CONFLICT (minute, job_id, status) DO UPDATE SET n = run_outcomes.n + excluded.n"
         )
     };
-}
-
-/// Log lines as the columns of an `UNNEST` insert (`$run, $attempt, $level, $message, $fields,
-/// $at`), for the statements that end an attempt.
-#[derive(Default)]
-pub(super) struct LogColumns<'a> {
-    pub(super) run: Vec<&'a str>,
-    pub(super) attempt: Vec<i32>,
-    pub(super) level: Vec<&'a str>,
-    pub(super) message: Vec<&'a str>,
-    pub(super) fields: Vec<Option<String>>,
-    pub(super) at: Vec<i64>,
-}
-
-impl<'a> LogColumns<'a> {
-    /// Adds the lines `run_id` wrote.
-    pub(super) fn add(&mut self, run_id: &'a str, lines: &'a [crate::model::LogLine]) {
-        for line in lines {
-            self.run.push(run_id);
-            self.attempt
-                .push(i32::try_from(line.attempt).unwrap_or(i32::MAX));
-            self.level.push(line.level.as_str());
-            self.message.push(line.message.as_str());
-            self.fields.push(line.fields.as_ref().map(Value::to_string));
-            self.at.push(line.at.timestamp_millis());
-        }
-    }
 }
 
 /// Records a batch of finished attempts in one statement: each run is written only while its
@@ -213,8 +191,13 @@ pub(super) async fn cancel_queued_of_job<C: GenericClient>(
 /// so a late completion's token matches nothing and is refused) is deleted, the run row is made
 /// final and counted, and an attempt that was executing is recorded as `cancelled`. Returns 1 when
 /// it was cancelled, 0 when it was not queued or running.
-pub(super) async fn run_cancel_in<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
-    Ok(rows(
+pub(super) async fn run_cancel_in<C: GenericClient>(
+    tx: &C,
+    triggers: &Triggers,
+    id: &str,
+    now: i64,
+) -> Result<usize> {
+    let n = rows(
         tx,
         concat!(
             "WITH q AS (DELETE FROM run_queue q USING runs r \
@@ -233,7 +216,11 @@ pub(super) async fn run_cancel_in<C: GenericClient>(tx: &C, id: &str, now: i64) 
         &[&id, &now],
     )
     .await?
-    .len())
+    .len();
+    if n == 1 {
+        send_ended(tx, triggers, &[(id.to_string(), None)], true, now).await?;
+    }
+    Ok(n)
 }
 
 /// Queues run `id` again if it is failed or cancelled, inside `tx` (see `run_retry`). Returns 1
@@ -254,37 +241,6 @@ pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -
     .await?
     .len())
 }
-
-/// Suspends a batch of runs on their waits: each queue row still holding the attempt's token
-/// goes back to runnable, due at the wait's time, with the attempt uncounted (as a release at
-/// shutdown); the run row follows; the wait step, the attempt (`waiting`) and the log lines are
-/// written for those alone. The queue row is locked before the run row, as everywhere.
-pub(super) const SUSPEND_SQL: &str = "WITH u AS ( \
-       SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[]) \
-         AS u(id, token, key, until, since, finished_at)), \
-     waiting AS ( \
-       UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = u.until, attempt = q.attempt - 1 \
-       FROM runs r, u WHERE r.id = u.id AND q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL \
-       RETURNING q.seq, u.id, q.attempt + 1 AS attempt, q.started_at, q.node, u.key, u.until, u.since, u.finished_at), \
-     hist AS ( \
-       UPDATE runs r SET run_at = w.until, attempt = w.attempt - 1, started_at = w.started_at, node = w.node \
-       FROM waiting w WHERE r.seq = w.seq), \
-     steps AS ( \
-       INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, wait_until) \
-       SELECT id, key, 'wait', 'waiting', attempt, since, until FROM waiting \
-       ON CONFLICT (run_id, key) DO UPDATE SET status = excluded.status, attempt = excluded.attempt, \
-         wait_until = excluded.wait_until \
-       WHERE run_steps.status <> 'succeeded'), \
-     attempts AS ( \
-       INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
-       SELECT id, attempt, 'waiting', started_at, finished_at, NULL FROM waiting), \
-     logs AS ( \
-       INSERT INTO run_logs (run_id, attempt, level, message, fields, at) \
-       SELECT l.run_id, l.attempt, l.level, l.message, l.fields, l.at \
-       FROM unnest($7::text[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::int8[]) \
-            WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
-       WHERE l.run_id IN (SELECT id FROM waiting) ORDER BY l.ord) \
-     SELECT id FROM waiting";
 
 impl PgStore {
     /// See [`crate::store::Store::runs_claim`].
@@ -339,11 +295,20 @@ impl PgStore {
         let (waits, ends): (Vec<&Completion>, Vec<&Completion>) = completions
             .iter()
             .partition(|c| matches!(c.finish, Finish::Wait { .. }));
+        // A wait for an event has a transaction of its own (it takes the event name's lock).
+        let (on_event, waits): (Vec<&Completion>, Vec<&Completion>) = waits
+            .into_iter()
+            .partition(|c| matches!(c.finish, Finish::Wait { event: Some(_), .. }));
         let mut held = if waits.is_empty() {
             HashSet::new()
         } else {
             self.runs_suspend(&waits).await?
         };
+        for c in on_event {
+            if self.run_suspend_on_event(c).await? {
+                held.insert(c.run_id.clone());
+            }
+        }
         if !ends.is_empty() {
             held.extend(self.runs_end(&ends).await?);
         }
@@ -390,35 +355,60 @@ impl PgStore {
             started.push(c.started_at);
             logs.add(&c.run_id, &c.logs);
         }
-        let client = self.conn().await?;
-        let held: HashSet<String> = self
-            .with_settings(
-                &client,
-                GENERIC_PLAN,
-                COMPLETE_SQL,
-                &[
-                    &ids,
-                    &tokens,
-                    &statuses,
-                    &run_at,
-                    &finished,
-                    &outputs,
-                    &errors,
-                    &attempts,
-                    &started,
-                    &logs.run,
-                    &logs.attempt,
-                    &logs.level,
-                    &logs.message,
-                    &logs.fields,
-                    &logs.at,
-                ],
-            )
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 15] = [
+            &ids,
+            &tokens,
+            &statuses,
+            &run_at,
+            &finished,
+            &outputs,
+            &errors,
+            &attempts,
+            &started,
+            &logs.run,
+            &logs.attempt,
+            &logs.level,
+            &logs.message,
+            &logs.fields,
+            &logs.at,
+        ];
+        let failed: Vec<(String, Option<String>)> = completions
+            .iter()
+            .filter_map(|c| match &c.finish {
+                Finish::Failed(error) => Some((c.run_id.clone(), Some(error.clone()))),
+                _ => None,
+            })
+            .collect();
+        let mut client = self.conn().await?;
+        if failed.is_empty() {
+            // The hot path: one round trip.
+            let held: HashSet<String> = self
+                .with_settings(&client, GENERIC_PLAN, COMPLETE_SQL, &params)
+                .await?
+                .iter()
+                .map(|r| r.try_get::<_, String>(0))
+                .collect::<Result<_, _>>()?;
+            if retry {
+                self.wake();
+            }
+            return Ok(held);
+        }
+        // A run failed for good: its `flare/run.failed` commits with it.
+        triggers_refresh(&client, self.triggers()).await?;
+        let tx = self.begin(&mut client).await?;
+        let held: HashSet<String> = rows(&tx, COMPLETE_SQL, &params)
             .await?
             .iter()
             .map(|r| r.try_get::<_, String>(0))
             .collect::<Result<_, _>>()?;
-        if retry {
+        let ended: Vec<(String, Option<String>)> = failed
+            .into_iter()
+            .filter(|(id, _)| held.contains(id))
+            .collect();
+        let now = completions.iter().map(|c| c.finished_at).max().unwrap_or(0);
+        let woken = send_ended(&tx, self.triggers(), &ended, false, now).await?;
+        tx.commit().await?;
+        if retry || woken {
             self.wake();
         }
         Ok(held)
@@ -491,6 +481,7 @@ impl PgStore {
     /// recorded as lost; it is queued again or, out of attempts, failed.
     pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
         let mut client = self.conn().await?;
+        triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
         let rescued = rows(
             &tx,
@@ -516,15 +507,21 @@ impl PgStore {
              a AS ( \
                INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
                SELECT id, attempt, 'lost', started_at, $1, error FROM res) \
-             SELECT status FROM res"
+             SELECT status, id, error FROM res"
             ),
             &[&now],
         )
         .await?;
         let mut requeued = false;
+        let mut failed = Vec::new();
         for r in &rescued {
-            requeued |= r.try_get::<_, String>(0)? == "queued";
+            let status: String = r.try_get(0)?;
+            requeued |= status == "queued";
+            if status == "failed" {
+                failed.push((r.try_get(1)?, r.try_get(2)?));
+            }
         }
+        requeued |= send_ended(&tx, self.triggers(), &failed, false, now).await?;
         tx.commit().await?;
         if requeued {
             self.wake();
@@ -535,8 +532,9 @@ impl PgStore {
     /// See [`crate::store::Store::run_cancel`].
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
         let mut client = self.conn().await?;
+        triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
-        let n = run_cancel_in(&tx, &id, now).await?;
+        let n = run_cancel_in(&tx, self.triggers(), &id, now).await?;
         if n == 1 {
             tx.commit().await?;
             return Ok(());
@@ -581,11 +579,14 @@ impl PgStore {
         // One order for every bulk write, so two of them never wait for each other.
         ids.sort();
         let mut client = self.conn().await?;
+        triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
         let mut n = 0;
         for id in &ids {
             n += match action {
-                crate::store::BulkRunAction::Cancel => run_cancel_in(&tx, id, now).await?,
+                crate::store::BulkRunAction::Cancel => {
+                    run_cancel_in(&tx, self.triggers(), id, now).await?
+                }
                 crate::store::BulkRunAction::Retry => run_retry_in(&tx, id, now).await?,
             };
         }
@@ -594,67 +595,6 @@ impl PgStore {
             self.wake();
         }
         Ok(n)
-    }
-
-    /// Suspends the runs of `waits` (completions whose finish is [`Finish::Wait`]) in one
-    /// statement; returns the ids of those whose lease was still held.
-    pub(super) async fn runs_suspend(&self, waits: &[&Completion]) -> Result<HashSet<String>> {
-        let n = waits.len();
-        let (mut ids, mut tokens, mut keys, mut until, mut since, mut finished) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let mut logs = super::runs::LogColumns::default();
-        for c in waits {
-            let Finish::Wait {
-                key,
-                until: due,
-                since: called,
-            } = &c.finish
-            else {
-                continue;
-            };
-            ids.push(c.run_id.as_str());
-            tokens.push(c.token);
-            keys.push(key.as_str());
-            until.push(*due);
-            since.push(*called);
-            finished.push(c.finished_at);
-            logs.add(&c.run_id, &c.logs);
-        }
-        let client = self.conn().await?;
-        let held = self
-            .with_settings(
-                &client,
-                GENERIC_PLAN,
-                SUSPEND_SQL,
-                &[
-                    &ids,
-                    &tokens,
-                    &keys,
-                    &until,
-                    &since,
-                    &finished,
-                    &logs.run,
-                    &logs.attempt,
-                    &logs.level,
-                    &logs.message,
-                    &logs.fields,
-                    &logs.at,
-                ],
-            )
-            .await?
-            .iter()
-            .map(|r| r.try_get::<_, String>(0))
-            .collect::<Result<HashSet<_>, _>>()?;
-        if !held.is_empty() {
-            self.wake();
-        }
-        Ok(held)
     }
 
     /// See [`crate::store::Store::runs_next_due`]: both lookups walk a partial index in due order.
@@ -734,7 +674,10 @@ impl PgStore {
             });
         }
         let steps = super::steps::steps_of(c, &id).await?;
-        Ok(Some(RunDetail::new(run, logs, attempts, steps)))
+        let wait = super::waits::pending(c, &id).await?;
+        Ok(Some(
+            RunDetail::new(run, logs, attempts, steps).with_wait(wait),
+        ))
     }
 
     /// See [`crate::store::Store::run_counts`].

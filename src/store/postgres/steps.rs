@@ -1,14 +1,17 @@
 //! Durable steps on PostgreSQL: recording one (one statement, fenced by the lease token on the
-//! run's queue row) and reading a run's steps. Suspending runs on a wait is part of the
-//! completion (`runs.rs`).
+//! run's queue row), reading a run's steps, suspending runs on their waits (a completion that
+//! `runs.rs` hands here; a wait for an event in a transaction of its own, see `waits.rs`) and
+//! ending a wait for an event at its timeout.
+
+use std::collections::HashSet;
 
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 
-use super::rows::{json_text, rows, u32_of};
-use super::PgStore;
+use super::rows::{json_text, rows, u32_of, LogColumns};
+use super::{PgStore, GENERIC_PLAN};
 use crate::model::{ms_to_time, Step, StepKind, StepStatus};
-use crate::store::{Error, NewStep, Result};
+use crate::store::{Completion, Error, Finish, Lease, NewStep, Result};
 
 /// Records a step while the run's queue row holds the lease token `$11`. The queue row is
 /// locked `FOR SHARE`, so a rescue or completion of the run waits for this statement and one
@@ -60,6 +63,37 @@ pub(super) async fn steps_of<C: GenericClient>(c: &C, run_id: &str) -> Result<Ve
     Ok(steps)
 }
 
+/// Suspends a batch of runs on their waits: each queue row still holding the attempt's token
+/// goes back to runnable, due at the wait's time, with the attempt uncounted (as a release at
+/// shutdown); the run row follows; the wait step, the attempt (`waiting`) and the log lines are
+/// written for those alone. The queue row is locked before the run row, as everywhere.
+pub(super) const SUSPEND_SQL: &str = "WITH u AS ( \
+       SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $13::text[]) \
+         AS u(id, token, key, until, since, finished_at, kind)), \
+     waiting AS ( \
+       UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = u.until, attempt = q.attempt - 1 \
+       FROM runs r, u WHERE r.id = u.id AND q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL \
+       RETURNING q.seq, u.id, q.attempt + 1 AS attempt, q.started_at, q.node, u.key, u.until, u.since, u.finished_at, u.kind), \
+     hist AS ( \
+       UPDATE runs r SET run_at = w.until, attempt = w.attempt - 1, started_at = w.started_at, node = w.node \
+       FROM waiting w WHERE r.seq = w.seq), \
+     steps AS ( \
+       INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, wait_until) \
+       SELECT id, key, kind, 'waiting', attempt, since, until FROM waiting \
+       ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, attempt = excluded.attempt, \
+         wait_until = excluded.wait_until \
+       WHERE run_steps.status <> 'succeeded'), \
+     attempts AS ( \
+       INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
+       SELECT id, attempt, 'waiting', started_at, finished_at, NULL FROM waiting), \
+     logs AS ( \
+       INSERT INTO run_logs (run_id, attempt, level, message, fields, at) \
+       SELECT l.run_id, l.attempt, l.level, l.message, l.fields, l.at \
+       FROM unnest($7::text[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::int8[]) \
+            WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
+       WHERE l.run_id IN (SELECT id FROM waiting) ORDER BY l.ord) \
+     SELECT id FROM waiting";
+
 impl PgStore {
     /// See [`crate::store::Store::step_record`]: one statement.
     pub async fn step_record(&self, step: NewStep) -> Result<bool> {
@@ -93,5 +127,139 @@ impl PgStore {
     pub async fn run_steps(&self, run_id: String) -> Result<Vec<Step>> {
         let client = self.conn().await?;
         steps_of(&client, &run_id).await
+    }
+
+    /// See [`crate::store::Store::wait_expire`]: one transaction (`waits::expire`).
+    pub async fn wait_expire(&self, lease: Lease, key: String, now: i64) -> Result<Option<Value>> {
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        let output = super::waits::expire(&tx, &lease, &key, now).await?;
+        tx.commit().await?;
+        Ok(output)
+    }
+
+    /// Suspends the runs of `waits` (completions whose finish is [`Finish::Wait`]) in one
+    /// statement; returns the ids of those whose lease was still held.
+    pub(super) async fn runs_suspend(&self, waits: &[&Completion]) -> Result<HashSet<String>> {
+        let n = waits.len();
+        let (mut ids, mut tokens, mut keys, mut until, mut since, mut finished) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let mut logs = LogColumns::default();
+        let mut kinds = Vec::with_capacity(n);
+        for c in waits {
+            let Finish::Wait {
+                key,
+                until: due,
+                since: called,
+                event,
+            } = &c.finish
+            else {
+                continue;
+            };
+            ids.push(c.run_id.as_str());
+            tokens.push(c.token);
+            keys.push(key.as_str());
+            until.push(*due);
+            since.push(*called);
+            kinds.push(if event.is_some() {
+                StepKind::EventWait.as_str()
+            } else {
+                StepKind::Wait.as_str()
+            });
+            finished.push(c.finished_at);
+            logs.add(&c.run_id, &c.logs);
+        }
+        let client = self.conn().await?;
+        let held = self
+            .with_settings(
+                &client,
+                GENERIC_PLAN,
+                SUSPEND_SQL,
+                &[
+                    &ids,
+                    &tokens,
+                    &keys,
+                    &until,
+                    &since,
+                    &finished,
+                    &logs.run,
+                    &logs.attempt,
+                    &logs.level,
+                    &logs.message,
+                    &logs.fields,
+                    &logs.at,
+                    &kinds,
+                ],
+            )
+            .await?
+            .iter()
+            .map(|r| r.try_get::<_, String>(0))
+            .collect::<Result<HashSet<_>, _>>()?;
+        if !held.is_empty() {
+            self.wake();
+        }
+        Ok(held)
+    }
+
+    /// Suspends one run on a wait for an event ([`Finish::Wait`] with `event`) in a transaction
+    /// of its own: the event name's exclusive lock (see `waits.rs`), the suspension, the wait
+    /// stored, and a matching event sent since the wait was reached looked for. Returns whether
+    /// the lease was still held.
+    pub(super) async fn run_suspend_on_event(&self, c: &Completion) -> Result<bool> {
+        let Finish::Wait {
+            key,
+            until,
+            since,
+            event: Some(wait),
+        } = &c.finish
+        else {
+            return Ok(false);
+        };
+        let mut logs = LogColumns::default();
+        logs.add(&c.run_id, &c.logs);
+        let mut client = self.conn().await?;
+        let tx = self.begin(&mut client).await?;
+        super::rows::exec(
+            &tx,
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&super::waits::LOCK_CLASS, &wait.event],
+        )
+        .await?;
+        let held = !rows(
+            &tx,
+            SUSPEND_SQL,
+            &[
+                &vec![c.run_id.as_str()],
+                &vec![c.token],
+                &vec![key.as_str()],
+                &vec![*until],
+                &vec![*since],
+                &vec![c.finished_at],
+                &logs.run,
+                &logs.attempt,
+                &logs.level,
+                &logs.message,
+                &logs.fields,
+                &logs.at,
+                &vec![StepKind::EventWait.as_str()],
+            ],
+        )
+        .await?
+        .is_empty();
+        if held {
+            super::waits::register(&tx, &c.run_id, key, wait, *since, *until, c.finished_at)
+                .await?;
+        }
+        tx.commit().await?;
+        if held {
+            self.wake();
+        }
+        Ok(held)
     }
 }

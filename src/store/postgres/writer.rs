@@ -17,6 +17,7 @@ use tokio_postgres::Row;
 
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
+use super::waits::{on_events, Delivered, LOCK_SHARED_SQL};
 use crate::log_throttle::storage_failure;
 use crate::model::StoredEvent;
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
@@ -98,12 +99,35 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         "BEGIN"
     };
     let params = prepared.params();
-    let wake = prepared.wake;
-    // Sent in this order on the first poll; each answer comes back in order. A failed statement
-    // aborts the transaction, and the COMMIT after it then rolls back.
-    let (began, inserted, notified, committed) = futures::join!(
+    let names = prepared.names();
+    let lock_params: [&(dyn ToSql + Sync); 1] = [&names];
+    // Sent in this order on the first poll; each answer comes back in order. The names' shared
+    // locks come before the insert, for waits for events (see `waits.rs`).
+    let (began, locked, inserted) = futures::join!(
         client.batch_execute(begin),
+        client.query(LOCK_SHARED_SQL, &lock_params),
         client.query(&insert, &params),
+    );
+    // Then the waits the new events resume, in the same transaction.
+    let looked = async {
+        began?;
+        locked?;
+        let inserted = inserted?;
+        let (created, existing) = prepared.created(&inserted)?;
+        let resumed = on_events(&client, &prepared.delivered(&created)).await?;
+        Ok::<_, Error>((created, existing, resumed))
+    }
+    .await;
+    let (created, existing, resumed) = match looked {
+        Ok(done) => done,
+        Err(e) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(e);
+        }
+    };
+    let wake = prepared.wake || resumed > 0;
+    // A failed statement aborts the transaction, and the COMMIT after it then rolls back.
+    let (notified, committed) = futures::join!(
         async {
             if wake {
                 client.execute(&notify, &[&CHANNEL]).await.map(|_| ())
@@ -113,11 +137,8 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         },
         client.batch_execute("COMMIT"),
     );
-    began?;
-    let inserted = inserted?;
     notified?;
     committed?;
-    let (created, existing) = prepared.created(&inserted)?;
     let stored = events_by_ids(&client, &existing).await?;
     let result = prepared.finish(&created, &stored)?;
     if wake {
@@ -299,6 +320,31 @@ impl<'a> PreparedEvents<'a> {
         ]
     }
 
+    /// The names of the events to insert (for their locks, `LOCK_SHARED_SQL`).
+    pub(super) fn names(&self) -> Vec<&'a str> {
+        self.names.clone()
+    }
+
+    /// The new events delivered at once (not scheduled), for the waits they resume.
+    pub(super) fn delivered(&self, created: &HashSet<String>) -> Vec<Delivered<'a>> {
+        self.batch
+            .iter()
+            .enumerate()
+            .filter(|(i, row)| {
+                self.candidate[*i]
+                    && created.contains(&row.event.id)
+                    && row.event.deliver_at.is_none_or(|t| t <= row.event.now)
+            })
+            .map(|(_, row)| Delivered {
+                id: &row.event.id,
+                name: &row.event.name,
+                payload: &row.event.payload,
+                at: row.event.now,
+                now: row.event.now,
+            })
+            .collect()
+    }
+
     /// The ids the insert created, from its rows, and the ids that existed before (to look up).
     pub(super) fn created(&self, rows: &[Row]) -> Result<(HashSet<String>, Vec<String>)> {
         let created: HashSet<String> = rows
@@ -394,10 +440,12 @@ pub(super) async fn insert_events<C: GenericClient>(
     batch: &[EventRow<'_>],
 ) -> Result<(Vec<Inserted>, bool)> {
     let prepared = PreparedEvents::new(triggers, batch);
+    rows(c, LOCK_SHARED_SQL, &[&prepared.names()]).await?;
     let inserted = rows(c, INSERT_EVENTS_SQL, &prepared.params()).await?;
     let (created, existing) = prepared.created(&inserted)?;
+    let resumed = on_events(c, &prepared.delivered(&created)).await?;
     let stored = events_by_ids(c, &existing).await?;
-    let wake = prepared.wake;
+    let wake = prepared.wake || resumed > 0;
     Ok((prepared.finish(&created, &stored)?, wake))
 }
 

@@ -84,6 +84,9 @@ pub(super) fn insert_event(
     }
     ctx.tally.events(ev.now, 1);
     let run_ids = if immediate {
+        if super::waits::on_event(ctx.conn, &ev.id, &ev.name, &ev.payload, ev.now, ev.now)? > 0 {
+            ctx.wake = true;
+        }
         fanout(ctx, &ev.id, &ev.name, &ev.payload, ev.now)?
     } else {
         Vec::new()
@@ -175,6 +178,9 @@ impl SqliteStore {
             for (id, name, payload) in &due {
                 let payload = json_text(payload)?;
                 fanout(ctx, id, name, &payload, now)?;
+                if super::waits::on_event(ctx.conn, id, name, &payload, now, now)? > 0 {
+                    ctx.wake = true;
+                }
                 ctx.conn
                     .prepare_cached("UPDATE events SET delivered_at = ?2 WHERE id = ?1")?
                     .execute(params![id, now])?;
@@ -235,6 +241,10 @@ impl SqliteStore {
             )?;
             ctx.conn.execute(
                 "DELETE FROM run_steps WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
+                [&list],
+            )?;
+            ctx.conn.execute(
+                "DELETE FROM run_waits WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
                 [&list],
             )?;
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;

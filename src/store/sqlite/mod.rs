@@ -14,6 +14,7 @@
 //! and statistics). Only SQLite has `rollups` (the per-minute counts each batch keeps) and
 //! `search` (the payload search's FTS5 index, filled behind a watermark).
 
+mod ended;
 mod endpoints;
 mod events;
 mod jobs;
@@ -24,6 +25,7 @@ mod rows;
 mod runs;
 mod search;
 mod steps;
+mod waits;
 mod webhooks;
 mod writer;
 
@@ -64,6 +66,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
+    (30, include_str!("0030_event_waits.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

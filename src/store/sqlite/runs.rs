@@ -83,6 +83,7 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
         )?
         .execute(params![id, now])?;
     ctx.tally.run(now, &job, "cancelled", 1);
+    super::ended::send_ended(ctx, id, true, None, now)?;
     if status == "running" {
         record_attempt(
             ctx.conn,
@@ -237,7 +238,7 @@ impl SqliteStore {
                         "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
                          WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
                     )?.execute(params![c.run_id, c.token, c.finished_at, error])?, &c.job_id, Some(error.as_str())),
-                    Finish::Wait { key, until, since } => {
+                    Finish::Wait { key, until, since, event } => {
                         // Back to the queue, due when the wait is; the attempt does not count.
                         let n = ctx.conn.prepare_cached(
                             "UPDATE runs SET status = 'queued', attempt = attempt - 1, run_at = ?3, lease_until = NULL, lease_token = NULL \
@@ -245,10 +246,14 @@ impl SqliteStore {
                         )?.execute(params![c.run_id, c.token, until])?;
                         if n == 1 {
                             ctx.wake = true;
+                            let kind = if event.is_some() { StepKind::EventWait } else { StepKind::Wait };
                             ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
-                                c.run_id, key, StepKind::Wait.as_str(), StepStatus::Waiting.as_str(),
+                                c.run_id, key, kind.as_str(), StepStatus::Waiting.as_str(),
                                 c.attempt, since, None::<i64>, until, None::<String>, None::<String>
                             ])?;
+                            if let Some(wait) = event {
+                                super::waits::register(ctx.conn, &c.run_id, key, wait, *since, *until, c.finished_at)?;
+                            }
                         }
                         ("waiting", n == 1, None, None)
                     }
@@ -256,6 +261,9 @@ impl SqliteStore {
                 let ok = held_lease;
                 if let Some(job) = finished {
                     ctx.tally.run(c.finished_at, job, outcome, 1);
+                }
+                if let (true, Finish::Failed(error)) = (ok, &c.finish) {
+                    super::ended::send_ended(ctx, &c.run_id, false, Some(error), c.finished_at)?;
                 }
                 if ok {
                     // A success's attempt is the run row itself (see `RunDetail::new`).
@@ -354,6 +362,7 @@ impl SqliteStore {
                 record_attempt(ctx.conn, id, *attempt, "lost", *started, now, Some(error))?;
                 if let Some(at) = finished {
                     ctx.tally.run(*at, job, "failed", 1);
+                    super::ended::send_ended(ctx, id, false, Some(error), now)?;
                 }
             }
             if !rescued.is_empty() {
@@ -460,7 +469,8 @@ impl SqliteStore {
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             let steps = super::steps::steps_of(c, &id)?;
-            Ok(Some(RunDetail::new(run, logs, attempts, steps)))
+            let wait = super::waits::pending(c, &id)?;
+            Ok(Some(RunDetail::new(run, logs, attempts, steps).with_wait(wait)))
         })
         .await
     }

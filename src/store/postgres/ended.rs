@@ -1,0 +1,65 @@
+//! `flare/run.failed` and `flare/run.cancelled` on PostgreSQL (see `store/ended.rs`): inserted
+//! in the transaction that made the runs final, through the ordinary insert of events.
+
+use deadpool_postgres::GenericClient;
+
+use super::rows::{rows, u32_of};
+use super::writer::{insert_events, EventRow};
+use crate::store::ended::RunEnded;
+use crate::store::{Result, Triggers};
+
+/// Sends the events of the runs `ended` (id, error), just made failed or `cancelled`, in the
+/// caller's transaction (the triggers refreshed). Returns whether workers should be woken.
+pub(super) async fn send_ended<C: GenericClient>(
+    c: &C,
+    triggers: &Triggers,
+    ended: &[(String, Option<String>)],
+    cancelled: bool,
+    now: i64,
+) -> Result<bool> {
+    if ended.is_empty() {
+        return Ok(false);
+    }
+    let ids: Vec<&str> = ended.iter().map(|(id, _)| id.as_str()).collect();
+    let mut events = Vec::with_capacity(ended.len());
+    for r in rows(
+        c,
+        "SELECT r.id, r.job_id, r.job_version, r.event_id, e.name, r.attempt \
+         FROM runs r JOIN events e ON e.id = r.event_id WHERE r.id = ANY($1) ORDER BY r.id",
+        &[&ids],
+    )
+    .await?
+    {
+        let run_id: String = r.try_get(0)?;
+        let error = ended
+            .iter()
+            .find(|(id, _)| *id == run_id)
+            .and_then(|(_, e)| e.clone());
+        let run = RunEnded {
+            run_id,
+            job_id: r.try_get(1)?,
+            job_version: r.try_get(2)?,
+            event_id: r.try_get(3)?,
+            event_name: r.try_get(4)?,
+            attempt: u32_of(&r, 5)?,
+            error,
+            cancelled,
+        };
+        events.extend(run.event(now));
+    }
+    if events.is_empty() {
+        return Ok(false);
+    }
+    let texts: Vec<(String, Option<String>)> = events.iter().map(|e| e.texts()).collect();
+    let batch: Vec<EventRow<'_>> = events
+        .iter()
+        .zip(&texts)
+        .map(|(event, (payload, context))| EventRow {
+            event,
+            payload,
+            context: context.as_deref(),
+        })
+        .collect();
+    let (_, wake) = insert_events(c, triggers, &batch).await?;
+    Ok(wake)
+}

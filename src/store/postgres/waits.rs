@@ -1,0 +1,326 @@
+//! Waits for an event on PostgreSQL (`0030_event_waits.sql`): registering a wait with the run's
+//! suspension, resuming waiters in the transaction that inserts (or delivers) an event, and
+//! ending a wait at its timeout.
+//!
+//! **The race.** A run reaches `wait_for_event` at `since`; its wait is registered later, when the
+//! completion is written. An event committed in between must not be missed, and under `READ
+//! COMMITTED` a registration and an insert running at once would each miss the other's
+//! uncommitted row. So they are ordered by an advisory lock per event name (`hashtext(name)`
+//! under the key class [`LOCK_CLASS`]): every transaction inserting events takes it *shared*, in
+//! a statement before its insert, for each name it inserts (inserts never wait for each other);
+//! a registration takes it *exclusive* before writing the wait. The registration therefore
+//! starts after every insert of that name in flight has committed, and then looks for a matching
+//! event sent since `since` (its statements see those commits); an insert that starts after the
+//! registration waits for its commit, and its waiter lookup (a later statement, so a later
+//! snapshot) sees the wait. Either way one of them sees the other.
+
+use std::collections::{HashMap, HashSet};
+
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+
+use super::rows::{exec, json_text, opt_json, rows};
+use crate::model::wait::{event_value, match_key};
+use crate::model::{ms_to_time, EventWait, WaitedEvent};
+use crate::store::{Lease, PendingWait, Result};
+
+/// The advisory lock class (first key) of the per-name locks; the issue that brought them.
+pub(super) const LOCK_CLASS: i32 = 27;
+
+/// Takes the shared per-name lock for each name of `$1` (text[]), in name order.
+pub(super) const LOCK_SHARED_SQL: &str =
+    "SELECT count(pg_advisory_xact_lock_shared(27, hashtext(n))) \
+     FROM (SELECT DISTINCT unnest($1::text[]) AS n ORDER BY 1) s";
+
+/// Waits found by their (name, path, value) key: each with its run id and step key.
+type Waiters = HashMap<(String, String, String), Vec<(String, String, EventWait)>>;
+
+/// An event just delivered, for [`on_events`].
+pub(super) struct Delivered<'a> {
+    pub(super) id: &'a str,
+    pub(super) name: &'a str,
+    pub(super) payload: &'a Value,
+    /// When it was sent, ms.
+    pub(super) at: i64,
+    /// When it was delivered, ms: a resumed run is due then.
+    pub(super) now: i64,
+}
+
+/// Resumes every wait the delivered `events` match (broadcast; a waiter matched by several takes
+/// the first), in the caller's transaction, which holds the shared locks of their names.
+/// Returns how many were resumed.
+pub(super) async fn on_events<C: GenericClient>(c: &C, events: &[Delivered<'_>]) -> Result<usize> {
+    if events.is_empty() {
+        return Ok(0);
+    }
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e.name)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let mut paths: HashMap<String, Vec<String>> = HashMap::new();
+    for r in rows(
+        c,
+        "SELECT event_name, match_path FROM wait_paths WHERE event_name = ANY($1)",
+        &[&names],
+    )
+    .await?
+    {
+        paths.entry(r.try_get(0)?).or_default().push(r.try_get(1)?);
+    }
+    if paths.is_empty() {
+        return Ok(0);
+    }
+    // The (name, path, value) keys each event looks up.
+    let mut keys: Vec<Vec<(String, String)>> = Vec::with_capacity(events.len());
+    let (mut kn, mut kp, mut kv) = (Vec::new(), Vec::new(), Vec::new());
+    for e in events {
+        let incoming = event_value(e.id, e.name, e.payload);
+        let mut mine = Vec::new();
+        for path in paths.get(e.name).map(Vec::as_slice).unwrap_or_default() {
+            let value = if path.is_empty() {
+                String::new()
+            } else {
+                match match_key(&incoming, path) {
+                    Some(v) => v,
+                    None => continue,
+                }
+            };
+            kn.push(e.name.to_string());
+            kp.push(path.clone());
+            kv.push(value.clone());
+            mine.push((path.clone(), value));
+        }
+        keys.push(mine);
+    }
+    if kn.is_empty() {
+        return Ok(0);
+    }
+    let mut waits: Waiters = HashMap::new();
+    let mut seen = HashSet::new();
+    for r in rows(
+        c,
+        "SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
+         FROM run_waits w JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(n, p, v) \
+           ON w.event_name = k.n AND w.match_path = k.p AND w.match_value = k.v",
+        &[&kn, &kp, &kv],
+    )
+    .await?
+    {
+        let (run_id, key): (String, String) = (r.try_get(0)?, r.try_get(1)?);
+        if !seen.insert((run_id.clone(), key.clone())) {
+            continue;
+        }
+        let wait = EventWait {
+            event: r.try_get(2)?,
+            match_path: r.try_get(3)?,
+            match_value: r.try_get(4)?,
+            condition: r.try_get(5)?,
+            run_event: opt_json(r.try_get(6)?)?,
+        };
+        waits
+            .entry((
+                wait.event.clone(),
+                wait.match_path.clone(),
+                wait.match_value.clone(),
+            ))
+            .or_default()
+            .push((run_id, key, wait));
+    }
+    let mut resolved = Resolutions::default();
+    let mut taken = HashSet::new();
+    for (e, mine) in events.iter().zip(&keys) {
+        let incoming = event_value(e.id, e.name, e.payload);
+        for (path, value) in mine {
+            let Some(found) = waits.get(&(e.name.to_string(), path.clone(), value.clone())) else {
+                continue;
+            };
+            for (run_id, key, wait) in found {
+                if taken.contains(&(run_id, key)) || !wait.accepts(&incoming) {
+                    continue;
+                }
+                taken.insert((run_id, key));
+                resolved.add(run_id, key, e, e.now);
+            }
+        }
+    }
+    resolved.apply(c).await
+}
+
+/// Waits to resume, as the columns of [`RESOLVE_SQL`].
+#[derive(Default)]
+struct Resolutions {
+    run_ids: Vec<String>,
+    keys: Vec<String>,
+    outputs: Vec<String>,
+    at: Vec<i64>,
+}
+
+impl Resolutions {
+    fn add(&mut self, run_id: &str, key: &str, e: &Delivered<'_>, now: i64) {
+        let event = WaitedEvent {
+            id: e.id.to_string(),
+            name: e.name.to_string(),
+            payload: e.payload.clone(),
+            timestamp: ms_to_time(e.at),
+        };
+        self.run_ids.push(run_id.to_string());
+        self.keys.push(key.to_string());
+        self.outputs
+            .push(serde_json::to_string(&event).unwrap_or_else(|_| "null".into()));
+        self.at.push(now);
+    }
+
+    async fn apply<C: GenericClient>(&self, c: &C) -> Result<usize> {
+        if self.run_ids.is_empty() {
+            return Ok(0);
+        }
+        let n = rows(
+            c,
+            RESOLVE_SQL,
+            &[&self.run_ids, &self.keys, &self.outputs, &self.at],
+        )
+        .await?;
+        Ok(n.len())
+    }
+}
+
+/// Resumes waits (`$1` run ids, `$2` step keys, `$3` the events as JSON, `$4` due times): each
+/// wait row still there is deleted (a wait resumed or timed out already is gone: nothing else
+/// changes), its step succeeds with the event, and a queued run becomes due (queue row, then
+/// run row).
+const RESOLVE_SQL: &str = "WITH u AS ( \
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS u(run_id, key, output, at)), \
+     d AS (DELETE FROM run_waits w USING u WHERE w.run_id = u.run_id AND w.step_key = u.key \
+       RETURNING u.run_id, u.key, u.output, u.at), \
+     s AS (UPDATE run_steps s SET status = 'succeeded', finished_at = d.at, output = d.output \
+       FROM d WHERE s.run_id = d.run_id AND s.key = d.key AND s.status <> 'succeeded'), \
+     q AS (UPDATE run_queue q SET run_at = d.at FROM runs r, d \
+       WHERE r.id = d.run_id AND q.seq = r.seq AND q.lease_until IS NULL RETURNING q.seq, q.run_at), \
+     hist AS (UPDATE runs x SET run_at = q.run_at FROM q WHERE x.seq = q.seq) \
+     SELECT run_id FROM d";
+
+/// Stores the wait of run `run_id`'s step `key` (suspended at `since`, timing out at `until`) in
+/// the caller's transaction, which holds the exclusive lock of the event name, and resumes it
+/// at once with the first matching event delivered since `since`. Returns whether it was.
+pub(super) async fn register<C: GenericClient>(
+    c: &C,
+    run_id: &str,
+    key: &str,
+    wait: &EventWait,
+    since: i64,
+    until: i64,
+    now: i64,
+) -> Result<bool> {
+    let run_event = wait.run_event.as_ref().map(Value::to_string);
+    exec(
+        c,
+        "INSERT INTO run_waits (run_id, step_key, event_name, match_path, match_value, condition, run_event, since, until) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         ON CONFLICT (run_id, step_key) DO UPDATE SET event_name = excluded.event_name, \
+           match_path = excluded.match_path, match_value = excluded.match_value, \
+           condition = excluded.condition, run_event = excluded.run_event, since = excluded.since, until = excluded.until",
+        &[&run_id, &key, &wait.event, &wait.match_path, &wait.match_value, &wait.condition, &run_event, &since, &until],
+    )
+    .await?;
+    exec(
+        c,
+        "INSERT INTO wait_paths (event_name, match_path) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&wait.event, &wait.match_path],
+    )
+    .await?;
+    for r in rows(
+        c,
+        "SELECT id, payload, timestamp FROM events \
+         WHERE timestamp >= $1 AND name = $2 AND delivered_at IS NOT NULL ORDER BY timestamp, seq",
+        &[&since, &wait.event],
+    )
+    .await?
+    {
+        let id: String = r.try_get(0)?;
+        let payload = json_text(&r.try_get::<_, String>(1)?)?;
+        if wait.accepts(&event_value(&id, &wait.event, &payload)) {
+            let e = Delivered {
+                id: &id,
+                name: &wait.event,
+                payload: &payload,
+                at: r.try_get(2)?,
+                now,
+            };
+            let mut one = Resolutions::default();
+            one.add(run_id, key, &e, now);
+            return Ok(one.apply(c).await? > 0);
+        }
+    }
+    Ok(false)
+}
+
+/// Ends the wait `key` of the run holding `lease` at its timeout, in the caller's transaction
+/// (see [`crate::store::Store::wait_expire`]): the wait row is deleted first, so an insert
+/// resuming it at the same time either committed before (its event is read back) or finds it
+/// gone. `None` when the lease is lost.
+pub(super) async fn expire<C: GenericClient>(
+    tx: &C,
+    lease: &Lease,
+    key: &str,
+    now: i64,
+) -> Result<Option<Value>> {
+    let held = rows(
+        tx,
+        "WITH held AS (SELECT r.id FROM run_queue q JOIN runs r ON r.seq = q.seq \
+           WHERE r.id = $1 AND q.lease_token = $3 AND q.lease_until IS NOT NULL FOR SHARE OF q), \
+         d AS (DELETE FROM run_waits w USING held WHERE w.run_id = held.id AND w.step_key = $2) \
+         SELECT count(*) FROM held",
+        &[&lease.run_id, &key, &lease.token],
+    )
+    .await?
+    .first()
+    .map(|r| r.try_get::<_, i64>(0))
+    .transpose()?
+    .unwrap_or(0);
+    if held == 0 {
+        return Ok(None);
+    }
+    exec(
+        tx,
+        "UPDATE run_steps SET status = 'succeeded', finished_at = $3, output = 'null' \
+         WHERE run_id = $1 AND key = $2 AND status <> 'succeeded'",
+        &[&lease.run_id, &key, &now],
+    )
+    .await?;
+    let output: Option<String> = rows(
+        tx,
+        "SELECT output FROM run_steps WHERE run_id = $1 AND key = $2",
+        &[&lease.run_id, &key],
+    )
+    .await?
+    .first()
+    .map(|r| r.try_get::<_, Option<String>>(0))
+    .transpose()?
+    .flatten();
+    Ok(Some(opt_json(output)?.unwrap_or(Value::Null)))
+}
+
+/// The pending wait for an event of run `run_id`, if any.
+pub(super) async fn pending<C: GenericClient>(c: &C, run_id: &str) -> Result<Option<PendingWait>> {
+    let found = rows(
+        c,
+        "SELECT step_key, event_name, match_path, match_value, condition, since, until \
+         FROM run_waits WHERE run_id = $1 ORDER BY since LIMIT 1",
+        &[&run_id],
+    )
+    .await?;
+    let Some(r) = found.first() else {
+        return Ok(None);
+    };
+    Ok(Some(PendingWait::from_row(
+        r.try_get(0)?,
+        r.try_get(1)?,
+        r.try_get(2)?,
+        r.try_get(3)?,
+        r.try_get(4)?,
+        r.try_get(5)?,
+        r.try_get(6)?,
+    )))
+}
