@@ -1,7 +1,8 @@
 //! Version 2 of the protocol: `waitForEvent` steps, with a scripted endpoint playing an SDK. The
 //! wait is the engine's own (`io.wait_for_event`): the run holds no slot, a matching event sent
 //! after the wait resumes it and the next call carries the event as the step's output; another
-//! invoice's event resumes nothing; the timeout resumes it with `null` (injected clock).
+//! invoice's event resumes nothing; the timeout resumes it with `null` (injected clock); a match
+//! field the run's event lacks fails the run at once.
 
 use std::time::Duration;
 
@@ -157,7 +158,27 @@ async fn the_timeout_resumes_the_run_with_null(db: TestDb) {
     client.shutdown().await;
 }
 
+async fn a_match_the_run_s_event_lacks_fails_the_run_saying_so(db: TestDb) {
+    let app = crate::fixture::App::start(payer()).await;
+    let (client, _clock, registry) = registry(&db).await;
+    registry.add(&app.url, Some(SECRET.into())).await.unwrap();
+    let created = client
+        .send_event("invoice.created", &json!({"amount": 10}))
+        .await
+        .unwrap();
+    let run = run_of(&client, &created.id, "pay").await;
+    assert_eq!(run.run.status, RunStatus::Failed, "{run:?}");
+    let error = run.run.error.unwrap_or_default();
+    assert!(
+        error.contains("step \"paid\"") && error.contains("payload.invoiceId"),
+        "{error}"
+    );
+    assert_eq!(run.run.attempt, 1, "no retry fixes it");
+    client.shutdown().await;
+}
+
 backend_tests!(
     a_matching_event_resumes_the_run_and_another_does_not,
     the_timeout_resumes_the_run_with_null,
+    a_match_the_run_s_event_lacks_fails_the_run_saying_so,
 );
