@@ -4,8 +4,9 @@
 //! Each test starts a job of one SDK (`tests/sdk_apps/e2e.mjs`, `tests/sdk_apps/e2e.py`) as a
 //! child process, and `flare serve --endpoint` at it. One event runs the job: a step, a durable
 //! sleep across a restart of Flare (stopped while the run sleeps, started again on the same
-//! database), a step that fails on the first attempt (the run retries, the first step is not run
-//! again), and a `sendEvent` step. The run's stored steps, attempts, output and chained event are
+//! database), a wait for an event (another value of the matched field resumes nothing; the
+//! matching event resumes it), a step that fails on the first attempt (the run retries, the first
+//! step is not run again), and a `sendEvent` step. The run's stored steps, attempts, output and chained event are
 //! checked through the JSON API.
 //!
 //! Needs `node` (with `sdk/typescript` built: `npm ci` there) and `python3`. Without them the
@@ -134,7 +135,42 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
     flare.stop(Duration::from_secs(15));
     let mut flare = start_flare(&db, port, &app.1, &dir);
 
-    let mut wait = Wait::new("the run to succeed after its sleep and a retry", 60);
+    // After the sleep the run waits for `e2e.paid` with the same `n`, holding no slot.
+    let mut wait = Wait::new("the run to wait for its event", 60);
+    loop {
+        let run = get(format!("/api/runs/{run_id}")).await.unwrap_or_default();
+        if step(&run, "paid").is_some_and(|s| s["status"] == "waiting") {
+            assert_eq!(run["status"], json!("queued"), "{run}");
+            break;
+        }
+        wait.tick(&run.to_string(), &mut flare, &app.0).await;
+    }
+    let send = |n: u32| {
+        http.post(format!("{base}/trigger"))
+            .json(&json!({"event": "e2e.paid", "payload": {"n": n}}))
+            .send()
+    };
+    send(8).await.expect("POST /trigger");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let run = get(format!("/api/runs/{run_id}")).await.unwrap_or_default();
+    assert_eq!(
+        step(&run, "paid").map(|s| &s["status"]),
+        Some(&json!("waiting")),
+        "another n resumes nothing: {run}"
+    );
+    let paid: Value = send(7)
+        .await
+        .expect("POST /trigger")
+        .json()
+        .await
+        .expect("JSON");
+    let paid_id = paid["result"]["id"].clone();
+    assert!(paid_id.is_string(), "{paid}");
+
+    let mut wait = Wait::new(
+        "the run to succeed after its sleep, its wait and a retry",
+        60,
+    );
     let run = loop {
         let run = get(format!("/api/runs/{run_id}")).await.unwrap_or_default();
         if run["status"] == "succeeded" {
@@ -151,8 +187,9 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
     assert_eq!(run["attempt"], json!(2), "{run}");
     assert_eq!(
         run["output"],
-        json!({"first": {"n": 7}, "flaky": "ok on attempt 2", "sent": [event_id], "firstRuns": 1}),
-        "the first step ran once, through the sleep, the restart and the retry"
+        json!({"first": {"n": 7}, "flaky": "ok on attempt 2", "sent": [event_id], "firstRuns": 1,
+               "paid": {"id": paid_id, "payload": {"n": 7}}}),
+        "the first step ran once, through the sleep, the restart, the wait and the retry"
     );
     let steps: Vec<(&str, &str, &str)> = run["steps"]
         .as_array()
@@ -171,6 +208,7 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
         [
             ("first", "task", "succeeded"),
             ("nap", "wait", "succeeded"),
+            ("paid", "event_wait", "succeeded"),
             ("flaky", "task", "succeeded"),
             ("notify", "event", "succeeded"),
         ],
@@ -187,13 +225,14 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
         outcomes,
         [
             (&json!(1), "waiting"),
+            (&json!(1), "waiting"),
             (&json!(1), "retrying"),
             (&json!(2), "succeeded")
         ],
         "{run}"
     );
     assert!(
-        run["attempts"][1]["error"]
+        run["attempts"][2]["error"]
             .as_str()
             .is_some_and(|e| e.contains("flaky failure on attempt 1")),
         "{run}"

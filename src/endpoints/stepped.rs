@@ -21,7 +21,13 @@
 //!   longer comes back can only be seen by the SDK, which answers a fatal error: the document.)
 //! - **Progress**: an answer without an outcome must reach a step that is not stored yet;
 //!   otherwise calling again would get the same answer, and the run fails saying so.
-//! - `waitForEvent`, `invoke` and `callback` are reserved: refused as not supported yet.
+//! - **`waitForEvent`** is the engine's durable wait for an event (`Steps::wait_for_event`, what
+//!   `io.wait_for_event` does): the execution suspends holding no slot until the first matching
+//!   event sent after the wait was reached, or its timeout; the store records the step's result
+//!   (the event `{id, name, payload, timestamp}`, or `null` on timeout) and the next call sends it.
+//!   A wait still pending when the run executes again (its timeout passed) is not sent: the
+//!   endpoint answers it again, and the engine ends it with `null` (or suspends again).
+//! - `invoke` and `callback` are reserved: refused as not supported yet.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -33,6 +39,7 @@ use super::target::Target;
 use crate::client::SendEvent;
 use crate::engine::steps::MAX_STEP_KEY_LEN;
 use crate::io::Io;
+use crate::model::wait::MAX_WAIT_TEXT_LEN;
 use crate::model::{JobError, Level, StepKind, StepStatus};
 
 /// Most steps one answer may report.
@@ -45,7 +52,7 @@ pub const MAX_CALLS_PER_ATTEMPT: usize = 1_000;
 pub const MAX_SLEEP_MS: u64 = 10 * 365 * 86_400_000;
 
 /// The step kinds reserved for later versions of Flare (refused with a clear error today).
-pub const COMING_OPS: [&str; 3] = ["waitForEvent", "invoke", "callback"];
+pub const COMING_OPS: [&str; 2] = ["invoke", "callback"];
 
 /// What one reported step asks for.
 #[derive(Debug)]
@@ -61,6 +68,17 @@ pub enum Op {
     },
     /// Events to send, each with its key within the step.
     SendEvent(Vec<(String, SendEvent)>),
+    /// Wait for an event (see [`crate::Io::wait_for_event`]).
+    WaitForEvent {
+        /// The event name waited for.
+        event: String,
+        /// `payload.<field>`: equal in the run's event and the incoming one.
+        match_path: Option<String>,
+        /// A CEL condition over `event` and `async`.
+        condition: Option<String>,
+        /// At most this long, ms.
+        timeout_ms: u64,
+    },
 }
 
 impl Op {
@@ -69,6 +87,7 @@ impl Op {
             Op::Run(_) => StepKind::Task,
             Op::Sleep { .. } => StepKind::Wait,
             Op::SendEvent(_) => StepKind::Event,
+            Op::WaitForEvent { .. } => StepKind::EventWait,
         }
     }
 }
@@ -79,6 +98,7 @@ fn op_name(kind: StepKind) -> &'static str {
         StepKind::Task => "run",
         StepKind::Wait => "sleep",
         StepKind::Event => "sendEvent",
+        StepKind::EventWait => "waitForEvent",
     }
 }
 
@@ -200,6 +220,7 @@ fn parse_step(mut f: Map<String, Value>) -> Result<(String, Op), String> {
         "run" => &["output", "error"],
         "sleep" => &["until", "durationMs"],
         "sendEvent" => &["events"],
+        "waitForEvent" => &["event", "match", "if", "timeoutMs"],
         o if COMING_OPS.contains(&o) => {
             return Err(format!(
                 "step {key:?}: {o:?} steps are not supported by this version of Flare yet"
@@ -207,7 +228,7 @@ fn parse_step(mut f: Map<String, Value>) -> Result<(String, Op), String> {
         }
         o => {
             return Err(format!(
-                "step {key:?}: unknown op {o:?} (expected run, sleep or sendEvent)"
+                "step {key:?}: unknown op {o:?} (expected run, sleep, sendEvent or waitForEvent)"
             ))
         }
     };
@@ -259,6 +280,7 @@ fn parse_step(mut f: Map<String, Value>) -> Result<(String, Op), String> {
                 ))
             }
         },
+        "waitForEvent" => parse_wait_for_event(&key, f)?,
         _ => {
             let Some(Value::Array(events)) = f.remove("events") else {
                 return Err(format!("step {key:?}: \"events\" must be an array"));
@@ -287,6 +309,40 @@ fn parse_step(mut f: Map<String, Value>) -> Result<(String, Op), String> {
         }
     };
     Ok((key, parsed))
+}
+
+fn parse_wait_for_event(key: &str, mut f: Map<String, Value>) -> Result<Op, String> {
+    let event = match f.remove("event") {
+        Some(Value::String(s)) if crate::model::validate_event_name(&s).is_ok() => s,
+        _ => {
+            return Err(format!(
+                "step {key:?}: \"event\" must be the name of the event waited for, such as \"invoice.paid\""
+            ))
+        }
+    };
+    let text = |field: &str, v: Option<Value>| match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_WAIT_TEXT_LEN => Ok(Some(s)),
+        _ => Err(format!(
+            "step {key:?}: {field:?} must be a string of 1-{MAX_WAIT_TEXT_LEN} bytes"
+        )),
+    };
+    let match_path = text("match", f.remove("match"))?;
+    let condition = text("if", f.remove("if"))?;
+    let timeout_ms = match f.remove("timeoutMs").map(|v| v.as_u64()) {
+        Some(Some(ms)) if ms <= MAX_SLEEP_MS => ms,
+        _ => {
+            return Err(format!(
+                "step {key:?}: \"timeoutMs\" must be a whole number of ms, at most {MAX_SLEEP_MS} (ten years)"
+            ))
+        }
+    };
+    Ok(Op::WaitForEvent {
+        event,
+        match_path,
+        condition,
+        timeout_ms,
+    })
 }
 
 /// One attempt of a version-2 endpoint job: calls until the endpoint answers an outcome, a sleep
@@ -440,6 +496,32 @@ pub(crate) async fn execute(
                     steps.record(step).await?;
                     done.insert(key, json!({ "output": output }));
                 }
+                Op::WaitForEvent {
+                    event,
+                    match_path,
+                    condition,
+                    timeout_ms,
+                } => {
+                    // Suspends the execution unless the wait is over (timed out just now).
+                    let waited = steps
+                        .wait_for_event(
+                            &key,
+                            &event,
+                            match_path.as_deref(),
+                            condition.as_deref(),
+                            i64::try_from(timeout_ms).unwrap_or(i64::MAX / 2),
+                        )
+                        .await
+                        .map_err(|e| {
+                            if e.is_retryable() {
+                                e
+                            } else {
+                                JobError::fatal(format!("step {key:?}: {}", e.message()))
+                            }
+                        })?;
+                    let output = serde_json::to_value(waited).unwrap_or(Value::Null);
+                    done.insert(key, json!({ "output": output }));
+                }
             }
         }
         match answer.outcome {
@@ -490,6 +572,14 @@ mod tests {
         )
         .expect("valid");
         assert!(matches!(a.steps[0].1, Op::Sleep { until: Some(_), .. }));
+        let a = parse_answer(json!({"steps": [{"key": "w", "op": "waitForEvent",
+            "event": "invoice.paid", "match": "payload.invoiceId", "if": "async.payload.n > 1",
+            "timeoutMs": 60000}]}))
+        .expect("valid");
+        assert!(
+            matches!(&a.steps[0].1, Op::WaitForEvent { event, match_path: Some(m), condition: Some(_), timeout_ms: 60_000 }
+            if event == "invoice.paid" && m == "payload.invoiceId")
+        );
     }
 
     #[test]
@@ -505,8 +595,28 @@ mod tests {
             ),
             (json!({"steps": [{"key": "a", "op": "fly"}]}), "unknown op"),
             (
-                json!({"steps": [{"key": "a", "op": "waitForEvent"}]}),
+                json!({"steps": [{"key": "a", "op": "callback"}]}),
                 "not supported by this version",
+            ),
+            (
+                json!({"steps": [{"key": "a", "op": "waitForEvent", "timeoutMs": 5}]}),
+                "\"event\" must be the name",
+            ),
+            (
+                json!({"steps": [{"key": "a", "op": "waitForEvent", "event": "x.y"}]}),
+                "\"timeoutMs\"",
+            ),
+            (
+                json!({"steps": [{"key": "a", "op": "waitForEvent", "event": "x.y", "timeoutMs": 5, "match": 3}]}),
+                "\"match\" must be a string",
+            ),
+            (
+                json!({"steps": [{"key": "a", "op": "waitForEvent", "event": "x.y", "timeoutMs": 5, "timeout": 5}]}),
+                "unknown field \"timeout\"",
+            ),
+            (
+                json!({"steps": [{"key": "a", "op": "waitForEvent", "event": "x.y", "timeoutMs": 5}, {"key": "b", "op": "run", "output": 1}]}),
+                "last step",
             ),
             (
                 json!({"steps": [{"key": "a", "op": "invoke"}]}),

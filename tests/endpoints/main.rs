@@ -7,7 +7,7 @@
 //!
 //! `fixture` holds the test application and the registry over a client; the other modules are
 //! the tests, by what they are about: `runs` (the `run` action's answers), `index` (the `index`
-//! action: bad, changed, conflicting), `nodes` (which node serves what), `api` (the JSON API).
+//! action: bad, changed, conflicting), `nodes` (which node serves what), `api` (the JSON API), `steps` and `waits` (protocol version 2's durable steps).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,3 +20,4 @@ mod index;
 mod nodes;
 mod runs;
 mod steps;
+mod waits;

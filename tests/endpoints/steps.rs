@@ -304,7 +304,7 @@ async fn a_sleep_until_a_time_waits_until_then_and_one_passed_does_not_wait(db: 
 
 async fn coming_step_kinds_and_bad_steps_fail_with_a_clear_error(db: TestDb) {
     let app = App::start(serving_v2(vec![job("wait", "a.wait", 1)], |_| {
-        json_answer(json!({"steps": [{"key": "w", "op": "waitForEvent", "event": "x.y"}]}))
+        json_answer(json!({"steps": [{"key": "w", "op": "invoke", "job": "x"}]}))
     }))
     .await;
     let (client, _clock, registry) = registry(&db).await;
@@ -314,7 +314,7 @@ async fn coming_step_kinds_and_bad_steps_fail_with_a_clear_error(db: TestDb) {
     assert_eq!(run.run.status, RunStatus::Failed);
     let error = run.run.error.unwrap_or_default();
     assert!(
-        error.contains("\"waitForEvent\" steps are not supported by this version of Flare yet"),
+        error.contains("\"invoke\" steps are not supported by this version of Flare yet"),
         "{error}"
     );
     client.shutdown().await;

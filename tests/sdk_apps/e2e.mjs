@@ -1,5 +1,5 @@
 // A job of the TypeScript SDK, run under a real `flare serve` by tests/sdk_e2e.rs: a step, a
-// sleep (across a Flare restart), a step that fails on the first attempt (a retry), an event.
+// sleep (across a Flare restart), a wait for a matching event, a step that fails on the first attempt (a retry), an event.
 import http from "node:http";
 
 import { defineJob, serve } from "../../sdk/typescript/dist/index.js";
@@ -14,12 +14,13 @@ const job = defineJob(
     });
     await step.sleep("nap", event.payload.sleepMs);
     logger.info("woke up");
+    const paid = await step.waitForEvent("paid", { event: "e2e.paid", match: "payload.n", timeout: "1h" });
     const flaky = await step.run("flaky", () => {
       if (run.attempt === 1) throw new Error("flaky failure on attempt 1");
       return `ok on attempt ${run.attempt}`;
     });
     const sent = await step.sendEvent("notify", { name: "e2e.done", payload: { n: first.n } });
-    return { first, flaky, sent: sent.ids, firstRuns };
+    return { first, flaky, sent: sent.ids, firstRuns, paid: paid && { id: paid.id, payload: paid.payload } };
   },
 );
 

@@ -1,5 +1,5 @@
 """A job of the Python SDK, run under a real `flare serve` by tests/sdk_e2e.rs: a step, a sleep
-(across a Flare restart), a step that fails on the first attempt (a retry), an event."""
+(across a Flare restart), a wait for a matching event, a step that fails on the first attempt (a retry), an event."""
 
 import os
 import sys
@@ -23,6 +23,7 @@ async def job(ctx: Context) -> Dict[str, Any]:
     got = await ctx.step.run("first", lambda: first(ctx.event.payload["n"]))
     await ctx.step.sleep("nap", ctx.event.payload["sleepMs"])
     ctx.logger.info("woke up")
+    paid = await ctx.step.wait_for_event("paid", event="e2e.paid", match="payload.n", timeout="1h")
 
     def flaky() -> str:
         if ctx.run.attempt == 1:
@@ -31,7 +32,13 @@ async def job(ctx: Context) -> Dict[str, Any]:
 
     result = await ctx.step.run("flaky", flaky)
     sent = await ctx.step.send_event("notify", {"name": "e2e.done", "payload": {"n": got["n"]}})
-    return {"first": got, "flaky": result, "sent": sent["ids"], "firstRuns": first_runs}
+    return {
+        "first": got,
+        "flaky": result,
+        "sent": sent["ids"],
+        "firstRuns": first_runs,
+        "paid": paid and {"id": paid["id"], "payload": paid["payload"]},
+    }
 
 
 print("listening on", os.environ.get("PORT", "4000"), flush=True)

@@ -202,6 +202,55 @@ def test_run_job_runs_a_job_to_its_end_with_mocked_steps() -> None:
     assert [line["message"] for line in r.logs] == ["start", "after the sleep"]
 
 
+@define_job("pay", trigger={"event": "invoice.created"})
+async def pay(ctx: AsyncContext) -> Dict[str, Any]:
+    await ctx.step.run("create", lambda: "inv")
+    paid = await ctx.step.wait_for_event(
+        "paid", event="invoice.paid", match="payload.invoiceId", if_="async.payload.amount >= 10", timeout="3d"
+    )
+    other = await ctx.step.wait_for_event("other", event="invoice.sent", timeout=1000)
+    return {"paid": paid["payload"] if paid is not None else None, "other": other}
+
+
+@define_job("pay-sync", trigger={"event": "invoice.created"})
+def pay_sync(ctx: SyncContext) -> Optional[str]:
+    paid = ctx.step.wait_for_event("paid", event="invoice.paid", timeout=60_000)
+    return None if paid is None else paid["id"]
+
+
+PAID = {"id": "evt_9", "name": "invoice.paid", "payload": {"invoiceId": "in_1", "amount": 12}, "timestamp": "2030-01-01T00:00:00Z"}
+
+
+def test_wait_for_event_suspends_with_the_wait_then_returns_the_stored_event_or_none() -> None:
+    a = execute(pay, request(job="pay"))
+    assert a == {
+        "steps": [
+            {"key": "create", "op": "run", "output": "inv"},
+            {
+                "key": "paid",
+                "op": "waitForEvent",
+                "event": "invoice.paid",
+                "timeoutMs": 259_200_000,
+                "match": "payload.invoiceId",
+                "if": "async.payload.amount >= 10",
+            },
+        ]
+    }
+    b = execute(pay, request({"create": {"output": "inv"}, "paid": {"output": PAID}}, "pay"))
+    assert b == {"steps": [{"key": "other", "op": "waitForEvent", "event": "invoice.sent", "timeoutMs": 1000}]}
+    c = execute(pay, request({"create": {"output": "inv"}, "paid": {"output": PAID}, "other": {"output": None}}, "pay"))
+    assert c == {"output": {"paid": {"invoiceId": "in_1", "amount": 12}, "other": None}}
+    assert execute(pay_sync, request(job="pay-sync"))["steps"][0]["op"] == "waitForEvent"
+    assert execute(pay_sync, request({"paid": {"output": PAID}}, "pay-sync")) == {"output": "evt_9"}
+
+    # run_job: a wait not mocked times out; a mocked one resumes with its event.
+    timed_out = run_job(pay, {})
+    assert timed_out.output == {"paid": None, "other": None}
+    assert [w["key"] for w in timed_out.waits] == ["paid", "other"]
+    resumed = run_job(pay, {}, steps={"paid": PAID})
+    assert resumed.output == {"paid": {"invoiceId": "in_1", "amount": 12}, "other": None}
+
+
 def signed(body: bytes, secret: str = SECRET) -> Dict[str, str]:
     ts = str(int(time.time()))
     return {"webhook-id": "msg_t", "webhook-timestamp": ts, "webhook-signature": sign(secret, "msg_t", ts, body)}

@@ -1,12 +1,12 @@
 /**
  * One call of a job under protocol version 2 (docs/endpoints.md, "Protocol version 2"): the job
  * runs from the top; stored steps return their results; new `run` steps run and are reported; a
- * sleep or a send stops the job there; the answer says what was reached.
+ * sleep, a wait for an event or a send stops the job there; the answer says what was reached.
  */
 
 import { toMs } from "./duration.js";
 import { NonRetriableError } from "./job.js";
-import type { EventToSend, Job, JobContext, Logger, SentEvents, Step } from "./job.js";
+import type { EventToSend, Job, JobContext, Logger, SentEvents, Step, WaitedEvent } from "./job.js";
 
 /** A stored step as the run request carries it. */
 export type StoredStep = { output: unknown } | { error: string };
@@ -27,7 +27,8 @@ export type ReportedStep =
   | { key: string; op: "run"; error: string }
   | { key: string; op: "sleep"; durationMs: number }
   | { key: string; op: "sleep"; until: string }
-  | { key: string; op: "sendEvent"; events: Record<string, unknown>[] };
+  | { key: string; op: "sendEvent"; events: Record<string, unknown>[] }
+  | { key: string; op: "waitForEvent"; event: string; match?: string; if?: string; timeoutMs: number };
 
 /** A log line of an answer. */
 export interface LogLine {
@@ -52,7 +53,7 @@ export const MAX_STEPS_PER_ANSWER = 100;
  * well inside Flare's 1 MiB bound on an answer. */
 export const ANSWER_SOFT_LIMIT_BYTES = 512 * 1024;
 
-/** Thrown through the job's code to stop it at a step Flare carries out (sleep, send). */
+/** Thrown through the job's code to stop it at a step Flare carries out (sleep, wait, send). */
 class Suspend extends Error {
   constructor() {
     super("the run suspends here (Flare carries out this step); do not catch this error");
@@ -119,7 +120,8 @@ export async function execute(job: Job<any, any>, request: RunRequest, mocked: R
     return s;
   };
   const checkAllReached = () => {
-    const missed = [...done].filter((k) => !used.has(k));
+    // Mocked steps (testing) may be mocked ahead of steps that run.
+    const missed = [...done].filter((k) => !used.has(k) && !mocked.has(k));
     if (missed.length > 0) {
       broken = `the job's code changed while the run was in progress: step ${JSON.stringify(missed[0])} is stored but was not reached (step keys must come in the same order on every call)`;
       throw new Nondeterminism(broken);
@@ -160,6 +162,17 @@ export async function execute(job: Job<any, any>, request: RunRequest, mocked: R
       const when = at instanceof Date ? at : new Date(at);
       if (Number.isNaN(when.getTime())) throw new Error(`step ${key}: invalid time ${String(at)}`);
       suspend({ key, op: "sleep", until: when.toISOString() });
+    },
+    async waitForEvent<P>(key: string, options: Parameters<Step["waitForEvent"]>[1]): Promise<WaitedEvent<P> | null> {
+      const s = take(key);
+      if (s !== undefined && "output" in s) return s.output as WaitedEvent<P> | null;
+      if (typeof options?.event !== "string" || options.event.length === 0) {
+        throw new Error(`step ${key}: waitForEvent needs the name of the event waited for (options.event)`);
+      }
+      const wait: Extract<ReportedStep, { op: "waitForEvent" }> = { key, op: "waitForEvent", event: options.event, timeoutMs: toMs(options.timeout) };
+      if (options.match !== undefined) wait.match = options.match;
+      if (options.if !== undefined) wait.if = options.if;
+      return suspend(wait);
     },
     async sendEvent(key, events): Promise<SentEvents> {
       const s = take(key);

@@ -27,6 +27,8 @@ export type {
   SentEvents,
   Step,
   Trigger,
+  WaitedEvent,
+  WaitForEventOptions,
 } from "./job.js";
 export { serve, serveFetch } from "./serve.js";
 export type { NodeRequest } from "./serve.js";

@@ -44,6 +44,37 @@ export interface SentEvents {
   ids: string[];
 }
 
+/** What `step.waitForEvent` waits for. */
+export interface WaitForEventOptions {
+  /** The name of the event waited for, such as `invoice.paid`. */
+  event: string;
+  /**
+   * A payload field, `"payload.<field>"` (such as `"payload.invoiceId"`): only an event whose
+   * field equals this run's event's (a string, number or boolean).
+   */
+  match?: string;
+  /**
+   * A CEL condition: only an event for which it is true, with `event` this run's event and
+   * `async` the incoming one, each `{id, name, payload}`
+   * (`"async.payload.amount >= event.payload.amount"`).
+   */
+  if?: string;
+  /** Wait at most this long (`"3d"`, or ms); then the step returns `null`. */
+  timeout: Duration;
+}
+
+/** The event a `step.waitForEvent` resumed with. */
+export interface WaitedEvent<P = unknown> {
+  /** The event's id. */
+  id: string;
+  /** Its name. */
+  name: string;
+  /** Its payload. */
+  payload: P;
+  /** When it was sent (RFC 3339). */
+  timestamp: string;
+}
+
 /** Durable steps: each result is stored by Flare and returned, not run again, on later calls. */
 export interface Step {
   /**
@@ -57,6 +88,12 @@ export interface Step {
   sleep(key: string, duration: Duration): Promise<void>;
   /** Sleeps until `at` durably. */
   sleepUntil(key: string, at: Date | string): Promise<void>;
+  /**
+   * Waits durably for the first event matching `options` sent after the run reached this step,
+   * at most `options.timeout`: returns the event, or `null` when the timeout passed. The run
+   * holds no slot meanwhile, across Flare restarts.
+   */
+  waitForEvent<P = unknown>(key: string, options: WaitForEventOptions): Promise<WaitedEvent<P> | null>;
   /** Sends events chained to this run, once however often the run is called. */
   sendEvent(key: string, events: EventToSend | EventToSend[]): Promise<SentEvents>;
 }

@@ -32,6 +32,11 @@ export interface RunJobResult<R> {
   results: Record<string, unknown>;
   /** The events its `sendEvent` steps sent. */
   events: Record<string, unknown>[];
+  /**
+   * The waits for events it reached. One not given in `steps` times out at once (returns
+   * `null`); give its key in `steps` to resume it with an event instead.
+   */
+  waits: { key: string; event: string; match?: string; if?: string; timeoutMs: number }[];
   /** The sleeps it took, in ms or until a time. */
   sleeps: { key: string; durationMs?: number; until?: string }[];
   /** Its log lines. */
@@ -43,7 +48,7 @@ export async function runJob<P, R>(job: Job<P, R>, options: RunJobOptions<P>): P
   const stored: Record<string, StoredStep> = {};
   for (const [k, v] of Object.entries(options.steps ?? {})) stored[k] = { output: v === undefined ? null : v };
   const mocked = new Set(Object.keys(stored));
-  const result: RunJobResult<R> = { steps: [], results: {}, events: [], sleeps: [], logs: [] };
+  const result: RunJobResult<R> = { steps: [], results: {}, events: [], waits: [], sleeps: [], logs: [] };
   const runId = "run_test";
   for (let call = 0; call < 1000; call++) {
     const answer = await execute(job, {
@@ -65,6 +70,10 @@ export async function runJob<P, R>(job: Job<P, R>, options: RunJobOptions<P>): P
       let output: unknown = null;
       if (s.op === "run" && "output" in s) output = s.output;
       if (s.op === "sleep") result.sleeps.push("until" in s ? { key: s.key, until: s.until } : { key: s.key, durationMs: s.durationMs });
+      if (s.op === "waitForEvent") {
+        const { key, event, timeoutMs } = s;
+        result.waits.push({ key, event, ...(s.match !== undefined ? { match: s.match } : {}), ...(s.if !== undefined ? { if: s.if } : {}), timeoutMs });
+      }
       if (s.op === "sendEvent") {
         result.events.push(...s.events);
         output = { ids: s.events.map((e, i) => `${runId}-${s.key}-${(e.key as string | undefined) ?? i}`) };

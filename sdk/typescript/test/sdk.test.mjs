@@ -137,6 +137,36 @@ async function signedPost(url, body, secret = SECRET) {
   return fetch(url, { method: "POST", headers, body });
 }
 
+test("waitForEvent suspends with the wait, then returns the stored event or null", async () => {
+  const job = defineJob({ id: "pay", trigger: { event: "invoice.created" } }, async ({ step }) => {
+    await step.run("create", () => "inv");
+    const paid = await step.waitForEvent("paid", { event: "invoice.paid", match: "payload.invoiceId", if: "async.payload.amount >= 10", timeout: "3d" });
+    const other = await step.waitForEvent("other", { event: "invoice.sent", timeout: 1000 });
+    return { paid: paid?.payload ?? null, other };
+  });
+  const a = await execute(job, request({}, "pay"));
+  assert.deepEqual(a, {
+    steps: [
+      { key: "create", op: "run", output: "inv" },
+      { key: "paid", op: "waitForEvent", event: "invoice.paid", match: "payload.invoiceId", if: "async.payload.amount >= 10", timeoutMs: 259_200_000 },
+    ],
+  });
+  const event = { id: "evt_9", name: "invoice.paid", payload: { invoiceId: "in_1", amount: 12 }, timestamp: "2030-01-01T00:00:00Z" };
+  const b = await execute(job, request({ create: { output: "inv" }, paid: { output: event } }, "pay"));
+  assert.deepEqual(b, { steps: [{ key: "other", op: "waitForEvent", event: "invoice.sent", timeoutMs: 1000 }] });
+  const c = await execute(job, request({ create: { output: "inv" }, paid: { output: event }, other: { output: null } }, "pay"));
+  assert.deepEqual(c, { output: { paid: { invoiceId: "in_1", amount: 12 }, other: null } });
+  const bad = defineJob({ id: "bad", trigger: { event: "a.b" } }, ({ step }) => step.waitForEvent("w", { event: "", timeout: 1 }));
+  assert.match((await execute(bad, request({}, "bad"))).error, /options\.event/);
+
+  // runJob: an unmocked wait times out; a mocked one resumes with its event.
+  const timedOut = await runJob(job, { event: { payload: {} } });
+  assert.deepEqual(timedOut.output, { paid: null, other: null });
+  assert.deepEqual(timedOut.waits.map((w) => w.key), ["paid", "other"]);
+  const resumed = await runJob(job, { event: { payload: {} }, steps: { paid: event } });
+  assert.deepEqual(resumed.output, { paid: { invoiceId: "in_1", amount: 12 }, other: null });
+});
+
 test("serve() answers index and run over node:http, and refuses unsigned requests", async () => {
   const server = http.createServer(serve({ jobs: [onboard], secret: SECRET }));
   await new Promise((r) => server.listen(0, "127.0.0.1", r));

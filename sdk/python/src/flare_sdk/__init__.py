@@ -5,7 +5,7 @@ docs/endpoints.md). Define jobs with :func:`define_job`, serve them with :func:`
 
 from .client import Flare, FlareError
 from .duration import Duration, to_ms
-from .execute import AsyncContext, AsyncStep, Context, Event, Logger, RunInfo, Step, SyncContext, execute, execute_async
+from .execute import AsyncContext, AsyncStep, Context, Event, Logger, RunInfo, Step, SyncContext, WaitedEvent, execute, execute_async
 from .handler import MAX_BODY_BYTES, PROTOCOL_VERSION, Handler
 from .job import Job, NonRetriableError, define_job
 from .serve import request_handler, serve_asgi, serve_http, serve_wsgi
@@ -33,6 +33,7 @@ __all__ = [
     "Step",
     "SyncContext",
     "TOLERANCE_SECONDS",
+    "WaitedEvent",
     "define_job",
     "execute",
     "execute_async",

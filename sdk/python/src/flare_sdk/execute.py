@@ -1,7 +1,7 @@
 """One call of a job under protocol version 2 (docs/endpoints.md, "Protocol version 2").
 
 The job runs from the top; stored steps return their results; new ``run`` steps run and are
-reported; a sleep or a send stops the job there (an exception derived from ``BaseException``,
+reported; a sleep, a wait for an event or a send stops the job there (an exception derived from ``BaseException``,
 so ``except Exception`` in the job does not swallow it); the answer says what was reached.
 """
 
@@ -12,7 +12,7 @@ import inspect
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, Union
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, TypedDict, Union
 
 from .duration import Duration, to_ms
 from .job import Job, NonRetriableError
@@ -28,8 +28,18 @@ EventToSend = Mapping[str, Any]
 """``{"name": …, "payload": …, "delay"?: "1h", "deliverAt"?: …, "context"?: …, "key"?: …}``"""
 
 
+class WaitedEvent(TypedDict):
+    """The event a ``wait_for_event`` step resumed with."""
+
+    id: str
+    name: str
+    payload: Any
+    timestamp: str
+    """When it was sent (RFC 3339)."""
+
+
 class _Suspend(BaseException):
-    """Stops the job at a step Flare carries out (a sleep, a send). Never catch it."""
+    """Stops the job at a step Flare carries out (a sleep, a wait, a send). Never catch it."""
 
 
 class _Nondeterminism(BaseException):
@@ -102,7 +112,8 @@ class _State:
         return s
 
     def check_all_reached(self) -> None:
-        missed = sorted(self.done - self.used)
+        # Mocked steps (testing) may be mocked ahead of steps that run.
+        missed = sorted(self.done - self.used - self.mocked)
         if missed:
             self.broken = (
                 f"the job's code changed while the run was in progress: step {missed[0]!r} is stored "
@@ -138,6 +149,23 @@ class _State:
         s = self.take(key)
         if s is None or "output" not in s:
             self.suspend({"key": key, "op": "sleep", "until": _iso(at)})
+
+    def wait_for_event(
+        self, key: str, event: str, timeout: Duration, match: Optional[str], if_: Optional[str]
+    ) -> Optional[WaitedEvent]:
+        s = self.take(key)
+        if s is not None and "output" in s:
+            output: Optional[WaitedEvent] = s["output"]
+            return output
+        if not isinstance(event, str) or not event:
+            raise ValueError(f"step {key!r}: wait_for_event needs the name of the event waited for (event=)")
+        wait: Dict[str, Any] = {"key": key, "op": "waitForEvent", "event": event, "timeoutMs": to_ms(timeout)}
+        if match is not None:
+            wait["match"] = match
+        if if_ is not None:
+            wait["if"] = if_
+        self.suspend(wait)
+        raise AssertionError("unreachable")
 
     def send_event(self, key: str, events: Union[EventToSend, Sequence[EventToSend]]) -> Dict[str, Any]:
         s = self.take(key)
@@ -204,6 +232,23 @@ class Step:
         """Sleeps until ``at`` durably."""
         self._state.sleep_until(key, at)
 
+    def wait_for_event(
+        self,
+        key: str,
+        *,
+        event: str,
+        timeout: Duration,
+        match: Optional[str] = None,
+        if_: Optional[str] = None,
+    ) -> Optional[WaitedEvent]:
+        """Waits durably (the run holds no slot, across Flare restarts) for the first event named
+        ``event`` sent after the run reached this step, at most ``timeout`` (``"3d"``, or ms):
+        returns it (``{"id", "name", "payload", "timestamp"}``), or ``None`` after the timeout.
+        ``match="payload.<field>"``: only an event whose field equals this run's event's;
+        ``if_``: a CEL condition over ``event`` (this run's event) and ``async`` (the incoming
+        one), such as ``"async.payload.amount >= event.payload.amount"``."""
+        return self._state.wait_for_event(key, event, timeout, match, if_)
+
     def send_event(self, key: str, events: Union[EventToSend, Sequence[EventToSend]]) -> Dict[str, Any]:
         """Sends events chained to the run, once however often it is called: ``{"ids": [...]}``."""
         return self._state.send_event(key, events)
@@ -236,6 +281,18 @@ class AsyncStep:
     async def sleep_until(self, key: str, at: Union[datetime, str]) -> None:
         """As :meth:`Step.sleep_until`."""
         self._state.sleep_until(key, at)
+
+    async def wait_for_event(
+        self,
+        key: str,
+        *,
+        event: str,
+        timeout: Duration,
+        match: Optional[str] = None,
+        if_: Optional[str] = None,
+    ) -> Optional[WaitedEvent]:
+        """As :meth:`Step.wait_for_event`."""
+        return self._state.wait_for_event(key, event, timeout, match, if_)
 
     async def send_event(self, key: str, events: Union[EventToSend, Sequence[EventToSend]]) -> Dict[str, Any]:
         """As :meth:`Step.send_event`."""

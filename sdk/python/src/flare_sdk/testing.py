@@ -1,5 +1,6 @@
 """Testing a job without Flare: :func:`run_job` runs it as Flare would (called again after each
-step, sleeps over at once, events recorded, not sent), with chosen step results (mocks)."""
+step, sleeps over at once, waits for events timed out unless mocked, events recorded, not sent),
+with chosen step results (mocks)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ class RunJobResult:
     """Every step's result by key, mocked ones included."""
     events: List[Dict[str, Any]] = field(default_factory=list)
     sleeps: List[Dict[str, Any]] = field(default_factory=list)
+    waits: List[Dict[str, Any]] = field(default_factory=list)
+    """The waits for events it reached (not mocked ones): each times out at once (``None``);
+    give its key in ``steps`` to resume it with an event instead."""
     logs: List[Dict[str, Any]] = field(default_factory=list)
 
 
@@ -66,6 +70,8 @@ def run_job(
             output: Any = s.get("output")
             if s["op"] == "sleep":
                 result.sleeps.append({k: v for k, v in s.items() if k != "op"})
+            if s["op"] == "waitForEvent":
+                result.waits.append({k: v for k, v in s.items() if k != "op"})
             if s["op"] == "sendEvent":
                 result.events.extend(s["events"])
                 output = {"ids": [f"{run_id}-{s['key']}-{e.get('key', i)}" for i, e in enumerate(s["events"])]}
