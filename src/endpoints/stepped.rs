@@ -99,6 +99,9 @@ fn op_name(kind: StepKind) -> &'static str {
         StepKind::Wait => "sleep",
         StepKind::Event => "sendEvent",
         StepKind::EventWait => "waitForEvent",
+        // Protocol v2 reserves these ("coming"); a Rust job's steps of these kinds are named alike.
+        StepKind::Invoke => "invoke",
+        StepKind::Callback => "callback",
     }
 }
 
