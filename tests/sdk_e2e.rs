@@ -28,7 +28,7 @@ const SECRET: &str = "whsec_c2RrIGVuZC10by1lbmQgdGVzdHMgc2VjcmV0ICMxIQ==";
 struct Sdk {
     program: &'static str,
     script: &'static str,
-    /// A file the SDK must have (the TypeScript build).
+    /// A directory the SDK must have (the TypeScript SDK's dev dependencies, to build it).
     needs: Option<&'static str>,
     job: &'static str,
     event: &'static str,
@@ -37,7 +37,7 @@ struct Sdk {
 const TS: Sdk = Sdk {
     program: "node",
     script: "tests/sdk_apps/e2e.mjs",
-    needs: Some("sdk/typescript/dist/index.js"),
+    needs: Some("sdk/typescript/node_modules"),
     job: "e2e-ts",
     event: "e2e.ts",
 };
@@ -309,6 +309,9 @@ fn missing(sdk: &Sdk) -> bool {
     } else if let Some(file) = sdk.needs.filter(|f| !root().join(f).exists()) {
         format!("{file} is missing (run `npm ci` in sdk/typescript)")
     } else {
+        if sdk.needs.is_some() {
+            build_typescript_sdk();
+        }
         return false;
     };
     if std::env::var_os("CI").is_some() {
@@ -316,6 +319,29 @@ fn missing(sdk: &Sdk) -> bool {
     }
     eprintln!("skipping: {why}");
     true
+}
+
+/// Builds `sdk/typescript/dist` once per test process, so the jobs run the SDK as it is in the
+/// tree, never a build left from an older checkout.
+fn build_typescript_sdk() {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let out = Command::new("npm")
+            .args(["run", "--silent", "build"])
+            .current_dir(root().join("sdk/typescript"))
+            .output()
+            .map_err(|e| format!("npm run build: {e}"))?;
+        out.status.success().then_some(()).ok_or_else(|| {
+            format!(
+                "npm run build in sdk/typescript failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    });
+    if let Err(e) = built {
+        panic!("{e}");
+    }
 }
 
 fn root() -> PathBuf {

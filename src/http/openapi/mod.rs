@@ -623,6 +623,7 @@ mod tests {
         ("trigger_dev_v2", include_str!("../trigger_dev_v2.rs")),
         ("webhooks", include_str!("../webhooks.rs")),
         ("webhook_sources", include_str!("../webhook_sources.rs")),
+        ("callbacks", include_str!("../callbacks.rs")),
         ("bulk", include_str!("../bulk.rs")),
         ("dashboard", include_str!("../dashboard/mod.rs")),
     ];
