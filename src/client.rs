@@ -120,7 +120,9 @@ impl Client {
         let (spec, handler) = job.validate()?;
         self.inner.engine.define_local(spec.clone(), handler);
         let now = self.inner.clock.now_ms();
-        self.inner.store.job_define_at(spec, now).await?;
+        let id = spec.id.clone();
+        let displaced = self.inner.store.job_define_at(spec, now).await?;
+        crate::engine::warn_displaced(&id, displaced.as_deref());
         Ok(())
     }
 

@@ -132,9 +132,13 @@ impl Engine {
             let store = self.shared.store.clone();
             let now = self.shared.clock.now_ms();
             handle.spawn(async move {
-                if let Err(e) = store.job_define_at(spec, now).await {
-                    if let Some(suppressed) = storage_failure("engine:define") {
-                        tracing::warn!(error = %e, suppressed, "could not store a job definition");
+                let id = spec.id.clone();
+                match store.job_define_at(spec, now).await {
+                    Ok(displaced) => warn_displaced(&id, displaced.as_deref()),
+                    Err(e) => {
+                        if let Some(suppressed) = storage_failure("engine:define") {
+                            tracing::warn!(error = %e, suppressed, "could not store a job definition");
+                        }
                     }
                 }
             });
@@ -333,4 +337,18 @@ impl Engine {
 /// Says that a shutdown step was cut off at the shutdown bound.
 fn skipped(bound: Duration, what: &str) {
     tracing::warn!(?bound, "shutdown: {what} took too long; skipped");
+}
+
+/// Logs that job `id`, defined in code, displaced the job with its id of the endpoint at
+/// `displaced` (one job id, one owner: [`crate::store::owners`]); nothing when it did not.
+pub(crate) fn warn_displaced(id: &str, displaced: Option<&str>) {
+    if let Some(url) = displaced {
+        tracing::warn!(
+            job = %id,
+            endpoint = %url,
+            "job {id} is defined in this node's code and displaces the job with this id that the \
+             endpoint {url} served; the endpoint's index of {id} is refused while a node defines \
+             it in code (rename one of them to keep both)"
+        );
+    }
 }

@@ -33,6 +33,7 @@ pub mod error;
 pub mod events;
 pub mod jobs;
 pub mod nodes;
+pub mod owners;
 pub mod page;
 pub mod postgres;
 pub mod runs;
@@ -323,15 +324,27 @@ impl Store {
     }
 
     /// Stores a job definition (and its schedule) at the system clock's time: [`Store::job_define_at`].
-    pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
+    pub async fn job_define(&self, spec: JobSpec) -> Result<Option<String>> {
         self.job_define_at(spec, Utc::now().timestamp_millis())
             .await
     }
 
-    /// Stores a job definition with its schedule in one transaction (an unchanged schedule keeps its next tick).
-    pub async fn job_define_at(&self, spec: JobSpec, now: i64) -> Result<()> {
+    /// Stores a job definition from code with its schedule in one transaction (an unchanged
+    /// schedule keeps its next tick). A stored endpoint job with its id is displaced (one job id,
+    /// one owner: [`owners`]): the answer is then that endpoint's URL, and the job carries a note.
+    pub async fn job_define_at(&self, spec: JobSpec, now: i64) -> Result<Option<String>> {
         self.triggers().upsert(spec.clone());
-        dispatch!(self, s => s.job_define(spec, now).await)
+        let put = dispatch!(self, s => s.job_define(spec, now).await)?;
+        Ok(match put {
+            owners::Put::Displaced(url) => Some(url),
+            owners::Put::Stored | owners::Put::Refused => None,
+        })
+    }
+
+    /// Each stored job's endpoint (`None`: defined in code), by job id.
+    pub async fn job_owners(&self) -> Result<HashMap<String, Option<String>>> {
+        let owners = dispatch!(self, s => s.job_owners().await)?;
+        Ok(owners.into_iter().map(|o| (o.job, o.endpoint)).collect())
     }
 
     /// Pauses (`true`) or resumes job `id`: a paused job's runs are created but not claimed.
@@ -362,7 +375,7 @@ impl Store {
 
     /// Where each stored job runs (its endpoint, the live nodes defining it), judged at `now`.
     pub async fn job_placements(&self, now: i64) -> Result<HashMap<String, JobPlacement>> {
-        let jobs = dispatch!(self, s => s.job_endpoints().await)?;
+        let jobs = dispatch!(self, s => s.job_owners().await)?;
         let endpoints = self.endpoints_load().await?;
         let nodes = self.nodes_list(now).await?;
         Ok(nodes::placements(&jobs, &endpoints, &nodes))

@@ -18,4 +18,5 @@ mod api;
 mod fixture;
 mod index;
 mod nodes;
+mod owners;
 mod runs;

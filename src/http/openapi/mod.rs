@@ -312,7 +312,10 @@ fn endpoint_schemas() -> Value {
         "JobPlacement": { "type": "object", "properties": {
             "endpoint": nullable(json!({ "type": "object", "properties": { "id": string(), "url": string() } })),
             "nodes": strings,
-            "served": { "type": "boolean", "description": "False when no live node or endpoint runs the job: its runs stay queued." } } },
+            "served": { "type": "boolean", "description": "False when no live node or endpoint runs the job: its runs stay queued." },
+            "ownerNote": nullable(json!({ "type": "object",
+                "description": "The last change of the job's owner (one job id, one owner): a job defined in code that displaced an endpoint's job with its id, or an endpoint that took over a job no running process defines.",
+                "properties": { "message": string(), "at": time() } })) } },
     })
 }
 

@@ -95,8 +95,14 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (15, include_str!("0015_event_counts.sql")),
+    (40, include_str!("0040_job_owner_note.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
+
+/// The highest migration this binary knows (versions have gaps; a newer binary adds higher ones).
+pub fn last_migration() -> i64 {
+    MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or(0)
+}
 
 /// True for `postgres://…` and `postgresql://…` URLs.
 pub fn is_postgres_url(url: &str) -> bool {
@@ -271,6 +277,12 @@ pub(super) async fn apply_migrations(client: &mut deadpool_postgres::Object) -> 
             "CREATE TABLE IF NOT EXISTS flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
         )
         .await?;
+    // A database a newer binary migrated is refused before anything is applied or used.
+    let found: Option<i64> = client
+        .query_one("SELECT max(version) FROM flare_migrations", &[])
+        .await?
+        .get(0);
+    super::error::schema_guard(found, last_migration())?;
     for (version, sql) in MIGRATIONS {
         let done = client
             .query_opt(

@@ -64,6 +64,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
+    (40, include_str!("0040_job_owner_note.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 
@@ -139,8 +140,19 @@ pub(super) fn is_busy(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bo
     )
 }
 
+/// The highest migration this binary knows (versions have gaps; a newer binary adds higher ones).
+pub fn last_migration() -> i64 {
+    MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or(0)
+}
+
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")?;
+    // A database a newer binary migrated is refused before anything is applied or used.
+    let found: Option<i64> =
+        conn.query_row("SELECT max(version) FROM flare_migrations", [], |r| {
+            r.get(0)
+        })?;
+    super::error::schema_guard(found, last_migration())?;
     for (version, sql) in MIGRATIONS {
         // IMMEDIATE takes the write lock before the check, so processes starting at once on a
         // new file apply each migration once (the others wait, then see it done).
