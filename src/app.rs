@@ -470,6 +470,54 @@ mod tests {
             .is_err());
     }
 
+    #[test]
+    fn help_names_every_environment_variable_that_matters() {
+        let app = App::flare();
+        let help = |name: &str| {
+            app.command()
+                .find_subcommand(name)
+                .expect("subcommand")
+                .clone()
+                .render_long_help()
+                .to_string()
+        };
+        let serve = help("serve");
+        for var in [
+            "FLARE_API_KEY",
+            "STRIPE_WEBHOOK_SECRET",
+            "CLERK_WEBHOOK_SECRET",
+            "FLARE_ENDPOINTS",
+            "FLARE_ENDPOINT_SECRET",
+            "FLARE_ENDPOINT_ALLOW",
+            "FLARE_PG_LISTEN",
+            "RUST_LOG",
+            "NO_COLOR",
+            "DATABASE_URL",
+            "FLARE_LISTEN",
+            "FLARE_CONCURRENCY",
+            "FLARE_DEMO",
+            "FLARE_WEBHOOK_SOURCES",
+            "FLARE_TRUSTED_PROXIES",
+        ] {
+            assert!(serve.contains(var), "serve --help names {var}:\n{serve}");
+        }
+        let worker = help("worker");
+        for var in [
+            "DATABASE_URL",
+            "FLARE_ENDPOINTS",
+            "FLARE_ENDPOINT_SECRET",
+            "RUST_LOG",
+            "FLARE_PG_LISTEN",
+        ] {
+            assert!(worker.contains(var), "worker --help names {var}:\n{worker}");
+        }
+        let send = help("send");
+        assert!(
+            send.contains("FLARE_URL") && send.contains("FLARE_API_KEY"),
+            "{send}"
+        );
+    }
+
     /// Runs `worker` on a fresh SQLite file and returns its error on one line.
     fn worker_error(app: App) -> String {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -3,11 +3,36 @@
 
 use clap::{Parser, Subcommand};
 
+/// The variables `serve` reads besides those named with its options (`[env: …]`).
+pub(crate) const SERVE_ENV: &str = "\
+Environment (besides the [env: …] of the options above):
+  FLARE_API_KEY           the API key: when set, everything but the webhooks and health needs it
+                          (Bearer, or the dashboard's login); unset: loopback clients only
+  STRIPE_WEBHOOK_SECRET   Stripe signing secret(s) for /webhooks/payments, comma-separated to rotate
+  CLERK_WEBHOOK_SECRET    Clerk (Svix) secret(s), whsec_…, for /webhooks/auth, comma-separated
+  FLARE_ENDPOINTS         HTTP job endpoints given at start, comma-separated (as --endpoint)
+  FLARE_ENDPOINT_SECRET   their Standard Webhooks secret (whsec_<base64>), required with endpoints
+  FLARE_ENDPOINT_ALLOW    as --endpoint-allow, comma-separated
+  FLARE_PG_LISTEN=off     PostgreSQL: poll only, no LISTEN connection (transaction-mode poolers)
+  RUST_LOG                log filter, default info (e.g. RUST_LOG=flare=debug)
+  NO_COLOR                no colours in the log, even on a terminal";
+
+/// The variables `worker` reads besides those named with its options.
+pub(crate) const WORKER_ENV: &str = "\
+Environment (besides the [env: …] of the options above):
+  FLARE_ENDPOINTS         HTTP job endpoints given at start, comma-separated (as --endpoint)
+  FLARE_ENDPOINT_SECRET   their Standard Webhooks secret (whsec_<base64>), required with endpoints
+  FLARE_ENDPOINT_ALLOW    as --endpoint-allow, comma-separated
+  FLARE_PG_LISTEN=off     PostgreSQL: poll only, no LISTEN connection (transaction-mode poolers)
+  RUST_LOG                log filter, default info (e.g. RUST_LOG=flare=debug)
+  NO_COLOR                no colours in the log, even on a terminal";
+
 #[derive(Parser)]
 #[command(
     name = "flare",
     version,
-    about = "Events, background jobs, webhooks and a dashboard in one binary"
+    about = "Events, background jobs, webhooks and a dashboard in one binary",
+    after_help = "Each command's --help names the environment variables it reads."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -17,9 +42,11 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Run the service: HTTP API, dashboard, scheduler and workers running the jobs.
+    #[command(after_help = SERVE_ENV)]
     Serve(ServeArgs),
     /// Run jobs without the HTTP server: workers, scheduler, rescuer and pruner on a shared
     /// database (scale-out: start as many as you need next to one `serve`).
+    #[command(after_help = WORKER_ENV)]
     Worker(WorkerArgs),
     /// Measure send throughput, end-to-end throughput, latency and memory on temp databases.
     Bench(crate::bench::Args),
