@@ -238,6 +238,8 @@ impl App {
             trusted_proxies: args.trusted_proxies,
             endpoint_allow: args.jobs.endpoint_allow(),
             webhook_sources: args.webhook_sources,
+            node_name: args.engine.node_name,
+            paused: args.engine.paused,
         }
         .validate()?;
         let listener = crate::http::connections::listen(config.listen)
@@ -255,6 +257,8 @@ impl App {
             retention_days,
             lease_secs,
             shutdown_grace_secs,
+            node_name,
+            paused,
         } = args.engine;
         let config = RawWorker {
             database_url,
@@ -266,6 +270,8 @@ impl App {
             endpoints,
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
             endpoint_allow: args.jobs.endpoint_allow(),
+            node_name,
+            paused,
         }
         .validate()?;
         let mut jobs = self.jobs;

@@ -61,6 +61,7 @@ pub async fn start(config: &ServeConfig, jobs: Vec<Job>) -> Result<Client, Error
         config.engine.clone(),
         config.demo,
         jobs,
+        config.paused,
     )
     .await
     .map(|(client, _)| client)
@@ -74,16 +75,29 @@ async fn connect(
     engine: EngineConfig,
     demo: bool,
     jobs: Vec<Job>,
+    paused: bool,
 ) -> Result<(Client, Vec<String>), Error> {
-    let client = Client::builder(url).config(engine).connect().await?;
+    let client = Client::builder(url)
+        .config(engine)
+        .paused(paused)
+        .connect()
+        .await?;
     client.make_default();
-    match define_jobs(&client, demo, jobs).await {
-        Ok(ids) => Ok((client, ids)),
+    let defined = match define_jobs(&client, demo, jobs).await {
+        Ok(ids) => ids,
         Err(e) => {
             client.shutdown().await;
-            Err(e)
+            return Err(e);
+        }
+    };
+    if paused {
+        // The jobs this start defined for the first time, too.
+        if let Err(e) = client.store().jobs_pause_all().await {
+            client.shutdown().await;
+            return Err(Error::Jobs(e.into()));
         }
     }
+    Ok((client, defined))
 }
 
 /// Starts `registry` with the endpoints given at start; on failure stops `client`'s engine.
@@ -121,6 +135,7 @@ pub async fn run_with(
         config.engine.clone(),
         config.demo,
         jobs,
+        config.paused,
     )
     .await?;
     let endpoints = start_endpoints(
@@ -174,6 +189,7 @@ pub async fn run_worker(
         config.engine.clone(),
         config.demo,
         jobs,
+        config.paused,
     )
     .await?;
     let endpoints = start_endpoints(

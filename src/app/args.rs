@@ -106,6 +106,15 @@ pub(crate) struct EngineArgs {
     /// Seconds running jobs get to finish on SIGTERM/SIGINT.
     #[arg(long, env = "FLARE_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     pub(crate) shutdown_grace_secs: u64,
+    /// This process's name on the workers page, in run records and logs (letters, digits, . _ -
+    /// :), unique among the live processes of a database. Default: host name and process id.
+    #[arg(long, env = "FLARE_NODE_NAME", value_name = "NAME")]
+    pub(crate) node_name: Option<String>,
+    /// Pause every job at start, before any run is claimed (stored: resume each on the jobs
+    /// page or with POST /api/jobs/{id}/resume). For opening a copy of a database without firing
+    /// its schedules and endpoint calls.
+    #[arg(long)]
+    pub(crate) paused: bool,
 }
 
 /// Which jobs a node runs besides the application's, the same for `serve` and `worker`.

@@ -55,6 +55,8 @@ pub struct ServeConfig {
     pub endpoint_allow: crate::endpoints::address::AllowList,
     /// Webhook sources from the file given at start.
     pub webhook_sources: Vec<crate::webhooks::source::Source>,
+    /// Every job is paused at start (`--paused`), before any run is claimed.
+    pub paused: bool,
 }
 
 impl From<&ServeConfig> for crate::http::HttpConfig {
@@ -98,6 +100,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("body_limit", &self.body_limit)
             .field("limits", &self.limits)
             .field("engine", &self.engine)
+            .field("paused", &self.paused)
             .field("demo", &self.demo)
             .field("endpoints", &self.endpoints)
             .field("trusted_proxies", &self.trusted_proxies)
@@ -151,6 +154,31 @@ pub struct RawServe {
     pub endpoint_allow: Vec<String>,
     /// `--webhook-sources`/`FLARE_WEBHOOK_SOURCES`: a JSON file of webhook sources.
     pub webhook_sources: Option<String>,
+    /// `--node-name`/`FLARE_NODE_NAME`; `None`: the host name and process id.
+    pub node_name: Option<String>,
+    /// `--paused`: pause every job at start (opening a copy of a database).
+    pub paused: bool,
+}
+
+/// `--node-name`: 1 to 100 letters, digits, `.`, `_`, `-` or `:`; empty means unset.
+fn node_name(raw: Option<String>) -> Result<Option<String>, Error> {
+    let Some(name) = raw.map(|n| n.trim().to_string()).filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    let fine = name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
+    if !fine {
+        return Err(Error::Value {
+            name: "--node-name/FLARE_NODE_NAME",
+            reason: format!(
+                "{:?}: use 1 to 100 letters, digits, '.', '_', '-' or ':'",
+                name.chars().take(100).collect::<String>()
+            ),
+        });
+    }
+    Ok(Some(name))
 }
 
 fn secrets(raw: Option<String>) -> Vec<String> {
@@ -188,12 +216,13 @@ impl RawServe {
             None if !listen.ip().is_loopback() => return Err(Error::Unprotected(listen)),
             _ => {}
         }
-        let engine = engine_config(
+        let mut engine = engine_config(
             self.concurrency,
             self.lease_secs,
             self.retention_days,
             self.shutdown_grace_secs,
         )?;
+        engine.node_name = node_name(self.node_name)?;
         let body_limit = self
             .max_body_bytes
             .unwrap_or(crate::http::body::DEFAULT_BODY_LIMIT);
@@ -255,6 +284,7 @@ impl RawServe {
             trusted_proxies,
             endpoint_allow,
             webhook_sources,
+            paused: self.paused,
         })
     }
 }
@@ -272,6 +302,8 @@ pub struct WorkerConfig {
     pub endpoints: Vec<EndpointSeed>,
     /// Link-local, metadata or unspecified addresses and names endpoints may have all the same.
     pub endpoint_allow: crate::endpoints::address::AllowList,
+    /// Every job is paused at start (`--paused`).
+    pub paused: bool,
 }
 
 /// Raw settings of `flare worker`, as given on the command line or in the environment.
@@ -295,6 +327,10 @@ pub struct RawWorker {
     pub endpoint_secret: Option<String>,
     /// `--endpoint-allow` (each one) or `FLARE_ENDPOINT_ALLOW` (split on commas).
     pub endpoint_allow: Vec<String>,
+    /// `--node-name`/`FLARE_NODE_NAME`; `None`: the host name and process id.
+    pub node_name: Option<String>,
+    /// `--paused`: pause every job at start (opening a copy of a database).
+    pub paused: bool,
 }
 
 impl RawWorker {
@@ -307,13 +343,16 @@ impl RawWorker {
             });
         }
         let endpoint_allow = endpoint_allow(&self.endpoint_allow)?;
+        let mut engine = engine_config(
+            self.concurrency,
+            self.lease_secs,
+            self.retention_days,
+            self.shutdown_grace_secs,
+        )?;
+        engine.node_name = node_name(self.node_name)?;
         Ok(WorkerConfig {
-            engine: engine_config(
-                self.concurrency,
-                self.lease_secs,
-                self.retention_days,
-                self.shutdown_grace_secs,
-            )?,
+            engine,
+            paused: self.paused,
             database_url: self.database_url,
             demo: self.demo,
             endpoints: endpoint_seeds(self.endpoints, self.endpoint_secret, &endpoint_allow)?,

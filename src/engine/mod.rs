@@ -84,11 +84,7 @@ impl Engine {
         let (tx, rx) = mpsc::channel(config.concurrency.max(1) * 4);
         let shared = Arc::new(Shared {
             store,
-            node_id: format!(
-                "node-{}-{}",
-                std::process::id(),
-                &uuid::Uuid::now_v7().simple().to_string()[20..]
-            ),
+            node_id: config.node_name.clone().unwrap_or_else(default_node_name),
             leading: AtomicBool::new(false),
             started_at: clock.now_ms(),
             clock,
@@ -350,5 +346,25 @@ pub(crate) fn warn_displaced(id: &str, displaced: Option<&str>) {
              endpoint {url} served; the endpoint's index of {id} is refused while a node defines \
              it in code (rename one of them to keep both)"
         );
+    }
+}
+
+/// The node name when none is given: the host name and the process id (`web-1-4242`), and for a
+/// second engine in one process (tests, an application with two clients) `-2`, `-3`, ….
+fn default_node_name() -> String {
+    static ENGINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = ENGINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".to_string());
+    let base = format!("{host}-{}", std::process::id());
+    if n == 1 {
+        base
+    } else {
+        format!("{base}-{n}")
     }
 }

@@ -341,6 +341,12 @@ impl Store {
         })
     }
 
+    /// Pauses every stored job (`--paused`: a copy of a database opened without running
+    /// anything); returns how many were running.
+    pub async fn jobs_pause_all(&self) -> Result<u64> {
+        dispatch!(self, s => s.jobs_pause_all().await)
+    }
+
     /// Each stored job's endpoint (`None`: defined in code), by job id.
     pub async fn job_owners(&self) -> Result<HashMap<String, Option<String>>> {
         let owners = dispatch!(self, s => s.job_owners().await)?;

@@ -27,6 +27,12 @@ pub struct NodeBeat {
     pub now: i64,
     /// The ids of the jobs it defines (its own and its endpoints').
     pub jobs: Vec<String>,
+    /// The Flare version it runs.
+    pub version: String,
+    /// Runs it executes at once at most.
+    pub concurrency: u64,
+    /// Runs it executes now.
+    pub running: u64,
 }
 
 /// A node as the API shows it.
@@ -43,6 +49,12 @@ pub struct NodeSummary {
     pub jobs: Vec<String>,
     /// Seen within [`NODE_LIVE_MS`].
     pub live: bool,
+    /// The Flare version it runs (empty for a node of a version before it said).
+    pub version: String,
+    /// Runs it executes at once at most.
+    pub concurrency: u64,
+    /// Runs it executed at its last beat.
+    pub running: u64,
 }
 
 /// An endpoint named by a job.
@@ -124,6 +136,9 @@ mod tests {
             seen_at: ms_to_time(0),
             jobs: jobs.iter().map(|j| j.to_string()).collect(),
             live,
+            version: String::new(),
+            concurrency: 0,
+            running: 0,
         }
     }
 

@@ -21,3 +21,4 @@ mod jobs;
 mod login;
 mod pages;
 mod sources;
+mod workers;

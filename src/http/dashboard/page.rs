@@ -21,6 +21,7 @@ const NAV: &[(&str, &str)] = &[
     ("/runs", "Runs"),
     ("/jobs", "Jobs"),
     ("/endpoints", "Endpoints"),
+    ("/workers", "Workers"),
     ("/webhooks", "Webhooks"),
 ];
 

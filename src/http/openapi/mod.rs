@@ -308,7 +308,10 @@ fn endpoint_schemas() -> Value {
                 "items": { "type": "object", "properties": { "id": string(), "reason": string() } } } } },
         "Node": { "type": "object", "properties": {
             "id": string(), "startedAt": time(), "seenAt": time(), "jobs": strings,
-            "live": { "type": "boolean" } } },
+            "live": { "type": "boolean" },
+            "version": { "type": "string", "description": "The Flare version the node runs (empty for a node before it said)." },
+            "concurrency": { "type": "integer", "description": "Runs it executes at once at most." },
+            "running": { "type": "integer", "description": "Runs it executed at its last beat." } } },
         "JobPlacement": { "type": "object", "properties": {
             "endpoint": nullable(json!({ "type": "object", "properties": { "id": string(), "url": string() } })),
             "nodes": strings,

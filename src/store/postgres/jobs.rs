@@ -234,6 +234,19 @@ impl PgStore {
         Ok(())
     }
 
+    /// See [`crate::store::Store::jobs_pause_all`].
+    pub async fn jobs_pause_all(&self) -> Result<u64> {
+        let client = self.conn().await?;
+        let paused = self
+            .write_one(
+                &client,
+                "UPDATE jobs SET paused = true WHERE NOT paused RETURNING id",
+                &[],
+            )
+            .await?;
+        Ok(paused.len() as u64)
+    }
+
     /// Each stored job with its endpoint, if any, and the note of its last change of owner.
     pub(crate) async fn job_owners(&self) -> Result<Vec<JobOwner>> {
         let client = self.conn().await?;

@@ -96,6 +96,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (14, include_str!("0014_search.sql")),
     (15, include_str!("0015_event_counts.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
+    (41, include_str!("0041_node_details.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

@@ -189,6 +189,17 @@ impl SqliteStore {
         .await
     }
 
+    /// See [`crate::store::Store::jobs_pause_all`].
+    pub async fn jobs_pause_all(&self) -> Result<u64> {
+        self.write(|ctx| {
+            Ok(ctx
+                .conn
+                .prepare_cached("UPDATE jobs SET paused = 1 WHERE paused = 0")?
+                .execute([])? as u64)
+        })
+        .await
+    }
+
     /// Each stored job with its endpoint, if any, and the note of its last change of owner.
     pub(crate) async fn job_owners(&self) -> Result<Vec<JobOwner>> {
         self.read(|c| {

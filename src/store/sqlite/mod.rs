@@ -65,6 +65,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
+    (41, include_str!("0041_node_details.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 
