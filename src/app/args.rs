@@ -48,6 +48,9 @@ pub(crate) enum Command {
     /// database (scale-out: start as many as you need next to one `serve`).
     #[command(after_help = WORKER_ENV)]
     Worker(WorkerArgs),
+    /// Write a consistent copy of a running SQLite database to a new file (online: VACUUM INTO;
+    /// PostgreSQL: use pg_dump). Open a copy with `serve --paused` so it fires nothing.
+    Backup(BackupArgs),
     /// Measure send throughput, end-to-end throughput, latency and memory on temp databases.
     Bench(crate::bench::Args),
     /// Send an event through a running server (POST /trigger; FLARE_API_KEY as Bearer key).
@@ -86,6 +89,15 @@ pub(crate) struct SendArgs {
     /// The server.
     #[arg(long, env = "FLARE_URL", default_value = "http://127.0.0.1:3000")]
     pub(crate) url: String,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct BackupArgs {
+    /// The new file to write (never overwritten).
+    pub(crate) path: std::path::PathBuf,
+    /// The database to back up (sqlite://PATH).
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://flare.db")]
+    pub(crate) database_url: String,
 }
 
 /// The engine's settings, the same for `serve` and `worker`.

@@ -106,6 +106,26 @@ impl Store {
         Ok(Store::Sqlite(sqlite::SqliteStore::open(path).await?))
     }
 
+    /// Writes a consistent copy of the SQLite database at `url` to the new file `dest`, online:
+    /// the processes using it go on, and every write acknowledged before the backup started is
+    /// in it (`VACUUM INTO`, a snapshot that includes the WAL). PostgreSQL is backed up with its
+    /// own tools: the error says which.
+    pub async fn backup(url: &str, dest: &std::path::Path) -> Result<()> {
+        if postgres::is_postgres_url(url) {
+            return Err(Error::Invalid(
+                "a PostgreSQL database is backed up with PostgreSQL's tools: pg_dump --format=custom \
+                 --file=flare.dump <url> (restore with pg_restore), or the server's continuous \
+                 archiving"
+                    .into(),
+            ));
+        }
+        let path = sqlite::path_from_url(url).ok_or_else(|| Error::Url(url.to_string()))?;
+        let dest = dest.to_path_buf();
+        tokio::task::spawn_blocking(move || sqlite::backup(&path, &dest))
+            .await
+            .map_err(|_| Error::Closed)?
+    }
+
     /// Notified when work may have become runnable (a local commit, a PostgreSQL `NOTIFY`); a hint.
     pub fn work_notify(&self) -> &Arc<tokio::sync::Notify> {
         dispatch!(self, s => s.work_notify())

@@ -188,6 +188,31 @@ pub(super) fn open_reader(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Writes a consistent copy of the database at `path` to the new file `dest` while other
+/// processes go on writing: `VACUUM INTO` on a read-only connection of its own reads one
+/// snapshot (the WAL's committed pages included, which a plain file copy misses) and writes it
+/// compacted. Refuses a `dest` that exists.
+pub fn backup(path: &Path, dest: &Path) -> Result<()> {
+    if !path.exists() {
+        return Err(Error::Invalid(format!(
+            "there is no database at {}",
+            path.display()
+        )));
+    }
+    if dest.exists() {
+        return Err(Error::Invalid(format!(
+            "{} exists: give a new file, a backup never overwrites",
+            dest.display()
+        )));
+    }
+    let dest = dest
+        .to_str()
+        .ok_or_else(|| Error::Invalid(format!("{} is not UTF-8", dest.display())))?;
+    let conn = open_reader(path)?;
+    conn.execute("VACUUM INTO ?1", [dest])?;
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, migrates it and starts the writer.
     pub async fn open(path: PathBuf) -> Result<Self> {
