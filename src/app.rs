@@ -221,6 +221,7 @@ impl App {
             listen: args.listen,
             database_url: args.engine.database_url,
             api_key: std::env::var("FLARE_API_KEY").ok(),
+            metrics_token: std::env::var("FLARE_METRICS_TOKEN").ok(),
             stripe_secrets: std::env::var("STRIPE_WEBHOOK_SECRET").ok(),
             clerk_secrets: std::env::var("CLERK_WEBHOOK_SECRET").ok(),
             concurrency: args.engine.concurrency,
@@ -511,6 +512,7 @@ mod tests {
         let serve = help("serve");
         for var in [
             "FLARE_API_KEY",
+            "FLARE_METRICS_TOKEN",
             "STRIPE_WEBHOOK_SECRET",
             "CLERK_WEBHOOK_SECRET",
             "FLARE_ENDPOINTS",

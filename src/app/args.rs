@@ -8,6 +8,7 @@ pub(crate) const SERVE_ENV: &str = "\
 Environment (besides the [env: …] of the options above):
   FLARE_API_KEY           the API key: when set, everything but the webhooks and health needs it
                           (Bearer, or the dashboard's login); unset: loopback clients only
+  FLARE_METRICS_TOKEN     a Bearer token that reads GET /metrics and nothing else (for a scraper)
   STRIPE_WEBHOOK_SECRET   Stripe signing secret(s) for /webhooks/payments, comma-separated to rotate
   CLERK_WEBHOOK_SECRET    Clerk (Svix) secret(s), whsec_…, for /webhooks/auth, comma-separated
   FLARE_ENDPOINTS         HTTP job endpoints given at start, comma-separated (as --endpoint)

@@ -57,6 +57,8 @@ pub struct ServeConfig {
     pub webhook_sources: Vec<crate::webhooks::source::Source>,
     /// Every job is paused at start (`--paused`), before any run is claimed.
     pub paused: bool,
+    /// `FLARE_METRICS_TOKEN`: reads `GET /metrics` only.
+    pub metrics_token: Option<String>,
 }
 
 impl From<&ServeConfig> for crate::http::HttpConfig {
@@ -70,6 +72,7 @@ impl From<&ServeConfig> for crate::http::HttpConfig {
             clerk_secrets: c.clerk_secrets.clone(),
             endpoint_allow: c.endpoint_allow.clone(),
             webhook_sources: c.webhook_sources.clone(),
+            metrics_token: c.metrics_token.clone(),
         }
     }
 }
@@ -89,6 +92,10 @@ impl std::fmt::Debug for ServeConfig {
                 &crate::store::postgres::redact(&self.database_url),
             )
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "metrics_token",
+                &self.metrics_token.as_ref().map(|_| "<redacted>"),
+            )
             .field(
                 "stripe_secrets",
                 &format_args!("<{} redacted>", self.stripe_secrets.len()),
@@ -158,6 +165,8 @@ pub struct RawServe {
     pub node_name: Option<String>,
     /// `--paused`: pause every job at start (opening a copy of a database).
     pub paused: bool,
+    /// `FLARE_METRICS_TOKEN`.
+    pub metrics_token: Option<String>,
 }
 
 /// `--node-name`: 1 to 100 letters, digits, `.`, `_`, `-` or `:`; empty means unset.
@@ -203,6 +212,20 @@ fn api_key(raw: Option<String>) -> Result<Option<String>, Error> {
     }
 }
 
+/// `FLARE_METRICS_TOKEN`, trimmed like the API key; empty means unset; at least 16 characters.
+fn metrics_token(raw: Option<String>) -> Result<Option<String>, Error> {
+    let Some(token) = raw.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if token.len() < 16 {
+        return Err(Error::Value {
+            name: "FLARE_METRICS_TOKEN",
+            reason: "must be at least 16 characters (generate it: openssl rand -hex 32)".into(),
+        });
+    }
+    Ok(Some(token))
+}
+
 impl RawServe {
     /// Validates the settings.
     pub fn validate(self) -> Result<ServeConfig, Error> {
@@ -211,6 +234,7 @@ impl RawServe {
             .parse()
             .map_err(|_| Error::Listen(self.listen.clone()))?;
         let api_key = api_key(self.api_key)?;
+        let metrics_token = metrics_token(self.metrics_token)?;
         match &api_key {
             Some(k) if k.len() < 16 => return Err(Error::WeakKey),
             None if !listen.ip().is_loopback() => return Err(Error::Unprotected(listen)),
@@ -285,6 +309,7 @@ impl RawServe {
             endpoint_allow,
             webhook_sources,
             paused: self.paused,
+            metrics_token,
         })
     }
 }
@@ -471,6 +496,27 @@ pub(super) mod tests {
             !shown.contains("whsec_a") && !shown.contains("super-secret"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn the_metrics_token_is_trimmed_and_a_short_one_refused_and_node_names_checked() {
+        let mut r = raw("127.0.0.1:1");
+        r.metrics_token = Some("  scrape-token-0123456789\n".into());
+        let c = r.validate().expect("valid");
+        assert_eq!(c.metrics_token.as_deref(), Some("scrape-token-0123456789"));
+        assert!(!format!("{c:?}").contains("scrape-token"), "never shown");
+        let mut r = raw("127.0.0.1:1");
+        r.metrics_token = Some("short".into());
+        let e = r.validate().expect_err("short").to_string();
+        assert!(e.contains("FLARE_METRICS_TOKEN"), "{e}");
+        let mut r = raw("127.0.0.1:1");
+        r.node_name = Some("web 1".into());
+        let e = r.validate().expect_err("a space").to_string();
+        assert!(e.contains("--node-name"), "{e}");
+        let mut r = raw("127.0.0.1:1");
+        r.node_name = Some("web-1.eu:a".into());
+        let c = r.validate().expect("valid");
+        assert_eq!(c.engine.node_name.as_deref(), Some("web-1.eu:a"));
     }
 
     #[test]

@@ -599,6 +599,12 @@ impl Store {
         dispatch!(self, s => s.queue_depth(now.timestamp_millis()).await)
     }
 
+    /// Queued runs at `now` by what they wait for: a worker, an `io.wait`, a retry's backoff,
+    /// their paused job (`flare_runs_waiting`).
+    pub async fn runs_waiting(&self, now: DateTime<Utc>) -> Result<stats::RunsWaiting> {
+        dispatch!(self, s => s.runs_waiting(now.timestamp_millis()).await)
+    }
+
     /// `VACUUM ANALYZE` on PostgreSQL, as autovacuum would after a bulk load (benchmarks).
     #[doc(hidden)]
     pub async fn statistics_refresh(&self) -> Result<()> {

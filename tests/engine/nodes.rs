@@ -114,7 +114,67 @@ async fn a_paused_start_claims_nothing_until_a_job_is_resumed(db: TestDb) {
     copy.shutdown().await;
 }
 
+/// `flare_runs_waiting{reason}`'s counts (issue 25): a run on an `io.wait`, one in a retry's
+/// backoff, one of a paused job, one due with nothing to claim it.
+async fn queued_runs_are_counted_by_what_they_wait_for(db: TestDb) {
+    let (client, clock) = db.client().await;
+    client
+        .register_job(
+            Job::new("napper", "napper", "1.0.0")
+                .trigger(event_trigger("wait.todo"))
+                .run(|_: Value, io: Io| async move {
+                    io.wait("nap", Duration::from_secs(3600)).await;
+                    Ok(json!(1))
+                }),
+        )
+        .await
+        .unwrap();
+    client
+        .register_job(
+            Job::new("flaky", "flaky", "1.0.0")
+                .trigger(event_trigger("wait.todo"))
+                .retry(
+                    flare::RetryPolicy::default()
+                        .max_attempts(3)
+                        .delays(Duration::from_secs(60), Duration::from_secs(60))
+                        .jitter(false),
+                )
+                .run(|_: Value, _: Io| async move { Err::<Value, _>("not yet".into()) }),
+        )
+        .await
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    client.register_job(counting("held", &ran)).await.unwrap();
+    client.store().job_pause("held", true).await.unwrap();
+    // A job stored by a process that runs nothing: its run is due, and waits for a worker.
+    let sender = db.sender(&clock).await;
+    sender
+        .register_job(
+            Job::new("elsewhere", "elsewhere", "1.0.0")
+                .trigger(event_trigger("wait.todo"))
+                .run(|_: Value, _: Io| async move { Ok(json!(1)) }),
+        )
+        .await
+        .unwrap();
+    client.send_event("node.todo", &json!({})).await.unwrap();
+    client.send_event("wait.todo", &json!({})).await.unwrap();
+    let now = || chrono::DateTime::from_timestamp_millis(clock.now_ms()).unwrap();
+    let waiting = wait_for("the runs to settle into waiting", || async {
+        let w = client.store().runs_waiting(now()).await.unwrap();
+        (w.wait == 1 && w.retry == 1).then_some(w)
+    })
+    .await;
+    assert_eq!(
+        (waiting.worker, waiting.wait, waiting.retry, waiting.paused),
+        (1, 1, 1, 1),
+        "{waiting:?}"
+    );
+    sender.shutdown().await;
+    client.shutdown().await;
+}
+
 backend_tests!(
     a_named_node_is_known_by_its_name_and_keeps_it_to_itself,
     a_paused_start_claims_nothing_until_a_job_is_resumed,
+    queued_runs_are_counted_by_what_they_wait_for,
 );
