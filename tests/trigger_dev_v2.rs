@@ -169,7 +169,9 @@ async fn the_seeds_v2_jobs_run_unchanged_under_flare_serve() {
         .env("FLARE_URL", &api.base)
         .env("PORT", app_port.to_string())
         .env("STATE_DIR", &state)
-        .env("TRIGGER_API_KEY", KEY);
+        .env("TRIGGER_API_KEY", KEY)
+        // This test registers it itself, as the v2 CLI would.
+        .env("FLARE_REGISTER", "false");
     let mut app = Proc::spawn("the Trigger.dev v2 example", command);
 
     // Registration as the v2 CLI does it, retried while the example starts.
@@ -373,4 +375,66 @@ async fn the_seeds_v2_jobs_run_unchanged_under_flare_serve() {
         waited_ms.is_some_and(|ms| ms >= 2000),
         "it resumed after the wait: {waited_ms:?}"
     );
+}
+
+/// The example runs against Flare in two commands (issue 25): started after (or before) `flare
+/// serve`, it registers itself as the v2 CLI does, on a port of its own, and a sent event runs
+/// its job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_registers_itself_with_flare() {
+    let Some(mut command) = runner() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (port, app_port) = (free_port(), free_port());
+    let api = Api {
+        base: format!("http://127.0.0.1:{port}"),
+        http: reqwest::Client::new(),
+    };
+    // The application first: it waits for Flare.
+    command
+        .arg("src/server.ts")
+        .current_dir(example_dir())
+        .env("FLARE_URL", &api.base)
+        .env("PORT", app_port.to_string())
+        .env_remove("FLARE_REGISTER")
+        .env("TRIGGER_API_KEY", KEY);
+    let mut app = Proc::spawn("the Trigger.dev v2 example", command);
+    let mut server = flare(&dir.path().join("flare.db"), port);
+    wait_healthy(&api, &mut server).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let endpoint = loop {
+        let listed = api.get("/api/endpoints").await.unwrap_or_default();
+        if let Some(e) = listed["endpoints"]
+            .as_array()
+            .and_then(|l| l.first().cloned())
+        {
+            break e;
+        }
+        app.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "the example did not register itself: {listed}\n{}",
+            app.output()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        endpoint["url"],
+        format!("http://127.0.0.1:{app_port}/api/trigger")
+    );
+    api.send(
+        "user.created",
+        json!({"userId": "u-1", "email": "ada@example.com"}),
+    )
+    .await;
+    let run = api
+        .finished(
+            "send-welcome-email",
+            Duration::from_secs(30),
+            &mut [&mut server, &mut app],
+        )
+        .await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    server.stop(Duration::from_secs(20));
 }
