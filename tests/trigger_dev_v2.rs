@@ -436,5 +436,48 @@ async fn the_example_registers_itself_with_flare() {
         )
         .await;
     assert_eq!(run["status"], "succeeded", "{run}");
+
+    // Its tasks show with their name and key, not as the SDK's 64-hex idempotency hash.
+    api.send(
+        "file.uploaded",
+        json!({"fileId": "f1", "filename": "a.png"}),
+    )
+    .await;
+    let run = api
+        .finished(
+            "process-upload",
+            Duration::from_secs(30),
+            &mut [&mut server, &mut app],
+        )
+        .await;
+    let task = run["steps"]
+        .as_array()
+        .and_then(|steps| {
+            steps.iter().find(|s| {
+                s["label"]
+                    .as_str()
+                    .is_some_and(|l| l.contains("process-file"))
+            })
+        })
+        .unwrap_or_else(|| panic!("the process-file task, labelled, in {run}"));
+    let page = api
+        .http
+        .get(format!(
+            "{}/runs/{}",
+            api.base,
+            run["id"].as_str().unwrap_or_default()
+        ))
+        .send()
+        .await
+        .expect("run page")
+        .text()
+        .await
+        .expect("text");
+    let key = task["key"].as_str().unwrap_or_default();
+    assert!(page.contains("process-file"), "the label is shown");
+    assert!(
+        !page.contains(&format!(">{key}<")),
+        "the hash is not shown as the step's name"
+    );
     server.stop(Duration::from_secs(20));
 }

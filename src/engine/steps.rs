@@ -179,6 +179,7 @@ impl Steps {
             wait_until: None,
             output: None,
             error: None,
+            label: None,
         }
     }
 

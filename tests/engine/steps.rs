@@ -413,6 +413,7 @@ fn step(lease: &Lease, key: &str) -> NewStep {
         wait_until: None,
         output: Some(json!(key)),
         error: None,
+        label: None,
     }
 }
 
@@ -461,14 +462,28 @@ async fn a_worker_whose_lease_expired_cannot_record_a_step(db: TestDb) {
         "the old token is fenced off"
     );
     assert!(store.step_record(step(&alive, "second")).await.unwrap());
-    let stored: Vec<String> = store
+    // A step with a display label (a Trigger.dev v2 task's name and key) keeps it.
+    let mut labelled = step(&alive, "3387d0daf76e4386");
+    labelled.label = Some("Process file · process-file".into());
+    assert!(store.step_record(labelled).await.unwrap());
+    let stored: Vec<(String, Option<String>)> = store
         .run_steps(&ev.run_ids[0])
         .await
         .unwrap()
         .into_iter()
-        .map(|s| s.key)
+        .map(|s| (s.key, s.label))
         .collect();
-    assert_eq!(stored, vec!["first", "second"]);
+    assert_eq!(
+        stored,
+        vec![
+            (
+                "3387d0daf76e4386".to_string(),
+                Some("Process file · process-file".to_string())
+            ),
+            ("first".to_string(), None),
+            ("second".to_string(), None),
+        ]
+    );
 }
 
 async fn steps_appear_in_the_run_detail(db: TestDb) {

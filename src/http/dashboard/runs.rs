@@ -262,7 +262,11 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                         tbody {
                             @for s in &detail.steps {
                                 tr data-step-key=(s.key) {
-                                    td.mono { (s.key) }
+                                    @if let Some(label) = &s.label {
+                                        td title={ "key " (s.key) } { (label) }
+                                    } @else {
+                                        td.mono { (s.key) }
+                                    }
                                     td { (s.kind.as_str()) }
                                     td { (page::badge(s.status.as_str())) }
                                     td.num { (s.attempt) }
@@ -336,7 +340,7 @@ fn step_span(s: &Step, now: i64) -> Span {
     let end = end.map_or(now, |t| t.timestamp_millis()).max(start);
     let mut label = format!(
         "step {} ({}): {}",
-        s.key,
+        s.label.as_deref().unwrap_or(&s.key),
         s.kind.as_str(),
         s.status.as_str()
     );
@@ -350,7 +354,7 @@ fn step_span(s: &Step, now: i64) -> Span {
         start,
         end,
         class,
-        row: s.key.clone(),
+        row: s.label.clone().unwrap_or_else(|| s.key.clone()),
         label,
     }
 }
@@ -390,6 +394,7 @@ mod tests {
             wait_until: due.map(ms_to_time),
             output: None,
             error: None,
+            label: None,
         }
     }
 

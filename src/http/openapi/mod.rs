@@ -403,6 +403,7 @@ fn schemas() -> Value {
                 "description": "Durable steps (io.run_task, io.wait, chained io.send_event), in the order they first started." } } }] },
         "Step": { "type": "object", "properties": {
             "key": { "type": "string", "description": "Unique within the run; a chained event's is event:<n> (call order) or event:<key>." },
+            "label": { "type": "string", "description": "Present when the key says little: a Trigger.dev v2 task's name and key (its step key is the SDK's idempotency hash)." },
             "kind": { "type": "string", "enum": ["task", "wait", "event"] },
             "status": { "type": "string", "enum": ["succeeded", "failed", "waiting"],
                 "description": "A succeeded step is final: a run executing again gets its output without running it. A failed one runs again in the next attempt. A waiting one is a wait not yet due." },

@@ -97,6 +97,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (15, include_str!("0015_event_counts.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
     (41, include_str!("0041_node_details.sql")),
+    (42, include_str!("0042_step_label.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

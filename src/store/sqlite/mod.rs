@@ -66,6 +66,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (16, include_str!("0016_lean_run_indexes.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
     (41, include_str!("0041_node_details.sql")),
+    (42, include_str!("0042_step_label.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 
