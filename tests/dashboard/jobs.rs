@@ -105,7 +105,10 @@ async fn the_jobs_page_shows_a_schedule_and_its_next_run() {
     let row = &row[..row.find("</tr>").expect("row end")];
     assert!(row.contains("cron 0 9 * * * (Europe/Paris)"), "{row}");
     assert!(row.contains("next <time"), "{row}");
-    assert!(row.contains(&format!(">{next}</time>")), "{row}");
+    assert!(
+        row.contains(&format!(">{next}<span class=\"tz\"> UTC</span></time>")),
+        "{row}"
+    );
 }
 
 /// One job id, one owner: a job defined in code that displaced an endpoint's job says so on its

@@ -19,6 +19,7 @@ const NAV: &[(&str, &str)] = &[
     ("/", "Overview"),
     ("/events", "Events"),
     ("/runs", "Runs"),
+    ("/send", "Send"),
     ("/jobs", "Jobs"),
     ("/endpoints", "Endpoints"),
     ("/workers", "Workers"),
@@ -291,7 +292,7 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
 /// A time for a table cell: `2024-05-01 12:00:05`, UTC, with the full RFC 3339 form on hover.
 pub fn time(t: DateTime<Utc>) -> Markup {
     html! {
-        time datetime=(t.to_rfc3339()) title=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S")) }
+        time datetime=(t.to_rfc3339()) title=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S")) span.tz { " UTC" } }
     }
 }
 

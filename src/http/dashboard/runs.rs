@@ -117,6 +117,12 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 .collect()
         })
         .unwrap_or_default();
+    // An endpoint's job has no Rust API: the empty steps section says so in its terms.
+    let endpoint_job = store
+        .job_owners()
+        .await?
+        .get(&detail.run.job_id)
+        .is_some_and(Option::is_some);
     let now = state.client.clock().now_ms();
     let mut spans: Vec<Span> = detail
         .attempts
@@ -254,8 +260,10 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             }
             section {
                 h2 { "Steps (" (detail.steps.len()) ")" }
-                @if detail.steps.is_empty() {
-                    p.muted { "None: this run's job uses no io.run_task, io.wait or io.send_event." }
+                @if detail.steps.is_empty() && endpoint_job {
+                    p.muted.no-steps { "None: this run's endpoint recorded no tasks, waits or chained events." }
+                } @else if detail.steps.is_empty() {
+                    p.muted.no-steps { "None: this run's job uses no io.run_task, io.wait or io.send_event." }
                 } @else {
                     table.steps {
                         thead { tr { th { "Key" } th { "Kind" } th { "Status" } th { "Attempt" } th { "Started" } th { "Took" } th { "Output or error" } } }
