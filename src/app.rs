@@ -576,6 +576,33 @@ mod tests {
     }
 
     #[test]
+    fn a_database_a_newer_flare_migrated_stops_the_start_with_one_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x.db");
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL); \
+             INSERT INTO flare_migrations VALUES (9999, 0);",
+        )
+        .expect("a newer schema");
+        drop(conn);
+        let url = format!("sqlite://{}", path.display());
+        let app = App::new("my-app");
+        let cli = app
+            .parse(["my-app", "worker", "--database-url", &url, "--demo=false"])
+            .expect("parses");
+        let line = one_line(&app.dispatch(cli).expect_err("refused"));
+        let known = crate::store::sqlite::last_migration();
+        assert_eq!(
+            line,
+            format!(
+                "the database's schema is at migration 9999, newer than this binary's last migration \
+                 {known}: it was upgraded by a newer Flare; run that version (upgrade all processes together)"
+            )
+        );
+    }
+
+    #[test]
     fn run_refuses_to_start_inside_a_runtime() {
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
         let _inside = runtime.enter();
