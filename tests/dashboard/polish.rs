@@ -1,5 +1,5 @@
 //! Dashboard polish from a new user's trial (issue 25): `/send` in the navigation, times that say
-//! their zone, `/webhooks` saying when a provider's secret is not set, and an endpoint job's run
+//! their zone, chained event ids labelled as events, `/webhooks` saying when a provider's secret is not set, and an endpoint job's run
 //! page not pointing at the Rust API.
 
 use axum::http::StatusCode;

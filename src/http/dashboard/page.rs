@@ -14,6 +14,11 @@ use crate::http::error::{Access, StorageFailure};
 use crate::http::{ApiError, AppState};
 use crate::store::query::Cursor;
 
+/// What a chained event's id is, on hover where one is listed: it starts with the id of the run
+/// that sent it, and is not a run's.
+pub const CHAINED_ID: &str = "a chained event's id: the id of the run that sent it and the \
+     call's position (or its key), so a retried run sends it once; not a run id";
+
 /// The navigation: path, label.
 const NAV: &[(&str, &str)] = &[
     ("/", "Overview"),

@@ -321,7 +321,7 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 } @else {
                     ul.sent {
                         @for c in &sent {
-                            li { a href=(page::event_href(&c.id)) { (c.name) } " " span.mono.muted { (c.id) } }
+                            li { a href=(page::event_href(&c.id)) { (c.name) } " " span.muted.chained-id title=(page::CHAINED_ID) { "event id " span.mono { (c.id) } } }
                         }
                     }
                 }
