@@ -124,10 +124,12 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
         .get(&detail.run.job_id)
         .is_some_and(Option::is_some);
     let now = state.client.clock().now_ms();
+    let numbers = execution_numbers(detail.attempts.iter().map(|a| a.attempt));
     let mut spans: Vec<Span> = detail
         .attempts
         .iter()
-        .map(|a| {
+        .zip(&numbers)
+        .map(|(a, number)| {
             let end = a.finished_at.timestamp_millis();
             Span {
                 start: a.started_at.map_or(end, |t| t.timestamp_millis()),
@@ -137,10 +139,9 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                     "lost" | "released" | "waiting" => "c-warn",
                     _ => "c-fail",
                 },
-                row: format!("#{}", a.attempt),
+                row: format!("#{number}"),
                 label: format!(
-                    "attempt {}: {}{}",
-                    a.attempt,
+                    "attempt {number}: {}{}",
                     a.outcome,
                     a.error
                         .as_deref()
@@ -244,9 +245,13 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                     table.attempts {
                         thead { tr { th { "#" } th { "Outcome" } th { "Started" } th { "Finished" } th { "Took" } th { "Error" } } }
                         tbody {
-                            @for a in &detail.attempts {
+                            @for (a, number) in detail.attempts.iter().zip(&numbers) {
                                 tr {
-                                    td.num { (a.attempt) }
+                                    @if number.contains('.') {
+                                        td.num title="the same attempt, executed again after a wait" { (number) }
+                                    } @else {
+                                        td.num { (number) }
+                                    }
                                     td { (page::badge(&a.outcome)) }
                                     td { (page::time_opt(a.started_at)) }
                                     td { (page::time(a.finished_at)) }
@@ -367,6 +372,23 @@ fn step_span(s: &Step, now: i64) -> Span {
     }
 }
 
+/// Each execution's number on the timeline: its attempt, and for an attempt executed again after
+/// a wait (a wait does not count an attempt) `.2`, `.3`, … so the executions read apart.
+fn execution_numbers(attempts: impl Iterator<Item = u32>) -> Vec<String> {
+    let mut seen: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    attempts
+        .map(|a| {
+            let n = seen.entry(a).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                a.to_string()
+            } else {
+                format!("{a}.{n}")
+            }
+        })
+        .collect()
+}
+
 /// `POST /runs/{id}/retry`: queues the run again, then shows it.
 pub async fn retry(
     State(state): State<AppState>,
@@ -404,6 +426,14 @@ mod tests {
             error: None,
             label: None,
         }
+    }
+
+    #[test]
+    fn executions_of_one_attempt_are_numbered_apart() {
+        assert_eq!(
+            execution_numbers([1, 1, 1, 2].into_iter()),
+            ["1", "1.2", "1.3", "2"]
+        );
     }
 
     #[test]
