@@ -148,7 +148,7 @@ pub async fn run_with(
     let (limits, drain) = (config.limits, config.engine.shutdown_grace);
     let state = AppState::with_endpoints(client.clone(), &config, Arc::clone(&endpoints));
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
+    tracing::info!(%addr, node = %client.engine().node_id(), "flare is listening; dashboard and API on http://{addr}");
     // On the signal the engine's shutdown starts at once, beside the requests' drain, so that
     // the whole shutdown ends within the grace period plus the engine's bound.
     let (engine_stopping, stopping) = tokio::sync::oneshot::channel();
@@ -253,6 +253,15 @@ async fn log_what_runs(client: &Client, code: &[String], registry: &Registry, se
     tracing::info!("{}", what_runs(code, &endpoint, seeds));
 }
 
+/// `1 job`, `2 jobs`.
+fn jobs(n: usize) -> String {
+    if n == 1 {
+        "1 job".to_string()
+    } else {
+        format!("{n} jobs")
+    }
+}
+
 /// The start-up line saying which jobs a node runs: those defined in its code, those of
 /// endpoints, and the endpoints given at start whose index is still to come.
 fn what_runs(code: &[String], endpoint: &[String], seeds: usize) -> String {
@@ -260,14 +269,14 @@ fn what_runs(code: &[String], endpoint: &[String], seeds: usize) -> String {
     if !code.is_empty() {
         parts.push(format!(
             "{} defined in its code ({})",
-            code.len(),
+            jobs(code.len()),
             code.join(", ")
         ));
     }
     if !endpoint.is_empty() {
         parts.push(format!(
             "{} of HTTP endpoints ({})",
-            endpoint.len(),
+            jobs(endpoint.len()),
             endpoint.join(", ")
         ));
     }
@@ -300,12 +309,15 @@ mod tests {
     #[test]
     fn the_start_up_line_names_the_endpoints_jobs_too() {
         let line = what_runs(&[], &ids(&["upload-process"]), 0);
-        assert_eq!(line, "this node runs 1 of HTTP endpoints (upload-process)");
+        assert_eq!(
+            line,
+            "this node runs 1 job of HTTP endpoints (upload-process)"
+        );
         assert!(!line.contains("no jobs"));
         let line = what_runs(&ids(&["greet"]), &ids(&["a", "b"]), 0);
         assert_eq!(
             line,
-            "this node runs 1 defined in its code (greet) and 2 of HTTP endpoints (a, b)"
+            "this node runs 1 job defined in its code (greet) and 2 jobs of HTTP endpoints (a, b)"
         );
         let line = what_runs(&[], &[], 1);
         assert!(line.starts_with("this node runs no jobs yet"), "{line}");
