@@ -1,5 +1,5 @@
 //! The dashboard's layout in headless Chromium at 1400 px (issue 25): the jobs and runs tables fit
-//! their container, and a cron trigger's cell does not break into fragments. Needs Chromium and
+//! their container and a cron trigger's cell does not break into fragments. Needs Chromium and
 //! chromedriver (`scripts/install-browser.sh`); without them it says SKIPPED, and fails under CI.
 
 mod support;
@@ -135,6 +135,7 @@ async fn the_jobs_and_runs_tables_fit_at_1400_px() {
     b.goto(&format!("{}/runs", server.url)).await.expect("runs");
     let over = overflow(&b, "main table").await;
     assert!(over <= 1.0, "the runs table overflows by {over} px");
+
     b.close().await.expect("close");
     server.stop().await;
 }
