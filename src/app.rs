@@ -32,10 +32,13 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::config::{RawServe, RawWorker};
+
+mod args;
 use crate::job::Job;
+use args::{BackupArgs, Cli, Command, EngineArgs, SendArgs, ServeArgs, WorkerArgs};
 
 /// A binary built on Flare: its jobs and the `serve`, `worker`, `send` and `bench` commands.
 pub struct App {
@@ -197,7 +200,8 @@ impl App {
             match cli.command {
                 Command::Serve(args) => self.serve(args).await,
                 Command::Worker(args) => self.worker(args).await,
-                Command::Send(args) => send(args).await,
+                Command::Send(args) => send(self.name, args).await,
+                Command::Backup(args) => backup(args).await,
                 Command::Webhook(args) => crate::remote::webhook::run(args).await,
                 Command::Bench(args) => crate::bench::run(args)
                     .await
@@ -217,6 +221,7 @@ impl App {
             listen: args.listen,
             database_url: args.engine.database_url,
             api_key: std::env::var("FLARE_API_KEY").ok(),
+            metrics_token: std::env::var("FLARE_METRICS_TOKEN").ok(),
             stripe_secrets: std::env::var("STRIPE_WEBHOOK_SECRET").ok(),
             clerk_secrets: std::env::var("CLERK_WEBHOOK_SECRET").ok(),
             concurrency: args.engine.concurrency,
@@ -235,6 +240,8 @@ impl App {
             trusted_proxies: args.trusted_proxies,
             endpoint_allow: args.jobs.endpoint_allow(),
             webhook_sources: args.webhook_sources,
+            node_name: args.engine.node_name,
+            paused: args.engine.paused,
         }
         .validate()?;
         let listener = crate::http::connections::listen(config.listen)
@@ -252,6 +259,8 @@ impl App {
             retention_days,
             lease_secs,
             shutdown_grace_secs,
+            node_name,
+            paused,
         } = args.engine;
         let config = RawWorker {
             database_url,
@@ -263,6 +272,8 @@ impl App {
             endpoints,
             endpoint_secret: std::env::var("FLARE_ENDPOINT_SECRET").ok(),
             endpoint_allow: args.jobs.endpoint_allow(),
+            node_name,
+            paused,
         }
         .validate()?;
         let mut jobs = self.jobs;
@@ -278,190 +289,6 @@ impl App {
 enum NodeKind {
     Serve,
     Worker,
-}
-
-#[derive(Parser)]
-#[command(
-    name = "flare",
-    version,
-    about = "Events, background jobs, webhooks and a dashboard in one binary"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the service: HTTP API, dashboard, scheduler and workers running the jobs.
-    Serve(ServeArgs),
-    /// Run jobs without the HTTP server: workers, scheduler, rescuer and pruner on a shared
-    /// database (scale-out: start as many as you need next to one `serve`).
-    Worker(WorkerArgs),
-    /// Measure send throughput, end-to-end throughput, latency and memory on temp databases.
-    Bench(crate::bench::Args),
-    /// Send an event through a running server (POST /trigger; FLARE_API_KEY as Bearer key).
-    Send(SendArgs),
-    /// Test a webhook source without its provider: `send` signs a body as the provider would
-    /// and delivers it; `fixtures` writes the bundled bodies.
-    Webhook(crate::remote::webhook::Args),
-}
-
-#[derive(clap::Args)]
-struct SendArgs {
-    /// Event name, e.g. user.created.
-    name: String,
-    /// Payload as JSON.
-    #[arg(long)]
-    payload: Option<String>,
-    /// Event id, for idempotency: the same id never starts anything twice (the answer then says
-    /// "duplicate", and "conflict" when the name or payload differ from the stored event's).
-    #[arg(long)]
-    id: Option<String>,
-    /// Deliver later, e.g. 90s, 15m, 2h, 1d, 1h30m.
-    #[arg(long, conflicts_with = "deliver_at")]
-    delay: Option<String>,
-    /// Deliver at this time, RFC 3339, e.g. 2030-01-01T09:00:00Z.
-    #[arg(long)]
-    deliver_at: Option<String>,
-    /// Context as JSON, stored with the event (shown with it, not passed to jobs).
-    #[arg(long)]
-    context: Option<String>,
-    /// The server.
-    #[arg(long, env = "FLARE_URL", default_value = "http://127.0.0.1:3000")]
-    url: String,
-}
-
-/// The engine's settings, the same for `serve` and `worker`.
-#[derive(clap::Args)]
-struct EngineArgs {
-    /// Database URL (sqlite://PATH or postgres://…), shared by every node of a deployment.
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://flare.db")]
-    database_url: String,
-    /// Runs executing at once in this process.
-    #[arg(long, env = "FLARE_CONCURRENCY", default_value_t = 100)]
-    concurrency: usize,
-    /// Delete finished events older than this many days (0 keeps everything).
-    #[arg(long, env = "FLARE_RETENTION_DAYS", default_value_t = 7)]
-    retention_days: u64,
-    /// Lease of a claimed run, in seconds: a run whose process died is retried after this.
-    #[arg(long, env = "FLARE_LEASE_SECS", default_value_t = 30)]
-    lease_secs: u64,
-    /// Seconds running jobs get to finish on SIGTERM/SIGINT.
-    #[arg(long, env = "FLARE_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
-    shutdown_grace_secs: u64,
-}
-
-/// Which jobs a node runs besides the application's, the same for `serve` and `worker`.
-#[derive(clap::Args)]
-struct JobArgs {
-    /// Also define the seed's demo jobs (the help of each binary says its default).
-    #[arg(
-        long,
-        env = "FLARE_DEMO",
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = clap::builder::BoolishValueParser::new(),
-    )]
-    demo: Option<bool>,
-    /// An HTTP job endpoint (repeatable; or FLARE_ENDPOINTS, comma-separated), signed with the
-    /// secret in FLARE_ENDPOINT_SECRET (docs/endpoints.md).
-    #[arg(long = "endpoint", value_name = "URL")]
-    endpoints: Vec<String>,
-    /// Also let endpoints be at this link-local, cloud metadata or unspecified address, network
-    /// or host name, refused otherwise (repeatable; or FLARE_ENDPOINT_ALLOW, comma-separated).
-    #[arg(long = "endpoint-allow", value_name = "CIDR|HOST")]
-    endpoint_allow: Vec<String>,
-}
-
-impl JobArgs {
-    /// `--endpoint` URLs, or else those of `FLARE_ENDPOINTS`.
-    fn endpoints(&self) -> Vec<String> {
-        if !self.endpoints.is_empty() {
-            return self.endpoints.clone();
-        }
-        std::env::var("FLARE_ENDPOINTS")
-            .map(|list| split_list(&list))
-            .unwrap_or_default()
-    }
-
-    /// `--endpoint-allow` entries, or else those of `FLARE_ENDPOINT_ALLOW`.
-    fn endpoint_allow(&self) -> Vec<String> {
-        if !self.endpoint_allow.is_empty() {
-            return self.endpoint_allow.clone();
-        }
-        std::env::var("FLARE_ENDPOINT_ALLOW")
-            .map(|list| split_list(&list))
-            .unwrap_or_default()
-    }
-}
-
-/// A comma-separated list, trimmed, without empty entries.
-fn split_list(list: &str) -> Vec<String> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-#[derive(clap::Args)]
-struct WorkerArgs {
-    #[command(flatten)]
-    engine: EngineArgs,
-    #[command(flatten)]
-    jobs: JobArgs,
-    /// Also run the no-op job of `flare bench` (for the multi-process benchmark).
-    #[arg(long, hide = true)]
-    bench_job: bool,
-}
-
-#[derive(clap::Args)]
-struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, env = "FLARE_LISTEN", default_value = "127.0.0.1:3000")]
-    listen: String,
-    #[command(flatten)]
-    engine: EngineArgs,
-    #[command(flatten)]
-    jobs: JobArgs,
-    /// Largest request body accepted, in bytes.
-    #[arg(long, env = "FLARE_MAX_BODY_BYTES", default_value_t = crate::http::body::DEFAULT_BODY_LIMIT)]
-    max_body_bytes: usize,
-    /// HTTP connections open at once; more clients wait until one ends.
-    #[arg(long, env = "FLARE_MAX_CONNECTIONS", default_value_t = crate::http::connections::DEFAULT_MAX_CONNECTIONS)]
-    max_connections: usize,
-    /// HTTP connections one client (IP address, IPv6 by /64) may hold; its next one replaces its
-    /// oldest idle one. Default: a quarter of --max-connections (behind a reverse proxy every
-    /// connection comes from the proxy: raise it up to --max-connections).
-    #[arg(long, env = "FLARE_MAX_CONNECTIONS_PER_IP")]
-    max_connections_per_ip: Option<usize>,
-    /// Seconds a new connection gets to send the first byte of its request.
-    #[arg(long, env = "FLARE_FIRST_BYTE_TIMEOUT_SECS", default_value_t = crate::http::connections::DEFAULT_FIRST_BYTE_TIMEOUT_SECS)]
-    first_byte_timeout_secs: u64,
-    /// Seconds a client gets to send a request's headers (also how long a kept-alive connection
-    /// may stay idle).
-    #[arg(long, env = "FLARE_HEADER_TIMEOUT_SECS", default_value_t = crate::http::connections::DEFAULT_HEADER_TIMEOUT_SECS)]
-    header_timeout_secs: u64,
-    /// Seconds a client gets to send a request's body.
-    #[arg(long, env = "FLARE_BODY_TIMEOUT_SECS", default_value_t = crate::http::connections::DEFAULT_BODY_TIMEOUT_SECS)]
-    body_timeout_secs: u64,
-    /// A reverse proxy (address or CIDR range; repeatable, or comma-separated in the variable)
-    /// whose X-Forwarded-For names the client that the wrong-key throttle counts; by default the
-    /// peer address is the client and X-Forwarded-For is ignored.
-    #[arg(
-        long = "trusted-proxy",
-        env = "FLARE_TRUSTED_PROXIES",
-        value_name = "CIDR",
-        value_delimiter = ','
-    )]
-    trusted_proxies: Vec<String>,
-    /// A JSON file of webhook sources (`[{"id": "github", "preset": "github", "secretEnv":
-    /// "GITHUB_WEBHOOK_SECRET"}, …]`), read at start; each answers at /webhooks/{id}.
-    #[arg(long, env = "FLARE_WEBHOOK_SOURCES", value_name = "FILE")]
-    webhook_sources: Option<String>,
 }
 
 /// Logs to stderr (`RUST_LOG`, default `info`), unless the application set up tracing itself.
@@ -505,7 +332,12 @@ fn one_line(err: &anyhow::Error) -> String {
     line
 }
 
-async fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
+/// `send`'s exit status when the id was already stored with another name or payload (a
+/// conflict): the event sent was not stored, and a script can tell (0 is a send or an identical
+/// duplicate, 1 an error, 2 a usage error).
+pub const SEND_CONFLICT_EXIT: u8 = 3;
+
+async fn send(program: String, args: SendArgs) -> anyhow::Result<ExitCode> {
     let key = std::env::var("FLARE_API_KEY").ok();
     let request = crate::remote::SendRequest {
         name: args.name,
@@ -514,6 +346,7 @@ async fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         delay: args.delay,
         deliver_at: args.deliver_at,
         context: args.context,
+        program,
     };
     let answer = crate::remote::send(&args.url, key.as_deref(), &request).await?;
     println!("{}", serde_json::to_string_pretty(&answer)?);
@@ -521,7 +354,28 @@ async fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
         if let Some(message) = answer["message"].as_str() {
             eprintln!("warning: {message}");
         }
+        return Ok(ExitCode::from(SEND_CONFLICT_EXIT));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn backup(args: BackupArgs) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    crate::store::Store::backup(&args.database_url, &args.path)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot back up {}",
+                crate::store::postgres::redact(&args.database_url)
+            )
+        })?;
+    let bytes = std::fs::metadata(&args.path).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "backed up {} to {} ({bytes} bytes, {} ms); open a copy with `serve --paused` so it runs nothing",
+        args.database_url,
+        args.path.display(),
+        started.elapsed().as_millis()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -644,6 +498,55 @@ mod tests {
             .is_err());
     }
 
+    #[test]
+    fn help_names_every_environment_variable_that_matters() {
+        let app = App::flare();
+        let help = |name: &str| {
+            app.command()
+                .find_subcommand(name)
+                .expect("subcommand")
+                .clone()
+                .render_long_help()
+                .to_string()
+        };
+        let serve = help("serve");
+        for var in [
+            "FLARE_API_KEY",
+            "FLARE_METRICS_TOKEN",
+            "STRIPE_WEBHOOK_SECRET",
+            "CLERK_WEBHOOK_SECRET",
+            "FLARE_ENDPOINTS",
+            "FLARE_ENDPOINT_SECRET",
+            "FLARE_ENDPOINT_ALLOW",
+            "FLARE_PG_LISTEN",
+            "RUST_LOG",
+            "NO_COLOR",
+            "DATABASE_URL",
+            "FLARE_LISTEN",
+            "FLARE_CONCURRENCY",
+            "FLARE_DEMO",
+            "FLARE_WEBHOOK_SOURCES",
+            "FLARE_TRUSTED_PROXIES",
+        ] {
+            assert!(serve.contains(var), "serve --help names {var}:\n{serve}");
+        }
+        let worker = help("worker");
+        for var in [
+            "DATABASE_URL",
+            "FLARE_ENDPOINTS",
+            "FLARE_ENDPOINT_SECRET",
+            "RUST_LOG",
+            "FLARE_PG_LISTEN",
+        ] {
+            assert!(worker.contains(var), "worker --help names {var}:\n{worker}");
+        }
+        let send = help("send");
+        assert!(
+            send.contains("FLARE_URL") && send.contains("FLARE_API_KEY"),
+            "{send}"
+        );
+    }
+
     /// Runs `worker` on a fresh SQLite file and returns its error on one line.
     fn worker_error(app: App) -> String {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -670,6 +573,33 @@ mod tests {
         let line = worker_error(App::new("my-app").job(untriggered));
         assert!(line.contains("job no-trigger: no trigger"), "{line}");
         assert!(!line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn a_database_a_newer_flare_migrated_stops_the_start_with_one_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x.db");
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL); \
+             INSERT INTO flare_migrations VALUES (9999, 0);",
+        )
+        .expect("a newer schema");
+        drop(conn);
+        let url = format!("sqlite://{}", path.display());
+        let app = App::new("my-app");
+        let cli = app
+            .parse(["my-app", "worker", "--database-url", &url, "--demo=false"])
+            .expect("parses");
+        let line = one_line(&app.dispatch(cli).expect_err("refused"));
+        let known = crate::store::sqlite::last_migration();
+        assert_eq!(
+            line,
+            format!(
+                "the database's schema is at migration 9999, newer than this binary's last migration \
+                 {known}: it was upgraded by a newer Flare; run that version (upgrade all processes together)"
+            )
+        );
     }
 
     #[test]

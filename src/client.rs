@@ -25,6 +25,7 @@ pub struct ClientBuilder {
     clock: SharedClock,
     config: EngineConfig,
     workers: bool,
+    paused: bool,
 }
 
 impl ClientBuilder {
@@ -46,9 +47,42 @@ impl ClientBuilder {
         self
     }
 
-    /// Opens the store, applies migrations and starts the engine.
+    /// Whether to pause every stored job before the engine starts (default false): a copy of a
+    /// database opened without firing its schedules' runs or calling its endpoints. Stored, so
+    /// each job stays paused until resumed.
+    pub fn paused(mut self, on: bool) -> Self {
+        self.paused = on;
+        self
+    }
+
+    /// Opens the store, applies migrations and starts the engine. With a node name set
+    /// ([`EngineConfig::node_name`]), refuses one a live node has.
     pub async fn connect(self) -> Result<Client, Error> {
         let store = Store::open(&self.url).await?;
+        if self.workers {
+            if let Some(name) = &self.config.node_name {
+                let now = self.clock.now_ms();
+                if let Some(node) = store
+                    .nodes_list(now)
+                    .await?
+                    .into_iter()
+                    .find(|n| n.live && &n.id == name)
+                {
+                    return Err(Error::Conflict(format!(
+                        "the node name {name:?} is taken by a live process (last beat {}): give \
+                         each process its own --node-name/FLARE_NODE_NAME",
+                        node.seen_at.format("%Y-%m-%d %H:%M:%S UTC")
+                    )));
+                }
+            }
+        }
+        if self.paused {
+            let n = store.jobs_pause_all().await?;
+            tracing::warn!(
+                paused = n,
+                "--paused: every job is paused before anything runs; resume each on the jobs page"
+            );
+        }
         let engine = Engine::start(store.clone(), self.clock.clone(), self.config, self.workers);
         let client = Client {
             inner: Arc::new(Inner {
@@ -94,6 +128,7 @@ impl Client {
             clock: Arc::new(SystemClock),
             config: EngineConfig::default(),
             workers: true,
+            paused: false,
         }
     }
 
@@ -132,7 +167,9 @@ impl Client {
         for (spec, handler) in defined {
             self.inner.engine.define_local(spec.clone(), handler);
             let now = self.inner.clock.now_ms();
-            self.inner.store.job_define_at(spec, now).await?;
+            let id = spec.id.clone();
+            let displaced = self.inner.store.job_define_at(spec, now).await?;
+            crate::engine::warn_displaced(&id, displaced.as_deref());
         }
         Ok(())
     }

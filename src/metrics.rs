@@ -10,8 +10,16 @@
 //! - `flare_webhook_deliveries_total{source, outcome, status}` — webhook deliveries by source,
 //!   outcome (`accepted`, `duplicate`, `answered` for a handshake, `rejected`) and the status
 //!   answered (recorded once, by `webhooks::inbound::record_outcome`);
+//! - `flare_http_requests_total{route, method, status}` — HTTP requests answered, by matched
+//!   route pattern (`/api/runs/{id}`; `unmatched` for none), method and status (recorded by
+//!   `http::observe`);
+//! - `flare_endpoint_calls_total{endpoint, outcome}` — calls to HTTP job endpoints (index and
+//!   run), by endpoint id and outcome (`ok`, `error`);
 //! - `flare_queue_depth{state}` — read from the store at scrape time (`ready`, `delayed`,
-//!   `running`, `scheduled_events`).
+//!   `running`, `scheduled_events`);
+//! - `flare_runs_waiting{reason}` — queued runs at scrape time by what they wait for: `worker`
+//!   (due, waiting to be claimed), `wait` (an `io.wait` not yet due), `retry` (a backoff),
+//!   `paused` (their job is paused).
 //!
 //! The counters are process-wide (one registry per process), recorded with one call from the
 //! code that knows: [`event_received`] after a committed insert, [`attempt_finished`] when the
@@ -35,6 +43,8 @@ struct Metrics {
     retries: IntCounterVec,
     duration: HistogramVec,
     webhooks: IntCounterVec,
+    http: IntCounterVec,
+    endpoints: IntCounterVec,
 }
 
 impl Metrics {
@@ -76,6 +86,22 @@ impl Metrics {
             ),
             &["source", "outcome", "status"],
         )?;
+        let http = IntCounterVec::new(
+            Opts::new(
+                "flare_http_requests_total",
+                "HTTP requests answered, by route pattern, method and status.",
+            ),
+            &["route", "method", "status"],
+        )?;
+        let endpoints = IntCounterVec::new(
+            Opts::new(
+                "flare_endpoint_calls_total",
+                "Calls to HTTP job endpoints (index and run), by endpoint id and outcome (ok, error).",
+            ),
+            &["endpoint", "outcome"],
+        )?;
+        registry.register(Box::new(http.clone()))?;
+        registry.register(Box::new(endpoints.clone()))?;
         registry.register(Box::new(webhooks.clone()))?;
         registry.register(Box::new(events.clone()))?;
         registry.register(Box::new(finished.clone()))?;
@@ -88,6 +114,8 @@ impl Metrics {
             retries,
             duration,
             webhooks,
+            http,
+            endpoints,
         })
     }
 }
@@ -124,6 +152,33 @@ pub fn webhook_delivery(source: &str, outcome: &str, status: u16) {
     }
 }
 
+/// Counts an HTTP request answered `status` on `route` (the matched pattern, `unmatched` for
+/// none) with `method` (one of the standard methods, else `other`, so the label stays bounded).
+pub fn http_request(route: &str, method: &str, status: u16) {
+    const METHODS: &[&str] = &[
+        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE",
+    ];
+    let method = if METHODS.contains(&method) {
+        method
+    } else {
+        "other"
+    };
+    if let Some(m) = METRICS.as_ref() {
+        m.http
+            .with_label_values(&[route, method, &status.to_string()])
+            .inc();
+    }
+}
+
+/// Counts a call to the HTTP job endpoint `endpoint` (its id) that succeeded (`ok`) or not.
+pub fn endpoint_call(endpoint: &str, ok: bool) {
+    if let Some(m) = METRICS.as_ref() {
+        m.endpoints
+            .with_label_values(&[endpoint, if ok { "ok" } else { "error" }])
+            .inc();
+    }
+}
+
 /// How an attempt ended, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptEnd {
@@ -152,19 +207,36 @@ pub fn attempt_finished(job: &str, end: AttemptEnd, millis: i64) {
         .observe(millis.max(0) as f64 / 1000.0);
 }
 
-/// Renders every metric in the Prometheus text format, with the queue gauges `flare_queue_depth`
-/// set to `queue` (state label → count, read from the store at scrape time).
+/// Renders every metric in the Prometheus text format, with the gauges read from the store at
+/// scrape time: `flare_queue_depth` set to `queue` (state → count) and `flare_runs_waiting` to
+/// `waiting` (reason → count).
 ///
 /// The gauges live in a registry of this scrape only, so two stores in one process (tests, or
 /// two servers) never see each other's queue.
-pub fn render(queue: &[(&str, u64)]) -> String {
+pub fn render(queue: &[(&str, u64)], waiting: &[(&str, u64)]) -> String {
     let mut families = METRICS
         .as_ref()
         .map(|m| m.registry.gather())
         .unwrap_or_default();
-    match queue_family(queue) {
-        Ok(mut gauge) => families.append(&mut gauge),
-        Err(e) => tracing::error!(error = %e, "cannot build the queue gauges"),
+    let gauges = [
+        (
+            "flare_queue_depth",
+            "Runs waiting or running and events scheduled, at scrape time.",
+            "state",
+            queue,
+        ),
+        (
+            "flare_runs_waiting",
+            "Queued runs at scrape time by what they wait for: worker (due), wait (an io.wait), retry (a backoff), paused (their job).",
+            "reason",
+            waiting,
+        ),
+    ];
+    for (name, help, label, values) in gauges {
+        match gauge_family(name, help, label, values) {
+            Ok(mut gauge) => families.append(&mut gauge),
+            Err(e) => tracing::error!(error = %e, "cannot build the gauges {name}"),
+        }
     }
     let mut out = Vec::new();
     if let Err(e) = prometheus::TextEncoder::new().encode(&families, &mut out) {
@@ -173,17 +245,16 @@ pub fn render(queue: &[(&str, u64)]) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-fn queue_family(queue: &[(&str, u64)]) -> prometheus::Result<Vec<prometheus::proto::MetricFamily>> {
+fn gauge_family(
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &[(&str, u64)],
+) -> prometheus::Result<Vec<prometheus::proto::MetricFamily>> {
     let registry = Registry::new();
-    let gauge = IntGaugeVec::new(
-        Opts::new(
-            "flare_queue_depth",
-            "Runs waiting or running and events scheduled, at scrape time.",
-        ),
-        &["state"],
-    )?;
+    let gauge = IntGaugeVec::new(Opts::new(name, help), &[label])?;
     registry.register(Box::new(gauge.clone()))?;
-    for &(state, n) in queue {
+    for &(state, n) in values {
         gauge
             .with_label_values(&[state])
             .set(i64::try_from(n).unwrap_or(i64::MAX));
@@ -209,7 +280,7 @@ mod tests {
     #[test]
     fn attempts_and_the_queue_render_as_text() {
         attempt_finished("metrics-unit-job", AttemptEnd::Failed, 1500);
-        let text = render(&[("ready", 3), ("running", 0)]);
+        let text = render(&[("ready", 3), ("running", 0)], &[("wait", 2)]);
         assert!(
             text.contains(
                 r#"flare_runs_finished_total{job="metrics-unit-job",outcome="failed"} 1"#
@@ -226,5 +297,26 @@ mod tests {
             text.contains(r#"flare_queue_depth{state="ready"} 3"#),
             "{text}"
         );
+        assert!(
+            text.contains(r#"flare_runs_waiting{reason="wait"} 2"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn http_requests_and_endpoint_calls_are_counted_with_bounded_labels() {
+        http_request("/metrics-unit/{id}", "GET", 200);
+        http_request("/metrics-unit/{id}", "BREW", 418);
+        endpoint_call("ep_metricsunit", true);
+        endpoint_call("ep_metricsunit", false);
+        let text = render(&[], &[]);
+        for line in [
+            r#"flare_http_requests_total{method="GET",route="/metrics-unit/{id}",status="200"} 1"#,
+            r#"flare_http_requests_total{method="other",route="/metrics-unit/{id}",status="418"} 1"#,
+            r#"flare_endpoint_calls_total{endpoint="ep_metricsunit",outcome="ok"} 1"#,
+            r#"flare_endpoint_calls_total{endpoint="ep_metricsunit",outcome="error"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in:\n{text}");
+        }
     }
 }

@@ -63,6 +63,9 @@ pub struct SendRequest {
     pub deliver_at: Option<String>,
     /// Context as JSON text, stored with the event.
     pub context: Option<String>,
+    /// The program sending it (`flare`, or an application's binary), named in the hint when
+    /// the server cannot be reached.
+    pub program: String,
 }
 
 /// Sends `request` to the server at `base_url` (`http://127.0.0.1:3000`) and returns its answer.
@@ -111,12 +114,12 @@ pub async fn send(
     }
     let res = req.send().await.map_err(|e| Error::Connect {
         url: url.clone(),
-        reason: connect_reason(&e),
+        reason: connect_reason(&e, &request.program),
     })?;
     let status = res.status();
     let text = res.text().await.map_err(|e| Error::Connect {
         url: url.clone(),
-        reason: connect_reason(&e),
+        reason: connect_reason(&e, &request.program),
     })?;
     let parsed: Result<Value, _> = serde_json::from_str(&text);
     if !status.is_success() {
@@ -132,12 +135,35 @@ pub async fn send(
     parsed.map_err(|e| Error::Answer(e.to_string()))
 }
 
-fn connect_reason(e: &reqwest::Error) -> String {
+fn connect_reason(e: &reqwest::Error, program: &str) -> String {
     if e.is_timeout() {
         "timed out".into()
     } else if e.is_connect() {
-        "connection refused or unreachable (is `flare serve` running?)".into()
+        format!("connection refused or unreachable (is `{program} serve` running?)")
     } else {
         e.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unreachable_server_hint_names_the_program() {
+        let request = SendRequest {
+            name: "a.b".into(),
+            payload: None,
+            id: None,
+            delay: None,
+            deliver_at: None,
+            context: None,
+            program: "my-app".into(),
+        };
+        // Nothing listens on port 1.
+        let e = send("http://127.0.0.1:1", None, &request)
+            .await
+            .expect_err("unreachable");
+        assert!(e.to_string().contains("is `my-app serve` running?"), "{e}");
     }
 }

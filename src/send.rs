@@ -47,6 +47,10 @@ pub enum Error {
     /// Storage failed; nothing was written.
     #[error("storage unavailable: {0}")]
     Storage(#[source] store::Error),
+    /// The database was migrated by a newer Flare (its schema is past this binary's last
+    /// migration): refused at connect, nothing used. Upgrade this binary.
+    #[error("{0}")]
+    SchemaTooNew(#[source] store::Error),
     /// `flare::send_event` was called before any client connected.
     #[error("no default client: call flare::Client::connect(..) first")]
     NoDefaultClient,
@@ -57,6 +61,7 @@ impl From<store::Error> for Error {
         match e {
             store::Error::NotFound { .. } => Error::NotFound(e.to_string()),
             store::Error::Conflict(msg) => Error::Conflict(msg),
+            e @ store::Error::SchemaTooNew { .. } => Error::SchemaTooNew(e),
             other => Error::Storage(other),
         }
     }

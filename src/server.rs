@@ -61,25 +61,43 @@ pub async fn start(config: &ServeConfig, jobs: Vec<Job>) -> Result<Client, Error
         config.engine.clone(),
         config.demo,
         jobs,
+        config.paused,
     )
     .await
+    .map(|(client, _)| client)
 }
 
 /// What every node does first, `serve` and `worker` alike: connect (this client becomes the
-/// process's default) and define the jobs, stopping the engine again if that fails.
+/// process's default) and define the jobs (their ids are returned), stopping the engine again if
+/// that fails.
 async fn connect(
     url: &str,
     engine: EngineConfig,
     demo: bool,
     jobs: Vec<Job>,
-) -> Result<Client, Error> {
-    let client = Client::builder(url).config(engine).connect().await?;
+    paused: bool,
+) -> Result<(Client, Vec<String>), Error> {
+    let client = Client::builder(url)
+        .config(engine)
+        .paused(paused)
+        .connect()
+        .await?;
     client.make_default();
-    if let Err(e) = define_jobs(&client, demo, jobs).await {
-        client.shutdown().await;
-        return Err(e);
+    let defined = match define_jobs(&client, demo, jobs).await {
+        Ok(ids) => ids,
+        Err(e) => {
+            client.shutdown().await;
+            return Err(e);
+        }
+    };
+    if paused {
+        // The jobs this start defined for the first time, too.
+        if let Err(e) = client.store().jobs_pause_all().await {
+            client.shutdown().await;
+            return Err(Error::Jobs(e.into()));
+        }
     }
-    Ok(client)
+    Ok((client, defined))
 }
 
 /// Starts `registry` with the endpoints given at start; on failure stops `client`'s engine.
@@ -112,17 +130,25 @@ pub async fn run_with(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let client = start(&config, jobs).await?;
+    let (client, code) = connect(
+        &config.database_url,
+        config.engine.clone(),
+        config.demo,
+        jobs,
+        config.paused,
+    )
+    .await?;
     let endpoints = start_endpoints(
         &client,
         Registry::with_allow(client.clone(), config.endpoint_allow.clone()),
         config.endpoints.clone(),
     )
     .await?;
+    log_what_runs(&client, &code, &endpoints, config.endpoints.len()).await;
     let (limits, drain) = (config.limits, config.engine.shutdown_grace);
     let state = AppState::with_endpoints(client.clone(), &config, Arc::clone(&endpoints));
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, "flare is listening; dashboard and API on http://{addr}");
+    tracing::info!(%addr, node = %client.engine().node_id(), "flare is listening; dashboard and API on http://{addr}");
     // On the signal the engine's shutdown starts at once, beside the requests' drain, so that
     // the whole shutdown ends within the grace period plus the engine's bound.
     let (engine_stopping, stopping) = tokio::sync::oneshot::channel();
@@ -158,11 +184,12 @@ pub async fn run_worker(
     jobs: Vec<Job>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let client = connect(
+    let (client, code) = connect(
         &config.database_url,
         config.engine.clone(),
         config.demo,
         jobs,
+        config.paused,
     )
     .await?;
     let endpoints = start_endpoints(
@@ -171,8 +198,9 @@ pub async fn run_worker(
         config.endpoints.clone(),
     )
     .await?;
+    log_what_runs(&client, &code, &endpoints, config.endpoints.len()).await;
     tracing::info!(
-        node = client.engine().node_id(),
+        node = %client.engine().node_id(),
         concurrency = config.engine.concurrency,
         "flare worker is running jobs"
     );
@@ -185,7 +213,7 @@ pub async fn run_worker(
 
 /// Defines the demo jobs (when `demo`) and `jobs`, each stored before this returns. Refuses two
 /// jobs with one id rather than letting the second silently replace the first.
-async fn define_jobs(client: &Client, demo: bool, jobs: Vec<Job>) -> Result<(), Error> {
+async fn define_jobs(client: &Client, demo: bool, jobs: Vec<Job>) -> Result<Vec<String>, Error> {
     let mut all = Vec::new();
     if demo {
         all = reference_jobs::all();
@@ -207,10 +235,92 @@ async fn define_jobs(client: &Client, demo: bool, jobs: Vec<Job>) -> Result<(), 
     for job in all {
         client.register_job(job).await.map_err(Error::Jobs)?;
     }
-    if ids.is_empty() {
-        tracing::info!("this node defines no jobs and runs none; events still start the jobs other nodes define");
-    } else {
-        tracing::info!(jobs = %ids.join(", "), "defined {} jobs", ids.len());
+    Ok(ids)
+}
+
+/// Logs what this node runs once its endpoints are loaded: the jobs of its code and those of
+/// the stored endpoints (a node that defines no job in code still runs those).
+async fn log_what_runs(client: &Client, code: &[String], registry: &Registry, seeds: usize) {
+    if let Err(e) = registry.sync().await {
+        tracing::debug!(error = %e, "could not load the endpoints yet");
     }
-    Ok(())
+    let endpoint: Vec<String> = client
+        .engine()
+        .job_ids()
+        .into_iter()
+        .filter(|j| !code.contains(j))
+        .collect();
+    tracing::info!("{}", what_runs(code, &endpoint, seeds));
+}
+
+/// `1 job`, `2 jobs`.
+fn jobs(n: usize) -> String {
+    if n == 1 {
+        "1 job".to_string()
+    } else {
+        format!("{n} jobs")
+    }
+}
+
+/// The start-up line saying which jobs a node runs: those defined in its code, those of
+/// endpoints, and the endpoints given at start whose index is still to come.
+fn what_runs(code: &[String], endpoint: &[String], seeds: usize) -> String {
+    let mut parts = Vec::new();
+    if !code.is_empty() {
+        parts.push(format!(
+            "{} defined in its code ({})",
+            jobs(code.len()),
+            code.join(", ")
+        ));
+    }
+    if !endpoint.is_empty() {
+        parts.push(format!(
+            "{} of HTTP endpoints ({})",
+            jobs(endpoint.len()),
+            endpoint.join(", ")
+        ));
+    }
+    let later = if seeds > 0 {
+        format!(
+            "; and the jobs of the {seeds} endpoint(s) given at start once they answer their index"
+        )
+    } else {
+        String::new()
+    };
+    if parts.is_empty() {
+        format!(
+            "this node runs no jobs yet: none defined in its code, no endpoint registered{later}; \
+             it runs the jobs of endpoints registered later, and events still start the jobs \
+             other nodes define"
+        )
+    } else {
+        format!("this node runs {}{later}", parts.join(" and "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::what_runs;
+
+    fn ids(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_start_up_line_names_the_endpoints_jobs_too() {
+        let line = what_runs(&[], &ids(&["upload-process"]), 0);
+        assert_eq!(
+            line,
+            "this node runs 1 job of HTTP endpoints (upload-process)"
+        );
+        assert!(!line.contains("no jobs"));
+        let line = what_runs(&ids(&["greet"]), &ids(&["a", "b"]), 0);
+        assert_eq!(
+            line,
+            "this node runs 1 job defined in its code (greet) and 2 jobs of HTTP endpoints (a, b)"
+        );
+        let line = what_runs(&[], &[], 1);
+        assert!(line.starts_with("this node runs no jobs yet"), "{line}");
+        assert!(line.contains("the 1 endpoint(s) given at start"), "{line}");
+    }
 }

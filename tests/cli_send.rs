@@ -102,7 +102,13 @@ async fn sends_with_payload_id_delay_deliver_at_and_context_and_prints_the_resul
         Some(KEY),
     )
     .await;
-    assert!(again.status.success(), "{}", stderr(&again));
+    // A distinct exit status, so a script can tell (documented in `flare send --help`).
+    assert_eq!(
+        again.status.code(),
+        Some(i32::from(flare::app::SEND_CONFLICT_EXIT)),
+        "{}",
+        stderr(&again)
+    );
     let printed: Value = serde_json::from_slice(&again.stdout).expect("prints JSON");
     assert_eq!(printed["duplicate"], json!(true));
     assert_eq!(printed["conflictingFields"], json!(["payload"]));
@@ -194,4 +200,5 @@ async fn errors_are_one_clear_line_and_a_failure_exit() {
     let unreachable = flare_send(&["a.b", "--url", "http://127.0.0.1:1"], None).await;
     assert!(!unreachable.status.success());
     assert!(stderr(&unreachable).contains("cannot reach the Flare server"));
+    assert!(stderr(&unreachable).contains("is `flare serve` running?"));
 }

@@ -254,3 +254,50 @@ async fn postgres_one_server_three_workers_survive_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     one_server_three_workers_and_a_sigkill(&db.url, dir.path()).await;
 }
+
+/// `serve` and `worker` say alike which node they are and what they run (issue 25): the name
+/// given with `--node-name`, unquoted in both, and a start-up line naming the jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_and_worker_log_their_node_and_jobs_alike() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let port = free_port();
+    let mut serve = process::flare(&[
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--database-url",
+        &db.url,
+        "--node-name",
+        "web-1",
+        "--demo",
+    ]);
+    serve.env("RUST_LOG", "info");
+    let serve = Proc::spawn("flare serve", serve);
+    wait_healthy(port).await;
+    let mut worker = process::flare(&[
+        "worker",
+        "--database-url",
+        &db.url,
+        "--node-name",
+        "worker-1",
+    ]);
+    worker.env("RUST_LOG", "info");
+    let mut worker = Proc::spawn("flare worker", worker);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !worker.output().contains("flare worker is running jobs") {
+        worker.assert_running();
+        assert!(Instant::now() < deadline, "{}", worker.output());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (s, w) = (serve.output(), worker.output());
+    assert!(s.contains("node=web-1"), "{s}");
+    assert!(w.contains("node=worker-1"), "{w}");
+    assert!(!w.contains("node=\""), "unquoted, as serve's: {w}");
+    assert!(
+        s.contains("this node runs") && s.contains("defined in its code"),
+        "{s}"
+    );
+    assert!(w.contains("this node runs no jobs yet"), "{w}");
+    worker.stop(Duration::from_secs(20));
+    serve.stop(Duration::from_secs(20));
+}

@@ -51,7 +51,13 @@ pub(super) fn endpoint_seeds(
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .ok_or(Error::MissingEndpointSecret)?;
-    crate::endpoints::validate_secret(&secret).map_err(|e| Error::EndpointSecret(e.to_string()))?;
+    // The reason alone: "invalid FLARE_ENDPOINT_SECRET: invalid endpoint secret: …" said it twice.
+    crate::endpoints::validate_secret(&secret).map_err(|e| {
+        Error::EndpointSecret(match e {
+            crate::endpoints::Error::Secret(reason) => reason,
+            other => other.to_string(),
+        })
+    })?;
     for seed in &mut seeds {
         seed.secret.clone_from(&secret);
     }
@@ -225,6 +231,10 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(shown.contains("FLARE_ENDPOINT_SECRET"), "{shown}");
+            assert!(
+                !shown.contains("invalid endpoint secret"),
+                "said once: {shown}"
+            );
             assert!(
                 !shown.contains("MfKQ9r8") && !shown.contains("not!base64"),
                 "{shown}"

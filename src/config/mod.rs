@@ -55,6 +55,10 @@ pub struct ServeConfig {
     pub endpoint_allow: crate::endpoints::address::AllowList,
     /// Webhook sources from the file given at start.
     pub webhook_sources: Vec<crate::webhooks::source::Source>,
+    /// Every job is paused at start (`--paused`), before any run is claimed.
+    pub paused: bool,
+    /// `FLARE_METRICS_TOKEN`: reads `GET /metrics` only.
+    pub metrics_token: Option<String>,
 }
 
 impl From<&ServeConfig> for crate::http::HttpConfig {
@@ -68,6 +72,7 @@ impl From<&ServeConfig> for crate::http::HttpConfig {
             clerk_secrets: c.clerk_secrets.clone(),
             endpoint_allow: c.endpoint_allow.clone(),
             webhook_sources: c.webhook_sources.clone(),
+            metrics_token: c.metrics_token.clone(),
         }
     }
 }
@@ -88,6 +93,10 @@ impl std::fmt::Debug for ServeConfig {
             )
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field(
+                "metrics_token",
+                &self.metrics_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field(
                 "stripe_secrets",
                 &format_args!("<{} redacted>", self.stripe_secrets.len()),
             )
@@ -98,6 +107,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("body_limit", &self.body_limit)
             .field("limits", &self.limits)
             .field("engine", &self.engine)
+            .field("paused", &self.paused)
             .field("demo", &self.demo)
             .field("endpoints", &self.endpoints)
             .field("trusted_proxies", &self.trusted_proxies)
@@ -151,6 +161,33 @@ pub struct RawServe {
     pub endpoint_allow: Vec<String>,
     /// `--webhook-sources`/`FLARE_WEBHOOK_SOURCES`: a JSON file of webhook sources.
     pub webhook_sources: Option<String>,
+    /// `--node-name`/`FLARE_NODE_NAME`; `None`: the host name and process id.
+    pub node_name: Option<String>,
+    /// `--paused`: pause every job at start (opening a copy of a database).
+    pub paused: bool,
+    /// `FLARE_METRICS_TOKEN`.
+    pub metrics_token: Option<String>,
+}
+
+/// `--node-name`: 1 to 100 letters, digits, `.`, `_`, `-` or `:`; empty means unset.
+fn node_name(raw: Option<String>) -> Result<Option<String>, Error> {
+    let Some(name) = raw.map(|n| n.trim().to_string()).filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    let fine = name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
+    if !fine {
+        return Err(Error::Value {
+            name: "--node-name/FLARE_NODE_NAME",
+            reason: format!(
+                "{:?}: use 1 to 100 letters, digits, '.', '_', '-' or ':'",
+                name.chars().take(100).collect::<String>()
+            ),
+        });
+    }
+    Ok(Some(name))
 }
 
 fn secrets(raw: Option<String>) -> Vec<String> {
@@ -175,6 +212,20 @@ fn api_key(raw: Option<String>) -> Result<Option<String>, Error> {
     }
 }
 
+/// `FLARE_METRICS_TOKEN`, trimmed like the API key; empty means unset; at least 16 characters.
+fn metrics_token(raw: Option<String>) -> Result<Option<String>, Error> {
+    let Some(token) = raw.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if token.len() < 16 {
+        return Err(Error::Value {
+            name: "FLARE_METRICS_TOKEN",
+            reason: "must be at least 16 characters (generate it: openssl rand -hex 32)".into(),
+        });
+    }
+    Ok(Some(token))
+}
+
 impl RawServe {
     /// Validates the settings.
     pub fn validate(self) -> Result<ServeConfig, Error> {
@@ -183,17 +234,19 @@ impl RawServe {
             .parse()
             .map_err(|_| Error::Listen(self.listen.clone()))?;
         let api_key = api_key(self.api_key)?;
+        let metrics_token = metrics_token(self.metrics_token)?;
         match &api_key {
             Some(k) if k.len() < 16 => return Err(Error::WeakKey),
             None if !listen.ip().is_loopback() => return Err(Error::Unprotected(listen)),
             _ => {}
         }
-        let engine = engine_config(
+        let mut engine = engine_config(
             self.concurrency,
             self.lease_secs,
             self.retention_days,
             self.shutdown_grace_secs,
         )?;
+        engine.node_name = node_name(self.node_name)?;
         let body_limit = self
             .max_body_bytes
             .unwrap_or(crate::http::body::DEFAULT_BODY_LIMIT);
@@ -255,6 +308,8 @@ impl RawServe {
             trusted_proxies,
             endpoint_allow,
             webhook_sources,
+            paused: self.paused,
+            metrics_token,
         })
     }
 }
@@ -272,6 +327,8 @@ pub struct WorkerConfig {
     pub endpoints: Vec<EndpointSeed>,
     /// Link-local, metadata or unspecified addresses and names endpoints may have all the same.
     pub endpoint_allow: crate::endpoints::address::AllowList,
+    /// Every job is paused at start (`--paused`).
+    pub paused: bool,
 }
 
 /// Raw settings of `flare worker`, as given on the command line or in the environment.
@@ -295,6 +352,10 @@ pub struct RawWorker {
     pub endpoint_secret: Option<String>,
     /// `--endpoint-allow` (each one) or `FLARE_ENDPOINT_ALLOW` (split on commas).
     pub endpoint_allow: Vec<String>,
+    /// `--node-name`/`FLARE_NODE_NAME`; `None`: the host name and process id.
+    pub node_name: Option<String>,
+    /// `--paused`: pause every job at start (opening a copy of a database).
+    pub paused: bool,
 }
 
 impl RawWorker {
@@ -307,13 +368,16 @@ impl RawWorker {
             });
         }
         let endpoint_allow = endpoint_allow(&self.endpoint_allow)?;
+        let mut engine = engine_config(
+            self.concurrency,
+            self.lease_secs,
+            self.retention_days,
+            self.shutdown_grace_secs,
+        )?;
+        engine.node_name = node_name(self.node_name)?;
         Ok(WorkerConfig {
-            engine: engine_config(
-                self.concurrency,
-                self.lease_secs,
-                self.retention_days,
-                self.shutdown_grace_secs,
-            )?,
+            engine,
+            paused: self.paused,
             database_url: self.database_url,
             demo: self.demo,
             endpoints: endpoint_seeds(self.endpoints, self.endpoint_secret, &endpoint_allow)?,
@@ -432,6 +496,27 @@ pub(super) mod tests {
             !shown.contains("whsec_a") && !shown.contains("super-secret"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn the_metrics_token_is_trimmed_and_a_short_one_refused_and_node_names_checked() {
+        let mut r = raw("127.0.0.1:1");
+        r.metrics_token = Some("  scrape-token-0123456789\n".into());
+        let c = r.validate().expect("valid");
+        assert_eq!(c.metrics_token.as_deref(), Some("scrape-token-0123456789"));
+        assert!(!format!("{c:?}").contains("scrape-token"), "never shown");
+        let mut r = raw("127.0.0.1:1");
+        r.metrics_token = Some("short".into());
+        let e = r.validate().expect_err("short").to_string();
+        assert!(e.contains("FLARE_METRICS_TOKEN"), "{e}");
+        let mut r = raw("127.0.0.1:1");
+        r.node_name = Some("web 1".into());
+        let e = r.validate().expect_err("a space").to_string();
+        assert!(e.contains("--node-name"), "{e}");
+        let mut r = raw("127.0.0.1:1");
+        r.node_name = Some("web-1.eu:a".into());
+        let c = r.validate().expect("valid");
+        assert_eq!(c.engine.node_name.as_deref(), Some("web-1.eu:a"));
     }
 
     #[test]

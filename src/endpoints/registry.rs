@@ -432,6 +432,9 @@ impl Registry {
             return Ok(());
         }
         let endpoints = store.endpoints_load().await?;
+        // One job id, one owner: an index may still list a job that code has since displaced
+        // (`store::owners`); only the jobs the endpoint owns are run from it.
+        let owners = store.job_owners().await?;
         let engine = self.client.engine();
         let mut changed = false;
         let live: Vec<&str> = endpoints.iter().map(|e| e.summary.id.as_str()).collect();
@@ -490,6 +493,13 @@ impl Registry {
             });
             let mut ids = Vec::with_capacity(defs.len());
             for def in &defs {
+                if owners
+                    .get(&def.id)
+                    .is_some_and(|owner| owner.as_ref() != Some(id))
+                {
+                    tracing::debug!(endpoint = %id, job = %def.id, "not running an endpoint job that code displaced");
+                    continue;
+                }
                 let defined = match &v2_target {
                     Some(v2) => define_v2(engine, v2, def),
                     None => define(engine, &target, def),

@@ -12,6 +12,7 @@ pub(crate) struct Reports(Mutex<HashMap<String, EndpointReport>>);
 
 impl Reports {
     pub(crate) fn ok(&self, endpoint: &str, at: i64) {
+        crate::metrics::endpoint_call(endpoint, true);
         if let Ok(mut r) = self.0.lock() {
             let e = r.entry(endpoint.to_string()).or_default();
             e.ok_at = Some(e.ok_at.map_or(at, |t| t.max(at)));
@@ -19,6 +20,7 @@ impl Reports {
     }
 
     pub(crate) fn error(&self, endpoint: &str, at: i64, message: String) {
+        crate::metrics::endpoint_call(endpoint, false);
         if let Ok(mut r) = self.0.lock() {
             let e = r.entry(endpoint.to_string()).or_default();
             // A burst of failures keeps the latest few: the store keeps ten anyway.

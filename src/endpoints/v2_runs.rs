@@ -80,6 +80,10 @@ pub struct NewTask {
     /// Display name (`log`, `wait`, `Send Event`, or the user's).
     #[serde(default)]
     pub name: Option<String>,
+    /// The task's key as the job gave it (`io.runTask("charge", …)`: `charge`), of which
+    /// `idempotency_key` is a hash.
+    #[serde(default)]
+    pub display_key: Option<String>,
     /// A task without a callback (logs, waits).
     #[serde(default)]
     pub noop: bool,
@@ -146,6 +150,16 @@ struct Task {
     params: Option<Value>,
     description: Option<String>,
     icon: Option<String>,
+    /// What the run page shows: its name and key (the step key is a hash).
+    label: Option<String>,
+}
+
+/// A v2 task's label on the run page: its name, and its key when that says more.
+fn task_label(name: &str, display_key: Option<&str>) -> String {
+    match display_key.filter(|k| !k.is_empty() && *k != name) {
+        Some(key) => format!("{name} · {key}"),
+        None => name.to_string(),
+    }
 }
 
 impl Task {
@@ -220,6 +234,7 @@ impl Task {
             params: None,
             description: None,
             icon: None,
+            label: None,
         })
     }
 }
@@ -294,6 +309,7 @@ impl Execution {
         step.wait_until = task.delay_until;
         step.output = output;
         step.error = task.error.clone();
+        step.label = task.label.clone();
         self.steps
             .record(step)
             .await
@@ -362,6 +378,7 @@ impl Execution {
             params: new.params.clone(),
             description: new.description.clone(),
             icon: new.icon.clone(),
+            label: Some(task_label(&name, new.display_key.as_deref())),
         };
         if let Some(until) = delay_until {
             task.kind = StepKind::Wait;

@@ -30,6 +30,10 @@ pub struct EngineConfig {
     /// How often this node records that it is alive and which jobs it defines (the dashboard
     /// flags jobs no live node defines). Default 5 s.
     pub node_beat: Duration,
+    /// This node's name (`--node-name` / `FLARE_NODE_NAME`): its id on the workers page, in run
+    /// records and logs. `None`: the host name and the process id (`web-1-4242`; a second
+    /// engine in one process gets `-2`, …).
+    pub node_name: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -45,6 +49,7 @@ impl Default for EngineConfig {
             shutdown_bound: Duration::from_secs(10),
             leader_ttl: Duration::from_secs(2),
             node_beat: Duration::from_secs(5),
+            node_name: None,
         }
     }
 }

@@ -74,6 +74,7 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken
         .and_then(|j| j.get(&run.job_id).cloned());
     let exec = Execution::new(&run, shared.store.clone(), shared.clock.clone(), cancel);
     let logger = exec.logger.clone();
+    let steps = Arc::clone(&exec.steps);
     let outcome = match job {
         Some(job) => perform(&job, run.payload.clone(), exec).await,
         None => Outcome::Failed {
@@ -131,9 +132,42 @@ async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken
         started_at: run.started_at,
         finished_at,
         finish: finish_as,
-        logs: logger.take(),
+        logs: once(&shared, &run.id, run.attempt, &steps, logger.take()).await,
     };
     finish(&shared, completion).await;
+}
+
+/// The lines of this execution without those its attempt already recorded: an execution that
+/// resumes after a wait runs the job's body again from the start, so the lines written before
+/// the wait come again, identical and in order (steps replay from storage). The longest prefix
+/// of `lines` equal (level, message, fields) to the attempt's stored lines is dropped: a line is
+/// recorded once. Lines after the point the earlier execution reached are kept, repeated or not;
+/// a replayed line that differs (it prints the time, say) is kept too. If the stored lines
+/// cannot be read, every line is kept.
+async fn once(
+    shared: &Shared,
+    run_id: &str,
+    attempt: u32,
+    steps: &crate::engine::steps::Steps,
+    lines: Vec<crate::model::LogLine>,
+) -> Vec<crate::model::LogLine> {
+    if lines.is_empty() || !steps.resumed_after_wait() {
+        return lines;
+    }
+    let stored = match shared.store.run_detail(run_id).await {
+        Ok(Some(detail)) => detail.logs,
+        Ok(None) => return lines,
+        Err(e) => {
+            tracing::debug!(run = %run_id, error = %e, "could not read the run's log lines; keeping every line");
+            return lines;
+        }
+    };
+    let before = stored.iter().filter(|l| l.attempt == attempt);
+    let replayed = before
+        .zip(&lines)
+        .take_while(|(a, b)| a.level == b.level && a.message == b.message && a.fields == b.fields)
+        .count();
+    lines.into_iter().skip(replayed).collect()
 }
 
 /// Runs the job body once, catching panics and enforcing the timeout, until it returns or

@@ -22,6 +22,9 @@ pub(crate) async fn node_beat(shared: &Shared) -> Result<(), crate::store::Error
             started_at: shared.started_at,
             now: shared.clock.now_ms(),
             jobs,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            concurrency: shared.config.concurrency as u64,
+            running: shared.inflight.lock().map(|m| m.len() as u64).unwrap_or(0),
         })
         .await
 }

@@ -84,11 +84,7 @@ impl Engine {
         let (tx, rx) = mpsc::channel(config.concurrency.max(1) * 4);
         let shared = Arc::new(Shared {
             store,
-            node_id: format!(
-                "node-{}-{}",
-                std::process::id(),
-                &uuid::Uuid::now_v7().simple().to_string()[20..]
-            ),
+            node_id: config.node_name.clone().unwrap_or_else(default_node_name),
             leading: AtomicBool::new(false),
             started_at: clock.now_ms(),
             clock,
@@ -132,9 +128,13 @@ impl Engine {
             let store = self.shared.store.clone();
             let now = self.shared.clock.now_ms();
             handle.spawn(async move {
-                if let Err(e) = store.job_define_at(spec, now).await {
-                    if let Some(suppressed) = storage_failure("engine:define") {
-                        tracing::warn!(error = %e, suppressed, "could not store a job definition");
+                let id = spec.id.clone();
+                match store.job_define_at(spec, now).await {
+                    Ok(displaced) => warn_displaced(&id, displaced.as_deref()),
+                    Err(e) => {
+                        if let Some(suppressed) = storage_failure("engine:define") {
+                            tracing::warn!(error = %e, suppressed, "could not store a job definition");
+                        }
                     }
                 }
             });
@@ -333,4 +333,38 @@ impl Engine {
 /// Says that a shutdown step was cut off at the shutdown bound.
 fn skipped(bound: Duration, what: &str) {
     tracing::warn!(?bound, "shutdown: {what} took too long; skipped");
+}
+
+/// Logs that job `id`, defined in code, displaced the job with its id of the endpoint at
+/// `displaced` (one job id, one owner: [`crate::store::owners`]); nothing when it did not.
+pub(crate) fn warn_displaced(id: &str, displaced: Option<&str>) {
+    if let Some(url) = displaced {
+        tracing::warn!(
+            job = %id,
+            endpoint = %url,
+            "job {id} is defined in this node's code and displaces the job with this id that the \
+             endpoint {url} served; the endpoint's index of {id} is refused while a node defines \
+             it in code (rename one of them to keep both)"
+        );
+    }
+}
+
+/// The node name when none is given: the host name and the process id (`web-1-4242`), and for a
+/// second engine in one process (tests, an application with two clients) `-2`, `-3`, ….
+fn default_node_name() -> String {
+    static ENGINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = ENGINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".to_string());
+    let base = format!("{host}-{}", std::process::id());
+    if n == 1 {
+        base
+    } else {
+        format!("{base}-{n}")
+    }
 }

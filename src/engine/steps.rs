@@ -109,6 +109,18 @@ impl Steps {
         std::future::pending::<()>().await;
     }
 
+    /// Whether this execution resumes its attempt after a wait: the steps it read include a wait
+    /// that this attempt reached in an earlier execution. Its body ran again from the start, so
+    /// the log lines before the wait were written again ([`crate::engine::executor`] records
+    /// them once).
+    pub(crate) fn resumed_after_wait(&self) -> bool {
+        self.stored.get().is_some_and(|steps| {
+            steps
+                .values()
+                .any(|s| s.kind == StepKind::Wait && s.attempt == self.attempt)
+        })
+    }
+
     /// The run's stored steps, read at the first call of this execution.
     pub(crate) async fn stored(&self) -> Result<&HashMap<String, Step>, JobError> {
         self.stored
@@ -182,6 +194,7 @@ impl Steps {
             wait_until: None,
             output: None,
             error: None,
+            label: None,
         }
     }
 

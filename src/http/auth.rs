@@ -134,9 +134,13 @@ fn wrong_key(state: &AppState, req: &Request) -> Option<Response> {
     None
 }
 
+/// The route `FLARE_METRICS_TOKEN` reads.
+pub const METRICS_ROUTE: &str = "/metrics";
+
 /// Middleware guarding the protected routes (applied by [`super::app`]).
 ///
-/// A right key always passes (see the module docs on the throttle). A dashboard route also passes
+/// A right key always passes (see the module docs on the throttle); the metrics token
+/// (`FLARE_METRICS_TOKEN`) passes on [`METRICS_ROUTE`] only. A dashboard route also passes
 /// with a valid session cookie, and its public pages (login, static assets) always pass; a
 /// dashboard page without a credential redirects to `/login?next=…`. A wrong key is counted and,
 /// once its client is locked out, answered 429.
@@ -148,6 +152,16 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
         return next.run(req).await;
     }
     let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str());
+    // The scrape token reads the metrics and nothing else.
+    if route == Some(METRICS_ROUTE)
+        && state
+            .config
+            .metrics_token
+            .as_deref()
+            .is_some_and(|token| authorized(req.headers(), token))
+    {
+        return next.run(req).await;
+    }
     let dashboard_route = route.filter(|r| paths::is_route(r));
     if let Some(route) = dashboard_route {
         let now = state.client.clock().now_ms();

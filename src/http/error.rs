@@ -205,7 +205,9 @@ impl From<client::Error> for ApiError {
             client::Error::Storage(inner) => inner.into(),
             client::Error::NotFound(msg) => ApiError::NotFound(msg),
             client::Error::Conflict(msg) => ApiError::Conflict(msg),
-            client::Error::NoDefaultClient => ApiError::Internal(e.to_string()),
+            client::Error::NoDefaultClient | client::Error::SchemaTooNew(_) => {
+                ApiError::Internal(e.to_string())
+            }
             other => ApiError::BadRequest(other.to_string()),
         }
     }

@@ -36,6 +36,7 @@ pub mod endpoints;
 pub mod error;
 pub mod guard;
 pub mod login_attempts;
+pub mod observe;
 pub mod openapi;
 pub mod slots;
 pub mod state;
@@ -73,6 +74,7 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn(guard::one_host))
         .layer(middleware::map_response(body::json_errors))
         .layer(middleware::map_response(error::storage_reads))
+        .layer(middleware::from_fn(observe::count_requests))
         .with_state(state)
 }
 

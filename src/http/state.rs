@@ -30,6 +30,9 @@ pub struct HttpConfig {
     pub endpoint_allow: AllowList,
     /// Webhook sources from the file given at start (`--webhook-sources`).
     pub webhook_sources: Vec<crate::webhooks::source::Source>,
+    /// `FLARE_METRICS_TOKEN`: a Bearer token that reads `GET /metrics` and nothing else, so a
+    /// scraper does not hold the API key.
+    pub metrics_token: Option<String>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -42,6 +45,10 @@ impl std::fmt::Debug for HttpConfig {
             .field("clerk_secrets", &self.clerk_secrets.len())
             .field("endpoint_allow", &self.endpoint_allow)
             .field("webhook_sources", &self.webhook_sources.len())
+            .field(
+                "metrics_token",
+                &self.metrics_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -108,4 +108,8 @@ pub struct Step {
     pub output: Option<Value>,
     /// The error of a failed task.
     pub error: Option<String>,
+    /// A display label for a step whose key says little (a Trigger.dev v2 task: its name and
+    /// key; its step key is the SDK's idempotency hash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }

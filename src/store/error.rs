@@ -32,6 +32,19 @@ pub enum Error {
     /// Stored data could not be decoded.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The database was migrated by a newer Flare: its `flare_migrations` holds a version above
+    /// the last migration this binary knows, so this binary would run on a schema it does not
+    /// understand. Every process of one database runs the same version.
+    #[error(
+        "the database's schema is at migration {found}, newer than this binary's last migration {known}: \
+         it was upgraded by a newer Flare; run that version (upgrade all processes together)"
+    )]
+    SchemaTooNew {
+        /// The highest version recorded in the database.
+        found: i64,
+        /// The highest version this binary knows.
+        known: i64,
+    },
     /// The database URL is not understood.
     #[error("unsupported database URL {0:?}: use sqlite://PATH (or a plain file path) or postgres://USER@HOST/DB")]
     Url(String),
@@ -55,6 +68,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// [`crate::client`] refuses to store an event id containing NUL in the first place.
 pub fn storable(text: &str) -> bool {
     !text.contains('\0')
+}
+
+/// Refuses a database whose highest recorded migration (`found`) is above `known`, the last one
+/// this binary knows: an older binary must not run on a schema a newer one migrated.
+pub(crate) fn schema_guard(found: Option<i64>, known: i64) -> Result<()> {
+    match found {
+        Some(found) if found > known => Err(Error::SchemaTooNew { found, known }),
+        _ => Ok(()),
+    }
 }
 
 /// `NotFound` for an id no record can have (see [`storable`]).

@@ -34,6 +34,7 @@ pub mod error;
 pub mod events;
 pub mod jobs;
 pub mod nodes;
+pub mod owners;
 pub mod page;
 pub mod postgres;
 pub mod runs;
@@ -104,6 +105,26 @@ impl Store {
         }
         let path = sqlite::path_from_url(url).ok_or_else(|| Error::Url(url.to_string()))?;
         Ok(Store::Sqlite(sqlite::SqliteStore::open(path).await?))
+    }
+
+    /// Writes a consistent copy of the SQLite database at `url` to the new file `dest`, online:
+    /// the processes using it go on, and every write acknowledged before the backup started is
+    /// in it (`VACUUM INTO`, a snapshot that includes the WAL). PostgreSQL is backed up with its
+    /// own tools: the error says which.
+    pub async fn backup(url: &str, dest: &std::path::Path) -> Result<()> {
+        if postgres::is_postgres_url(url) {
+            return Err(Error::Invalid(
+                "a PostgreSQL database is backed up with PostgreSQL's tools: pg_dump --format=custom \
+                 --file=flare.dump <url> (restore with pg_restore), or the server's continuous \
+                 archiving"
+                    .into(),
+            ));
+        }
+        let path = sqlite::path_from_url(url).ok_or_else(|| Error::Url(url.to_string()))?;
+        let dest = dest.to_path_buf();
+        tokio::task::spawn_blocking(move || sqlite::backup(&path, &dest))
+            .await
+            .map_err(|_| Error::Closed)?
     }
 
     /// Notified when work may have become runnable (a local commit, a PostgreSQL `NOTIFY`); a hint.
@@ -384,15 +405,33 @@ impl Store {
     }
 
     /// Stores a job definition (and its schedule) at the system clock's time: [`Store::job_define_at`].
-    pub async fn job_define(&self, spec: JobSpec) -> Result<()> {
+    pub async fn job_define(&self, spec: JobSpec) -> Result<Option<String>> {
         self.job_define_at(spec, Utc::now().timestamp_millis())
             .await
     }
 
-    /// Stores a job definition with its schedule in one transaction (an unchanged schedule keeps its next tick).
-    pub async fn job_define_at(&self, spec: JobSpec, now: i64) -> Result<()> {
+    /// Stores a job definition from code with its schedule in one transaction (an unchanged
+    /// schedule keeps its next tick). A stored endpoint job with its id is displaced (one job id,
+    /// one owner: [`owners`]): the answer is then that endpoint's URL, and the job carries a note.
+    pub async fn job_define_at(&self, spec: JobSpec, now: i64) -> Result<Option<String>> {
         self.triggers().upsert(spec.clone());
-        dispatch!(self, s => s.job_define(spec, now).await)
+        let put = dispatch!(self, s => s.job_define(spec, now).await)?;
+        Ok(match put {
+            owners::Put::Displaced(url) => Some(url),
+            owners::Put::Stored | owners::Put::Refused => None,
+        })
+    }
+
+    /// Pauses every stored job (`--paused`: a copy of a database opened without running
+    /// anything); returns how many were running.
+    pub async fn jobs_pause_all(&self) -> Result<u64> {
+        dispatch!(self, s => s.jobs_pause_all().await)
+    }
+
+    /// Each stored job's endpoint (`None`: defined in code), by job id.
+    pub async fn job_owners(&self) -> Result<HashMap<String, Option<String>>> {
+        let owners = dispatch!(self, s => s.job_owners().await)?;
+        Ok(owners.into_iter().map(|o| (o.job, o.endpoint)).collect())
     }
 
     /// Pauses (`true`) or resumes job `id`: a paused job's runs are created but not claimed.
@@ -423,7 +462,7 @@ impl Store {
 
     /// Where each stored job runs (its endpoint, the live nodes defining it), judged at `now`.
     pub async fn job_placements(&self, now: i64) -> Result<HashMap<String, JobPlacement>> {
-        let jobs = dispatch!(self, s => s.job_endpoints().await)?;
+        let jobs = dispatch!(self, s => s.job_owners().await)?;
         let endpoints = self.endpoints_load().await?;
         let nodes = self.nodes_list(now).await?;
         Ok(nodes::placements(&jobs, &endpoints, &nodes))
@@ -619,6 +658,12 @@ impl Store {
     /// What is waiting to run at `now`.
     pub async fn queue_depth(&self, now: DateTime<Utc>) -> Result<QueueDepth> {
         dispatch!(self, s => s.queue_depth(now.timestamp_millis()).await)
+    }
+
+    /// Queued runs at `now` by what they wait for: a worker, an `io.wait`, a retry's backoff,
+    /// their paused job (`flare_runs_waiting`).
+    pub async fn runs_waiting(&self, now: DateTime<Utc>) -> Result<stats::RunsWaiting> {
+        dispatch!(self, s => s.runs_waiting(now.timestamp_millis()).await)
     }
 
     /// `VACUUM ANALYZE` on PostgreSQL, as autovacuum would after a bulk load (benchmarks).

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::endpoints::StoredEndpoint;
 use super::error::{Error, Result};
+use super::owners::{JobOwner, OwnerNote};
 
 /// A node counts as live when it said so within this many ms (it does every few seconds).
 pub const NODE_LIVE_MS: i64 = 20_000;
@@ -26,6 +27,12 @@ pub struct NodeBeat {
     pub now: i64,
     /// The ids of the jobs it defines (its own and its endpoints').
     pub jobs: Vec<String>,
+    /// The Flare version it runs.
+    pub version: String,
+    /// Runs it executes at once at most.
+    pub concurrency: u64,
+    /// Runs it executes now.
+    pub running: u64,
 }
 
 /// A node as the API shows it.
@@ -42,6 +49,12 @@ pub struct NodeSummary {
     pub jobs: Vec<String>,
     /// Seen within [`NODE_LIVE_MS`].
     pub live: bool,
+    /// The Flare version it runs (empty for a node of a version before it said).
+    pub version: String,
+    /// Runs it executes at once at most.
+    pub concurrency: u64,
+    /// Runs it executed at its last beat.
+    pub running: u64,
 }
 
 /// An endpoint named by a job.
@@ -64,11 +77,14 @@ pub struct JobPlacement {
     pub nodes: Vec<String>,
     /// False when no live node runs it: its runs stay queued until one does.
     pub served: bool,
+    /// The last change of its owner (a job defined in code that displaced an endpoint's, or the
+    /// reverse), if any.
+    pub owner_note: Option<OwnerNote>,
 }
 
 /// The jobs of live nodes, by job id.
 pub(crate) fn placements(
-    jobs: &[(String, Option<String>)],
+    jobs: &[JobOwner],
     endpoints: &[StoredEndpoint],
     nodes: &[NodeSummary],
 ) -> HashMap<String, JobPlacement> {
@@ -77,22 +93,29 @@ pub(crate) fn placements(
         .map(|e| (e.summary.id.as_str(), e.summary.url.as_str()))
         .collect();
     jobs.iter()
-        .map(|(job, endpoint)| {
-            let on: Vec<String> = nodes
-                .iter()
-                .filter(|n| n.live && n.jobs.iter().any(|j| j == job))
-                .map(|n| n.id.clone())
-                .collect();
-            let placement = JobPlacement {
-                endpoint: endpoint.as_ref().map(|id| EndpointRef {
-                    id: id.clone(),
-                    url: urls.get(id.as_str()).copied().unwrap_or("").to_string(),
-                }),
-                served: !on.is_empty(),
-                nodes: on,
-            };
-            (job.clone(), placement)
-        })
+        .map(
+            |JobOwner {
+                 job,
+                 endpoint,
+                 note,
+             }| {
+                let on: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| n.live && n.jobs.iter().any(|j| j == job))
+                    .map(|n| n.id.clone())
+                    .collect();
+                let placement = JobPlacement {
+                    endpoint: endpoint.as_ref().map(|id| EndpointRef {
+                        id: id.clone(),
+                        url: urls.get(id.as_str()).copied().unwrap_or("").to_string(),
+                    }),
+                    served: !on.is_empty(),
+                    nodes: on,
+                    owner_note: note.clone().map(OwnerNote::new),
+                };
+                (job.clone(), placement)
+            },
+        )
         .collect()
 }
 
@@ -113,16 +136,20 @@ mod tests {
             seen_at: ms_to_time(0),
             jobs: jobs.iter().map(|j| j.to_string()).collect(),
             live,
+            version: String::new(),
+            concurrency: 0,
+            running: 0,
         }
     }
 
     #[test]
     fn a_job_is_served_only_by_live_nodes_that_define_it() {
-        let jobs = vec![
-            ("a".to_string(), None),
-            ("b".to_string(), Some("ep_1".to_string())),
-            ("c".to_string(), None),
-        ];
+        let owner = |job: &str, endpoint: Option<&str>| JobOwner {
+            job: job.into(),
+            endpoint: endpoint.map(Into::into),
+            note: None,
+        };
+        let jobs = vec![owner("a", None), owner("b", Some("ep_1")), owner("c", None)];
         let nodes = [node("n1", true, &["a", "b"]), node("n2", false, &["c"])];
         let p = placements(&jobs, &[], &nodes);
         assert!(p["a"].served);

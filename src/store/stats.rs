@@ -153,6 +153,52 @@ impl QueueDepth {
     }
 }
 
+/// Queued runs by what they wait for, at one moment (`flare_runs_waiting{reason}`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunsWaiting {
+    /// Due, waiting to be claimed by a worker (their job not paused).
+    pub worker: u64,
+    /// Waiting for an `io.wait` to come due.
+    pub wait: u64,
+    /// Waiting for a retry's backoff.
+    pub retry: u64,
+    /// Their job is paused.
+    pub paused: u64,
+}
+
+impl RunsWaiting {
+    /// From the queue's depth and what a backend counted: queued runs of paused jobs due now
+    /// (`paused_due`) and later (`paused_later`), and runs of jobs not paused waiting on a wait
+    /// step (`waits`). Written once for both backends.
+    pub(crate) fn assemble(
+        depth: &QueueDepth,
+        paused_due: u64,
+        paused_later: u64,
+        waits: u64,
+    ) -> Self {
+        Self {
+            worker: depth.ready.saturating_sub(paused_due),
+            wait: waits,
+            retry: depth
+                .delayed
+                .saturating_sub(paused_later)
+                .saturating_sub(waits),
+            paused: paused_due + paused_later,
+        }
+    }
+
+    /// The gauges of `GET /metrics`.
+    pub fn gauges(&self) -> [(&'static str, u64); 4] {
+        [
+            ("worker", self.worker),
+            ("wait", self.wait),
+            ("retry", self.retry),
+            ("paused", self.paused),
+        ]
+    }
+}
+
 /// Counts and rates over time, for charts.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -28,4 +28,7 @@ pub struct NewStep {
     pub output: Option<Value>,
     /// A failed task's error.
     pub error: Option<String>,
+    /// What the run page shows for it when its key says little (a Trigger.dev v2 task's name
+    /// and key, whose step key is a hash); kept when `None`.
+    pub label: Option<String>,
 }

@@ -13,6 +13,7 @@ mod support;
 mod actions;
 mod events;
 mod fixture;
+mod metrics;
 mod parameters;
 mod stats;
 mod storage;

@@ -105,5 +105,44 @@ async fn the_jobs_page_shows_a_schedule_and_its_next_run() {
     let row = &row[..row.find("</tr>").expect("row end")];
     assert!(row.contains("cron 0 9 * * * (Europe/Paris)"), "{row}");
     assert!(row.contains("next <time"), "{row}");
-    assert!(row.contains(&format!(">{next}</time>")), "{row}");
+    assert!(
+        row.contains(&format!(">{next}<span class=\"tz\"> UTC</span></time>")),
+        "{row}"
+    );
+}
+
+/// One job id, one owner: a job defined in code that displaced an endpoint's job says so on its
+/// row (issue 25).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_notes_a_job_that_displaced_an_endpoints() {
+    let f = fixture().await;
+    let app = EndpointApp::start(vec![job("ep-mail", "mail.requested")], None).await;
+    let a = f
+        .request(
+            "POST",
+            "/endpoints",
+            Auth::Bearer,
+            None,
+            Some(&form(&[("url", &app.url), ("secret", APP_SECRET)])),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    f.client
+        .register_job(
+            Job::new("ep-mail", "Mail in Rust", "2.0.0")
+                .trigger(event_trigger("mail.requested"))
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .await
+        .expect("displaces");
+    let page = f.page("/jobs").await;
+    let mail = row(&page, "data-job", "ep-mail");
+    assert!(
+        mail.contains("owner changed") && mail.contains("displaced") && mail.contains(&app.url),
+        "{mail}"
+    );
+    assert!(
+        !mail.contains("/endpoints#"),
+        "no longer the endpoint's: {mail}"
+    );
 }

@@ -20,4 +20,6 @@ mod fixture;
 mod jobs;
 mod login;
 mod pages;
+mod polish;
 mod sources;
+mod workers;

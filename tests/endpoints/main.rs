@@ -18,6 +18,7 @@ mod api;
 mod fixture;
 mod index;
 mod nodes;
+mod owners;
 mod runs;
 mod steps;
 mod waits;

@@ -5,7 +5,7 @@
 //! chaining, leases, concurrency, retention), `failures` (retries, attempts, panics, timeouts),
 //! `shutdown`, `steps` (durable steps and waits), `schedules` (cron and interval jobs), `control`
 //! (cancel, pause, bulk actions), `leader` (several nodes: one runs maintenance, another takes
-//! over).
+//! over), `nodes` (named nodes, a paused start).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,6 +19,7 @@ mod failure_events;
 mod failures;
 mod invoke;
 mod leader;
+mod nodes;
 mod runs;
 mod schedules;
 mod shutdown;

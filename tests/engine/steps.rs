@@ -413,6 +413,7 @@ fn step(lease: &Lease, key: &str) -> NewStep {
         wait_until: None,
         output: Some(json!(key)),
         error: None,
+        label: None,
     }
 }
 
@@ -461,14 +462,28 @@ async fn a_worker_whose_lease_expired_cannot_record_a_step(db: TestDb) {
         "the old token is fenced off"
     );
     assert!(store.step_record(step(&alive, "second")).await.unwrap());
-    let stored: Vec<String> = store
+    // A step with a display label (a Trigger.dev v2 task's name and key) keeps it.
+    let mut labelled = step(&alive, "3387d0daf76e4386");
+    labelled.label = Some("Process file · process-file".into());
+    assert!(store.step_record(labelled).await.unwrap());
+    let stored: Vec<(String, Option<String>)> = store
         .run_steps(&ev.run_ids[0])
         .await
         .unwrap()
         .into_iter()
-        .map(|s| s.key)
+        .map(|s| (s.key, s.label))
         .collect();
-    assert_eq!(stored, vec!["first", "second"]);
+    assert_eq!(
+        stored,
+        vec![
+            (
+                "3387d0daf76e4386".to_string(),
+                Some("Process file · process-file".to_string())
+            ),
+            ("first".to_string(), None),
+            ("second".to_string(), None),
+        ]
+    );
 }
 
 async fn steps_appear_in_the_run_detail(db: TestDb) {
@@ -535,7 +550,57 @@ async fn steps_are_pruned_with_their_run(db: TestDb) {
     assert!(client.store().run_steps(run_id).await.unwrap().is_empty());
 }
 
+/// A line logged before a wait is recorded once (issue 25): the resumed execution runs the body
+/// again from the start, and its replayed lines, identical to those the attempt recorded, are
+/// dropped; a line after the wait, and a repeated line the first execution never reached, stay.
+async fn a_line_logged_before_a_wait_is_recorded_once(db: TestDb) {
+    let (client, clock) = db.client().await;
+    client
+        .define_job(
+            Job::new("invoicer", "Invoicer", "1.0.0")
+                .trigger(event_trigger("invoice.due"))
+                .run(|_: Value, io: Io| async move {
+                    io.logger.info("starting");
+                    let id: String = io
+                        .run_task("create", || async { Ok("inv-1".to_string()) })
+                        .await?;
+                    io.logger.info(format!("created {id}, waiting"));
+                    io.wait("settle", HOUR).await;
+                    io.logger.info("starting"); // the same text again, after the wait
+                    io.logger.info(format!("resumed for {id}"));
+                    Ok(json!(id))
+                }),
+        )
+        .unwrap();
+    let ev = client.send_event("invoice.due", &json!({})).await.unwrap();
+    let run_id = ev.run_ids[0].clone();
+    wait_for("the run to wait", || async {
+        let d = client.store().run_detail(&run_id).await.unwrap()?;
+        (d.run.status == RunStatus::Queued && d.logs.len() == 2).then_some(())
+    })
+    .await;
+    advance(&client, &clock, HOUR);
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded);
+    let d = detail(&client, &run_id).await;
+    let lines: Vec<(u32, &str)> = d
+        .logs
+        .iter()
+        .map(|l| (l.attempt, l.message.as_str()))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            (1, "starting"),
+            (1, "created inv-1, waiting"),
+            (1, "starting"),
+            (1, "resumed for inv-1"),
+        ]
+    );
+}
+
 backend_tests!(
+    a_line_logged_before_a_wait_is_recorded_once,
     a_completed_task_is_not_repeated_and_its_value_is_returned_on_retry,
     a_failing_step_follows_the_retry_policy_then_fails_the_run_with_its_error,
     a_step_key_used_twice_in_a_run_is_an_error,

@@ -1,7 +1,7 @@
 //! The store's behaviour suite: what `flare::store::Store` keeps true, every test on each backend
 //! (`backend_tests!`), with the PostgreSQL-only checks beside them.
 //!
-//! One module per noun: `nodes` (several nodes racing on one database), `upgrades` (databases
+//! One module per noun: `backup` (online SQLite backups), `nodes` (several nodes racing on one database), `upgrades` (databases
 //! migrated while they hold work), `search` (the payload search and the event counts),
 //! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals);
 //! `fixture` holds what they build on.
@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod backup;
 mod fixture;
 mod nodes;
 mod search;

@@ -6,6 +6,7 @@ use flare::store::{Completion, Finish, Store};
 use flare::RunStatus;
 use serde_json::json;
 
+use crate::backend_tests;
 use crate::fixture::claim_params;
 use crate::support::{Backend, TestDb};
 
@@ -139,3 +140,55 @@ async fn postgres_a_run_running_across_the_upgrade_keeps_its_lease() {
     let run = store.run_detail("run_up").await.unwrap().unwrap().run;
     assert_eq!((run.status, run.attempt), (RunStatus::Succeeded, 2));
 }
+
+/// Records `version` in `db`'s `flare_migrations`, as a newer binary's migration would.
+async fn record_migration(db: &TestDb, version: i64) {
+    match db.backend {
+        Backend::Sqlite => {
+            let path = flare::store::sqlite::path_from_url(&db.url).unwrap();
+            let conn = rusqlite::Connection::open(path).unwrap();
+            conn.execute(
+                "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
+                [version],
+            )
+            .unwrap();
+        }
+        Backend::Postgres => {
+            let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            pg.execute("INSERT INTO flare_migrations VALUES ($1, 0)", &[&version])
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// A database a newer Flare migrated (a version above this binary's last migration) is refused
+/// at open with one line naming both versions, and nothing of it is used; the version this
+/// binary knows itself (the highest, not the count: numbers have gaps) opens as before.
+async fn a_database_migrated_by_a_newer_binary_is_refused(db: TestDb) {
+    let known = match db.backend {
+        Backend::Sqlite => flare::store::sqlite::last_migration(),
+        Backend::Postgres => flare::store::postgres::last_migration(),
+    };
+    drop(Store::open(&db.url).await.unwrap());
+    // Its own last version (and every gap below it) opens.
+    Store::open(&db.url).await.unwrap();
+    let newer = known + 1_000;
+    record_migration(&db, newer).await;
+    let err = Store::open(&db.url).await.unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(err, flare::store::Error::SchemaTooNew { found, known: k } if found == newer && k == known),
+        "{message}"
+    );
+    assert!(!message.contains('\n'), "one line: {message}");
+    assert!(
+        message.contains(&newer.to_string()) && message.contains(&known.to_string()),
+        "{message}"
+    );
+}
+
+backend_tests!(a_database_migrated_by_a_newer_binary_is_refused);

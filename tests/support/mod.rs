@@ -7,6 +7,8 @@
 //! - `process`: the real binaries as child processes (`process::Proc`, `process::flare`);
 //! - `endpoint_app`: a small HTTP job endpoint on a free port;
 //! - `sample`: the sample jobs the HTTP suites define, and the router over a client;
+//! - `skip`: a test that cannot run here says so where `cargo test` shows it (`SKIPPED …`), or
+//!   fails under `CI`;
 //! - here: engine settings for tests, a bounded wait for asynchronous outcomes, and
 //!   `backend_tests!`, which turns each `async fn name(db: TestDb)` into one `#[tokio::test]` per
 //!   backend, so every behaviour runs unchanged on each store.
@@ -24,6 +26,7 @@ pub mod http;
 pub mod process;
 pub mod sample;
 pub mod server;
+pub mod skip;
 
 #[allow(unused_imports)] // each suite uses some of them
 pub use db::{pg_admin, pg_admin_url, with_database, Backend, KeptDb, TestDb};

@@ -8,7 +8,8 @@ if (process.env.STATE_DIR) {
   await import("./test-jobs");
 }
 
-const port = Number(process.env.PORT ?? 3000);
+// Not 3000: that is where `flare serve` listens by default.
+const port = Number(process.env.PORT ?? 3100);
 
 const server = http.createServer(async (req, res) => {
   try {
@@ -38,6 +39,37 @@ const server = http.createServer(async (req, res) => {
   }
 });
 
-server.listen(port, "127.0.0.1", () => {
-  console.log(`Trigger.dev v2 jobs listening on http://127.0.0.1:${port}/api/trigger`);
+server.listen(port, "127.0.0.1", async () => {
+  const url = `http://127.0.0.1:${port}/api/trigger`;
+  console.log(`Trigger.dev v2 jobs listening on ${url}`);
+  if (process.env.FLARE_REGISTER !== "false") await register(url);
 });
+
+// Registers this endpoint with Flare as the v2 CLI does at each start (`POST /api/v1/endpoints`
+// with the client id as name; registering again takes the new key and index), retrying while
+// Flare is not up yet. FLARE_REGISTER=false leaves it to you.
+async function register(url: string) {
+  const apiUrl = process.env.FLARE_URL ?? "http://127.0.0.1:3000";
+  const apiKey = process.env.TRIGGER_API_KEY ?? "tr_dev_flareExampleKey1";
+  const name = process.env.TRIGGER_CLIENT_ID ?? "flare-example";
+  for (let attempt = 1; attempt <= 30; attempt++) {
+    try {
+      const answer = await fetch(`${apiUrl}/api/v1/endpoints`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ url, name }),
+      });
+      const body = await answer.json().catch(() => ({}));
+      if (answer.ok) {
+        console.log(`registered with Flare at ${apiUrl}: jobs ${JSON.stringify(body.jobs ?? [])}`);
+        return;
+      }
+      console.error(`Flare refused the registration (${answer.status}): ${JSON.stringify(body)}`);
+      return;
+    } catch {
+      if (attempt === 1) console.log(`waiting for Flare at ${apiUrl} …`);
+      await new Promise((done) => setTimeout(done, 1000));
+    }
+  }
+  console.error(`could not reach Flare at ${apiUrl}: is \`flare serve\` running?`);
+}

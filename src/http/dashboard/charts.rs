@@ -138,7 +138,10 @@ pub fn timeline(spans: &[Span], from: i64, to: i64) -> Markup {
     // Room for the row names (`#1`, a step's key).
     const ROW_NAMES: f64 = 96.0;
     let row = 18.0;
-    let h = row * spans.len().max(1) as f64 + 4.0;
+    // The time axis below the rows: the start in UTC, then offsets from it.
+    const AXIS: f64 = 18.0;
+    let rows_h = row * spans.len().max(1) as f64 + 4.0;
+    let h = rows_h + AXIS;
     let span_ms = (to - from).max(1) as f64;
     let mut svg = format!(
         r#"<svg class="timeline" viewBox="0 0 {WIDTH} {h}" preserveAspectRatio="xMinYMin meet" role="img" aria-label="attempts and steps">"#
@@ -159,8 +162,44 @@ pub fn timeline(spans: &[Span], from: i64, to: i64) -> Markup {
             row - 4.0
         );
     }
-    svg.push_str("</svg>");
+    let _ = write!(
+        svg,
+        r#"<g class="time-axis"><line x1="{ROW_NAMES}" y1="{rows_h:.1}" x2="{WIDTH}" y2="{rows_h:.1}"/>"#
+    );
+    for i in 0..=4 {
+        let at = i as f64 / 4.0;
+        let x = ROW_NAMES + at * (WIDTH - ROW_NAMES);
+        let text = if i == 0 {
+            crate::model::ms_to_time(from)
+                .format("%H:%M:%S UTC")
+                .to_string()
+        } else {
+            format!("+{}", offset((at * span_ms) as i64))
+        };
+        let anchor = match i {
+            0 => "start",
+            4 => "end",
+            _ => "middle",
+        };
+        let _ = write!(
+            svg,
+            r#"<text class="tick" x="{x:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
+            rows_h + 13.0,
+            escape(&text)
+        );
+    }
+    svg.push_str("</g></svg>");
     PreEscaped(svg)
+}
+
+/// A time offset for the timeline's axis: `250 ms`, `1.5 s`, `2.5 min`, `3.2 h`.
+fn offset(ms: i64) -> String {
+    match ms {
+        ..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1_000.0),
+        60_000..3_600_000 => format!("{:.1} min", ms as f64 / 60_000.0),
+        _ => format!("{:.1} h", ms as f64 / 3_600_000.0),
+    }
 }
 
 /// A row name short enough for the left margin.
@@ -177,6 +216,27 @@ fn row_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_timeline_has_a_time_axis_from_its_start_in_utc() {
+        let spans = vec![Span {
+            start: 1_000,
+            end: 3_000,
+            class: "c-ok",
+            row: "#1".into(),
+            label: "attempt 1".into(),
+        }];
+        // 1970-01-01 00:00:01 UTC to 2 s later.
+        let svg = timeline(&spans, 1_000, 3_000).into_string();
+        assert!(svg.contains(r#"<g class="time-axis">"#), "{svg}");
+        assert!(svg.contains(">00:00:01 UTC</text>"), "{svg}");
+        assert!(
+            svg.contains(">+500 ms</text>") && svg.contains(">+2.0 s</text>"),
+            "{svg}"
+        );
+        assert_eq!(offset(90_000), "1.5 min");
+        assert_eq!(offset(5_400_000), "1.5 h");
+    }
 
     #[test]
     fn bars_scale_to_the_tallest_stack_and_escape_labels() {
@@ -222,11 +282,12 @@ mod tests {
         assert_eq!(widths.len(), 2, "{svg}");
         assert!(widths.iter().all(|w| *w >= MIN_SPAN_WIDTH), "{widths:?}");
         let xs: Vec<f64> = svg
-            .split(" x=\"")
+            .split("<rect ")
             .skip(1)
-            .filter_map(|s| s.split('"').next()?.parse().ok())
+            .filter_map(|s| s.split("x=\"").nth(1)?.split('"').next()?.parse().ok())
             .collect();
-        // Tick labels and bars alternate; the last bar ends on the axis, not past it.
+        // The bars' x (the time axis's labels after them are not bars); the last bar ends on
+        // the axis, not past it.
         let last_bar_x = xs[xs.len() - 1];
         assert!(last_bar_x + MIN_SPAN_WIDTH <= 1200.0 + 1e-9, "{xs:?}");
     }

@@ -392,7 +392,7 @@ async fn detail_page(state: &AppState, id: &str, edit: Option<ReplayEdit>) -> Pa
                     p.muted { "None." }
                 } @else {
                     table.children {
-                        thead { tr { th { "Received" } th { "Name" } th { "Sent by run" } th { "Id" } } }
+                        thead { tr { th { "Received" } th { "Name" } th { "Sent by run" } th title=(super::page::CHAINED_ID) { "Event id" } } }
                         tbody {
                             @for c in &detail.children {
                                 tr data-event-id=(c.id) {

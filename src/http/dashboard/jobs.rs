@@ -161,7 +161,7 @@ fn next_runs_title(s: &JobSchedule) -> String {
 const NODES_SHOWN: usize = 3;
 
 /// Where a job runs: its endpoint and how many live nodes call it, or the live nodes defining it;
-/// flagged when nothing serves it.
+/// flagged when nothing serves it; the note of its last change of owner (one job id, one owner).
 fn placement(p: &JobPlacement) -> Markup {
     let live_nodes = if p.nodes.len() == 1 {
         "live node"
@@ -183,6 +183,9 @@ fn placement(p: &JobPlacement) -> Markup {
         }
         @if !p.served {
             span.badge.st-not_served title=(NOT_SERVED) { "not served" }
+        }
+        @if let Some(note) = &p.owner_note {
+            br; span.owner-note title=(note.message) { "owner changed " (page::time(note.at)) ": " (note.message) }
         }
     }
 }

@@ -5,7 +5,8 @@
 //! cancel actions), [`runs`] (`/runs`, `/runs/{id}`, retry, cancel), [`send`] (`/send`: send an
 //! event), [`bulk`] (retry / cancel / replay all matching, with a count to confirm), [`jobs`] (`/jobs`: each job's
 //! settings, load, success rates and where it runs), [`endpoints`] (`/endpoints`: the HTTP job
-//! endpoints with their health and recent errors; add, re-index, remove), [`webhooks`]
+//! endpoints with their health and recent errors; add, re-index, remove), [`workers`]
+//! (`/workers`: the live processes, what they run, their load, version and last beat), [`webhooks`]
 //! (`/webhooks`) and [`login`] (`/login`, `/logout`). [`charts`] draws inline SVG; [`page`] holds
 //! the layout and the small formatting pieces every screen shares; [`cache`] keeps the aggregate
 //! counts (overview, job rates) for a few seconds, refreshed in the background.
@@ -39,6 +40,7 @@ pub mod runs;
 pub mod send;
 pub mod sources;
 pub mod webhooks;
+pub mod workers;
 
 use axum::extract::Path;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
@@ -76,6 +78,7 @@ pub fn routes() -> Router<AppState> {
             get(endpoints::confirm_remove).post(endpoints::remove),
         )
         .route("/webhooks", get(webhooks::page))
+        .route("/workers", get(workers::page))
         .route("/webhook-sources", post(sources::create))
         .route("/webhook-sources/{id}", get(sources::page))
         .route("/webhook-sources/{id}/test", post(sources::test))

@@ -14,13 +14,20 @@ use crate::http::error::{Access, StorageFailure};
 use crate::http::{ApiError, AppState};
 use crate::store::query::Cursor;
 
+/// What a chained event's id is, on hover where one is listed: it starts with the id of the run
+/// that sent it, and is not a run's.
+pub const CHAINED_ID: &str = "a chained event's id: the id of the run that sent it and the \
+     call's position (or its key), so a retried run sends it once; not a run id";
+
 /// The navigation: path, label.
 const NAV: &[(&str, &str)] = &[
     ("/", "Overview"),
     ("/events", "Events"),
     ("/runs", "Runs"),
+    ("/send", "Send"),
     ("/jobs", "Jobs"),
     ("/endpoints", "Endpoints"),
+    ("/workers", "Workers"),
     ("/webhooks", "Webhooks"),
 ];
 
@@ -290,7 +297,7 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
 /// A time for a table cell: `2024-05-01 12:00:05`, UTC, with the full RFC 3339 form on hover.
 pub fn time(t: DateTime<Utc>) -> Markup {
     html! {
-        time datetime=(t.to_rfc3339()) title=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S")) }
+        time datetime=(t.to_rfc3339()) title=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S")) span.tz { " UTC" } }
     }
 }
 

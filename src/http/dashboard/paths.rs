@@ -22,6 +22,7 @@ pub const ROUTES: &[&str] = &[
     "/endpoints/{id}/index",
     "/endpoints/{id}/remove",
     "/webhooks",
+    "/workers",
     "/webhook-sources",
     "/webhook-sources/{id}",
     "/webhook-sources/{id}/test",

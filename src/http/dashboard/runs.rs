@@ -117,11 +117,19 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 .collect()
         })
         .unwrap_or_default();
+    // An endpoint's job has no Rust API: the empty steps section says so in its terms.
+    let endpoint_job = store
+        .job_owners()
+        .await?
+        .get(&detail.run.job_id)
+        .is_some_and(Option::is_some);
     let now = state.client.clock().now_ms();
+    let numbers = execution_numbers(detail.attempts.iter().map(|a| a.attempt));
     let mut spans: Vec<Span> = detail
         .attempts
         .iter()
-        .map(|a| {
+        .zip(&numbers)
+        .map(|(a, number)| {
             let end = a.finished_at.timestamp_millis();
             Span {
                 start: a.started_at.map_or(end, |t| t.timestamp_millis()),
@@ -131,10 +139,9 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                     "lost" | "released" | "waiting" => "c-warn",
                     _ => "c-fail",
                 },
-                row: format!("#{}", a.attempt),
+                row: format!("#{number}"),
                 label: format!(
-                    "attempt {}: {}{}",
-                    a.attempt,
+                    "attempt {number}: {}{}",
                     a.outcome,
                     a.error
                         .as_deref()
@@ -266,9 +273,13 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                     table.attempts {
                         thead { tr { th { "#" } th { "Outcome" } th { "Started" } th { "Finished" } th { "Took" } th { "Error" } } }
                         tbody {
-                            @for a in &detail.attempts {
+                            @for (a, number) in detail.attempts.iter().zip(&numbers) {
                                 tr {
-                                    td.num { (a.attempt) }
+                                    @if number.contains('.') {
+                                        td.num title="the same attempt, executed again after a wait" { (number) }
+                                    } @else {
+                                        td.num { (number) }
+                                    }
                                     td { (page::badge(&a.outcome)) }
                                     td { (page::time_opt(a.started_at)) }
                                     td { (page::time(a.finished_at)) }
@@ -282,15 +293,21 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             }
             section {
                 h2 { "Steps (" (detail.steps.len()) ")" }
-                @if detail.steps.is_empty() {
-                    p.muted { "None: this run's job uses no io.run_task, io.wait or io.send_event." }
+                @if detail.steps.is_empty() && endpoint_job {
+                    p.muted.no-steps { "None: this run's endpoint recorded no tasks, waits or chained events." }
+                } @else if detail.steps.is_empty() {
+                    p.muted.no-steps { "None: this run's job uses no io.run_task, io.wait or io.send_event." }
                 } @else {
                     table.steps {
                         thead { tr { th { "Key" } th { "Kind" } th { "Status" } th { "Attempt" } th { "Started" } th { "Took" } th { "Output or error" } } }
                         tbody {
                             @for s in &detail.steps {
                                 tr data-step-key=(s.key) {
-                                    td.mono { (s.key) }
+                                    @if let Some(label) = &s.label {
+                                        td title={ "key " (s.key) } { (label) }
+                                    } @else {
+                                        td.mono { (s.key) }
+                                    }
                                     td { (s.kind.as_str()) }
                                     td { (page::badge(s.status.as_str())) }
                                     td.num { (s.attempt) }
@@ -337,7 +354,7 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                 } @else {
                     ul.sent {
                         @for c in &sent {
-                            li { a href=(page::event_href(&c.id)) { (c.name) } " " span.mono.muted { (c.id) } }
+                            li { a href=(page::event_href(&c.id)) { (c.name) } " " span.muted.chained-id title=(page::CHAINED_ID) { "event id " span.mono { (c.id) } } }
                         }
                     }
                 }
@@ -364,7 +381,7 @@ fn step_span(s: &Step, now: i64) -> Span {
     let end = end.map_or(now, |t| t.timestamp_millis()).max(start);
     let mut label = format!(
         "step {} ({}): {}",
-        s.key,
+        s.label.as_deref().unwrap_or(&s.key),
         s.kind.as_str(),
         s.status.as_str()
     );
@@ -378,9 +395,26 @@ fn step_span(s: &Step, now: i64) -> Span {
         start,
         end,
         class,
-        row: s.key.clone(),
+        row: s.label.clone().unwrap_or_else(|| s.key.clone()),
         label,
     }
+}
+
+/// Each execution's number on the timeline: its attempt, and for an attempt executed again after
+/// a wait (a wait does not count an attempt) `.2`, `.3`, … so the executions read apart.
+fn execution_numbers(attempts: impl Iterator<Item = u32>) -> Vec<String> {
+    let mut seen: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    attempts
+        .map(|a| {
+            let n = seen.entry(a).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                a.to_string()
+            } else {
+                format!("{a}.{n}")
+            }
+        })
+        .collect()
 }
 
 /// `POST /runs/{id}/retry`: queues the run again, then shows it.
@@ -418,7 +452,16 @@ mod tests {
             wait_until: due.map(ms_to_time),
             output: None,
             error: None,
+            label: None,
         }
+    }
+
+    #[test]
+    fn executions_of_one_attempt_are_numbered_apart() {
+        assert_eq!(
+            execution_numbers([1, 1, 1, 2].into_iter()),
+            ["1", "1.2", "1.3", "2"]
+        );
     }
 
     #[test]

@@ -52,6 +52,17 @@ pub async fn page(
                 }
             }
         }
+        @for (route, variable, set) in [
+            ("/webhooks/payments", "STRIPE_WEBHOOK_SECRET", !state.config.stripe_secrets.is_empty()),
+            ("/webhooks/auth", "CLERK_WEBHOOK_SECRET", !state.config.clerk_secrets.is_empty()),
+        ] {
+            @if !set && (provider.is_none() || Some(&route["/webhooks/".len()..]) == provider) {
+                div.warning.secret-unset role="status" {
+                    code { (variable) } " is not set: " code { (route) }
+                    " refuses every delivery (503) until it is, and Flare is restarted."
+                }
+            }
+        }
         (super::sources::list_section(&state, html! {}, &HashMap::new()).await?)
         (page::live("webhooks-live", html! {
             section {

@@ -88,6 +88,7 @@ pub(super) fn dashboard_paths() -> Value {
         "/endpoints": endpoints,
         "/endpoints/{id}/index": reindex,
         "/endpoints/{id}/remove": remove,
+        "/workers": page("Workers: the live processes (nodes) on this database, the Flare version each runs, runs executing against its concurrency, its jobs, start and last beat", none.clone()),
         "/webhooks": page("Webhook sources (with the form that adds one), recent deliveries and rejections", none.clone()),
         "/webhook-sources": post("Add a webhook source (form: id, preset, secret)", none.clone()),
         "/webhook-sources/{id}": page("A webhook source: its URL, last deliveries with their events, refused deliveries with the reason", id("source")),

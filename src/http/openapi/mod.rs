@@ -308,11 +308,17 @@ fn endpoint_schemas() -> Value {
                 "items": { "type": "object", "properties": { "id": string(), "reason": string() } } } } },
         "Node": { "type": "object", "properties": {
             "id": string(), "startedAt": time(), "seenAt": time(), "jobs": strings,
-            "live": { "type": "boolean" } } },
+            "live": { "type": "boolean" },
+            "version": { "type": "string", "description": "The Flare version the node runs (empty for a node before it said)." },
+            "concurrency": { "type": "integer", "description": "Runs it executes at once at most." },
+            "running": { "type": "integer", "description": "Runs it executed at its last beat." } } },
         "JobPlacement": { "type": "object", "properties": {
             "endpoint": nullable(json!({ "type": "object", "properties": { "id": string(), "url": string() } })),
             "nodes": strings,
-            "served": { "type": "boolean", "description": "False when no live node or endpoint runs the job: its runs stay queued." } } },
+            "served": { "type": "boolean", "description": "False when no live node or endpoint runs the job: its runs stay queued." },
+            "ownerNote": nullable(json!({ "type": "object",
+                "description": "The last change of the job's owner (one job id, one owner): a job defined in code that displaced an endpoint's job with its id, or an endpoint that took over a job no running process defines.",
+                "properties": { "message": string(), "at": time() } })) } },
     })
 }
 
@@ -403,6 +409,7 @@ fn schemas() -> Value {
             "since": time(), "until": { "type": "string", "format": "date-time", "description": "The deadline: the wait ends with nothing then." } } },
         "Step": { "type": "object", "properties": {
             "key": { "type": "string", "description": "Unique within the run; a chained event's is event:<n> (call order) or event:<key>." },
+            "label": { "type": "string", "description": "Present when the key says little: a Trigger.dev v2 task's name and key (its step key is the SDK's idempotency hash)." },
             "kind": { "type": "string", "enum": ["task", "wait", "event", "event_wait", "invoke", "callback"] },
             "status": { "type": "string", "enum": ["succeeded", "failed", "waiting"],
                 "description": "A succeeded step is final: a run executing again gets its output without running it. A failed one runs again in the next attempt. A waiting one is a wait not yet due." },

@@ -15,6 +15,7 @@ use crate::store::endpoints::{
     StoredEndpoint, ENDPOINT_COLUMNS,
 };
 use crate::store::nodes::NODE_LIVE_MS;
+use crate::store::owners::Put;
 use crate::store::{Error, Result};
 
 /// Locks endpoint `id` and returns its URL.
@@ -101,7 +102,7 @@ pub(super) async fn apply_index<C: GenericClient>(
     }
     let cancelled_runs = jobs_remove(c, &removed, &url, index.now).await?;
     for job in &index.jobs {
-        if !job_put(c, job, Some(id), index.now).await? {
+        if job_put(c, job, Some(id), index.now).await? == Put::Refused {
             return Err(Error::Conflict(format!(
                 "job {:?} is already served by another endpoint",
                 job.id

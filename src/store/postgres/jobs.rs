@@ -8,22 +8,42 @@ use super::rows::{exec, rows, schedule_row, triggers_refresh};
 use super::writer::{insert_events, EventRow};
 use super::PgStore;
 use crate::model::JobSpec;
+use crate::store::owners::{
+    displaced_note, owner_change, JobOwner, OwnerChange, Put, TAKE_OVER_NOTE,
+};
 use crate::store::{Error, Result};
 
-/// Stores a job definition, of `endpoint`'s index or (`None`) defined in code. A job of an
-/// endpoint is never overwritten by a definition from code or from another endpoint: false then.
+/// Stores a job definition, of `endpoint`'s index or (`None`) defined in code, under the rule of
+/// [`crate::store::owners`] (the stored row locked while deciding): another endpoint's job is
+/// refused; code displaces an endpoint's job (the endpoint's row is touched so every node's
+/// registry stops running it), noted on the job.
 pub(super) async fn job_put<C: GenericClient>(
     c: &C,
     spec: &JobSpec,
     endpoint: Option<&str>,
     now: i64,
-) -> Result<bool> {
+) -> Result<Put> {
+    let stored: Option<Option<String>> = rows(
+        c,
+        "SELECT endpoint_id FROM jobs WHERE id = $1 FOR UPDATE",
+        &[&spec.id],
+    )
+    .await?
+    .first()
+    .map(|r| r.try_get(0))
+    .transpose()?;
+    let change = owner_change(stored.as_ref().map(Option::as_deref), endpoint);
+    if change == OwnerChange::Refuse {
+        return Ok(Put::Refused);
+    }
     let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
     let max_attempts = i32::try_from(spec.retry.max_attempts).unwrap_or(i32::MAX);
     let timeout = i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX);
     let concurrency = spec
         .concurrency
         .map(|c| i32::try_from(c).unwrap_or(i32::MAX));
+    // An endpoint's definition still never overwrites another endpoint's row that a concurrent
+    // transaction inserted after the check above.
     let n = exec(
         c,
         "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
@@ -32,11 +52,38 @@ pub(super) async fn job_put<C: GenericClient>(
          filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
          concurrency = excluded.concurrency, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1), \
          endpoint_id = excluded.endpoint_id \
-         WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
+         WHERE excluded.endpoint_id IS NULL OR jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
         &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now, &endpoint],
     )
     .await?;
-    Ok(n == 1)
+    if n != 1 {
+        return Ok(Put::Refused);
+    }
+    let (note, put) = match change {
+        OwnerChange::Displace(old) => {
+            let url: Option<String> = rows(
+                c,
+                "UPDATE endpoints SET updated_at = GREATEST($2, updated_at + 1) WHERE id = $1 \
+                 RETURNING url",
+                &[&old, &now],
+            )
+            .await?
+            .first()
+            .map(|r| r.try_get(0))
+            .transpose()?;
+            let url = url.unwrap_or(old);
+            (displaced_note(&url), Put::Displaced(url))
+        }
+        OwnerChange::TakeOver => (TAKE_OVER_NOTE.to_string(), Put::Stored),
+        OwnerChange::Keep | OwnerChange::Refuse => return Ok(Put::Stored),
+    };
+    exec(
+        c,
+        "UPDATE jobs SET owner_note = $2, owner_noted_at = $3 WHERE id = $1",
+        &[&spec.id, &note, &now],
+    )
+    .await?;
+    Ok(put)
 }
 
 /// Writes `spec`'s schedule row in the caller's transaction: removed when it has no schedule,
@@ -72,15 +119,16 @@ pub(super) async fn schedule_sync<C: GenericClient>(c: &C, spec: &JobSpec, now: 
 impl PgStore {
     /// Stores a job definition and its schedule in one transaction (see
     /// [`crate::store::Store::job_define_at`]).
-    pub async fn job_define(&self, spec: JobSpec, now: i64) -> Result<()> {
+    pub(crate) async fn job_define(&self, spec: JobSpec, now: i64) -> Result<Put> {
         let stamp = chrono::Utc::now().timestamp_millis();
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        if job_put(&tx, &spec, None, stamp).await? {
+        let put = job_put(&tx, &spec, None, stamp).await?;
+        if put != Put::Refused {
             schedule_sync(&tx, &spec, now).await?;
         }
         tx.commit().await?;
-        Ok(())
+        Ok(put)
     }
 
     /// See [`crate::store::Store::schedules_fire_due`]: one transaction takes the due schedules
@@ -186,13 +234,38 @@ impl PgStore {
         Ok(())
     }
 
-    /// Each stored job with its endpoint, if any.
-    pub async fn job_endpoints(&self) -> Result<Vec<(String, Option<String>)>> {
+    /// See [`crate::store::Store::jobs_pause_all`].
+    pub async fn jobs_pause_all(&self) -> Result<u64> {
         let client = self.conn().await?;
-        rows(&client, "SELECT id, endpoint_id FROM jobs ORDER BY id", &[])
-            .await?
-            .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .collect()
+        let paused = self
+            .write_one(
+                &client,
+                "UPDATE jobs SET paused = true WHERE NOT paused RETURNING id",
+                &[],
+            )
+            .await?;
+        Ok(paused.len() as u64)
+    }
+
+    /// Each stored job with its endpoint, if any, and the note of its last change of owner.
+    pub(crate) async fn job_owners(&self) -> Result<Vec<JobOwner>> {
+        let client = self.conn().await?;
+        rows(
+            &client,
+            "SELECT id, endpoint_id, owner_note, owner_noted_at FROM jobs ORDER BY id",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| {
+            let note: Option<String> = r.try_get(2)?;
+            let at: Option<i64> = r.try_get(3)?;
+            Ok(JobOwner {
+                job: r.try_get(0)?,
+                endpoint: r.try_get(1)?,
+                note: note.zip(at),
+            })
+        })
+        .collect()
     }
 }

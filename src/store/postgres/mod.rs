@@ -98,8 +98,16 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (14, include_str!("0014_search.sql")),
     (15, include_str!("0015_event_counts.sql")),
     (30, include_str!("0030_event_waits.sql")),
+    (40, include_str!("0040_job_owner_note.sql")),
+    (41, include_str!("0041_node_details.sql")),
+    (42, include_str!("0042_step_label.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
+
+/// The highest migration this binary knows (versions have gaps; a newer binary adds higher ones).
+pub fn last_migration() -> i64 {
+    MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or(0)
+}
 
 /// True for `postgres://…` and `postgresql://…` URLs.
 pub fn is_postgres_url(url: &str) -> bool {
@@ -274,6 +282,12 @@ pub(super) async fn apply_migrations(client: &mut deadpool_postgres::Object) -> 
             "CREATE TABLE IF NOT EXISTS flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
         )
         .await?;
+    // A database a newer binary migrated is refused before anything is applied or used.
+    let found: Option<i64> = client
+        .query_one("SELECT max(version) FROM flare_migrations", &[])
+        .await?
+        .get(0);
+    super::error::schema_guard(found, last_migration())?;
     for (version, sql) in MIGRATIONS {
         let done = client
             .query_opt(
@@ -329,6 +343,12 @@ impl PgStore {
             .build()
             .map_err(|e| Error::Database(Arc::new(e)))?;
 
+        // A server that cannot be reached is named (host:port) in the one-line start error.
+        drop(
+            pool.get()
+                .await
+                .map_err(|e| unreachable(&settings.config, e))?,
+        );
         migrate(&pool).await?;
         let triggers = Arc::new(Triggers::default());
         {
@@ -553,9 +573,63 @@ pub fn with_database(url: &str, db: &str) -> String {
     format!("{host}/{db}{query}")
 }
 
+/// Where `config` connects: `host:port` for each host (a socket directory as its path).
+pub(super) fn addresses(config: &tokio_postgres::Config) -> String {
+    let ports = config.get_ports();
+    config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match host {
+                tokio_postgres::config::Host::Tcp(h) => format!("{h}:{port}"),
+                #[cfg(unix)]
+                tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A first connection that failed, with where it was tried.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot connect to PostgreSQL at {at}: {reason}")]
+struct Unreachable {
+    at: String,
+    reason: String,
+}
+
+/// The error of a first connection that failed, naming the server's address.
+fn unreachable(config: &tokio_postgres::Config, e: deadpool_postgres::PoolError) -> Error {
+    let reason = match Error::from(e) {
+        Error::Database(cause) => cause.to_string(),
+        other => other.to_string(),
+    };
+    Error::Database(Arc::new(Unreachable {
+        at: addresses(config),
+        reason,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_server_that_refuses_the_connection_is_named_by_host_and_port() {
+        // Nothing listens on port 1.
+        let e = PgStore::open("postgres://u@127.0.0.1:1/db?flare_listen=off")
+            .await
+            .expect_err("refused");
+        let text = e.to_string();
+        assert!(
+            text.contains("cannot connect to PostgreSQL at 127.0.0.1:1"),
+            "{text}"
+        );
+        let s = settings("postgres://u@db.internal/x", None).expect("parse");
+        assert_eq!(addresses(&s.config), "db.internal:5432");
+    }
 
     #[test]
     fn sessions_run_without_jit_unless_the_url_says_otherwise() {

@@ -28,9 +28,19 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         exec(
             &tx,
-            "INSERT INTO nodes (id, started_at, seen_at, jobs) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, jobs = excluded.jobs",
-            &[&beat.id, &beat.started_at, &beat.now, &jobs],
+            "INSERT INTO nodes (id, started_at, seen_at, jobs, version, concurrency, running) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, jobs = excluded.jobs, \
+             version = excluded.version, concurrency = excluded.concurrency, running = excluded.running",
+            &[
+                &beat.id,
+                &beat.started_at,
+                &beat.now,
+                &jobs,
+                &beat.version,
+                &i64::try_from(beat.concurrency).unwrap_or(i64::MAX),
+                &i64::try_from(beat.running).unwrap_or(i64::MAX),
+            ],
         )
         .await?;
         exec(
@@ -56,7 +66,7 @@ impl PgStore {
         let client = self.conn().await?;
         rows(
             &client,
-            "SELECT id, started_at, seen_at, jobs FROM nodes ORDER BY id",
+            "SELECT id, started_at, seen_at, jobs, version, concurrency, running FROM nodes ORDER BY id",
             &[],
         )
         .await?
@@ -70,6 +80,9 @@ impl PgStore {
                 seen_at: ms_to_time(seen_at),
                 jobs: jobs_of(&jobs)?,
                 live: seen_at >= now - NODE_LIVE_MS,
+                version: r.try_get(4)?,
+                concurrency: u64::try_from(r.try_get::<_, i64>(5)?).unwrap_or(0),
+                running: u64::try_from(r.try_get::<_, i64>(6)?).unwrap_or(0),
             })
         })
         .collect()

@@ -350,6 +350,37 @@ impl PgStore {
         let c = &conn;
         queue_depth_at(c, now).await
     }
+
+    /// See [`crate::store::Store::runs_waiting`].
+    pub async fn runs_waiting(&self, now: i64) -> Result<crate::store::stats::RunsWaiting> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        let depth = queue_depth_at(c, now).await?;
+        let r = rows(
+            c,
+            "SELECT \
+               (SELECT count(*) FROM run_queue WHERE lease_until IS NULL AND run_at <= $1 \
+                  AND job_id IN (SELECT id FROM jobs WHERE paused)), \
+               (SELECT count(*) FROM run_queue WHERE lease_until IS NULL AND run_at > $1 \
+                  AND job_id IN (SELECT id FROM jobs WHERE paused)), \
+               (SELECT count(*) FROM run_queue q JOIN runs r ON r.seq = q.seq \
+                  WHERE q.lease_until IS NULL AND q.run_at > $1 \
+                  AND q.job_id NOT IN (SELECT id FROM jobs WHERE paused) \
+                  AND EXISTS (SELECT 1 FROM run_steps s WHERE s.run_id = r.id \
+                              AND s.kind = 'wait' AND s.status = 'waiting'))",
+            &[&now],
+        )
+        .await?;
+        let Some(r) = r.first() else {
+            return Ok(crate::store::stats::RunsWaiting::default());
+        };
+        Ok(crate::store::stats::RunsWaiting::assemble(
+            &depth,
+            count_of(r, 0)?,
+            count_of(r, 1)?,
+            count_of(r, 2)?,
+        ))
+    }
 }
 
 #[cfg(test)]

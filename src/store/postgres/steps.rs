@@ -21,11 +21,12 @@ pub(super) const STEP_RECORD_SQL: &str = "WITH held AS ( \
        SELECT r.id FROM run_queue q JOIN runs r ON r.seq = q.seq \
        WHERE r.id = $1 AND q.lease_token = $11 AND q.lease_until IS NOT NULL FOR SHARE OF q), \
      ins AS ( \
-       INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, finished_at, wait_until, output, error) \
-       SELECT id, $2::text, $3::text, $4::text, $5::int4, $6::int8, $7::int8, $8::int8, $9::text, $10::text FROM held \
+       INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, finished_at, wait_until, output, error, label) \
+       SELECT id, $2::text, $3::text, $4::text, $5::int4, $6::int8, $7::int8, $8::int8, $9::text, $10::text, $12::text FROM held \
        ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, \
          attempt = excluded.attempt, started_at = excluded.started_at, finished_at = excluded.finished_at, \
-         wait_until = excluded.wait_until, output = excluded.output, error = excluded.error \
+         wait_until = excluded.wait_until, output = excluded.output, error = excluded.error, \
+         label = coalesce(excluded.label, run_steps.label) \
        WHERE run_steps.status <> 'succeeded') \
      SELECT count(*) FROM held";
 
@@ -34,7 +35,7 @@ pub(super) async fn steps_of<C: GenericClient>(c: &C, run_id: &str) -> Result<Ve
     let mut steps = Vec::new();
     for r in rows(
         c,
-        "SELECT key, kind, status, attempt, started_at, finished_at, wait_until, output, error \
+        "SELECT key, kind, status, attempt, started_at, finished_at, wait_until, output, error, label \
          FROM run_steps WHERE run_id = $1 ORDER BY started_at, key",
         &[&run_id],
     )
@@ -58,6 +59,7 @@ pub(super) async fn steps_of<C: GenericClient>(c: &C, run_id: &str) -> Result<Ve
             wait_until: r.try_get::<_, Option<i64>>(6)?.map(ms_to_time),
             output: output.as_deref().map(json_text).transpose()?,
             error: r.try_get(8)?,
+            label: r.try_get(9)?,
         });
     }
     Ok(steps)
@@ -116,6 +118,7 @@ impl PgStore {
                     &output,
                     &step.error,
                     &step.lease.token,
+                    &step.label,
                 ],
             )
             .await?;

@@ -15,6 +15,7 @@ use crate::store::endpoints::{
     IndexApplied, NewEndpoint, StoredEndpoint, ENDPOINT_COLUMNS,
 };
 use crate::store::nodes::NODE_LIVE_MS;
+use crate::store::owners::Put;
 use crate::store::{Error, Result};
 
 pub(super) fn endpoint_url(conn: &Connection, id: &str) -> Result<String> {
@@ -93,7 +94,7 @@ pub(super) fn apply_index(
     }
     let cancelled_runs = cancel_queued(ctx, &removed, &url, index.now)?;
     for job in &index.jobs {
-        if !job_put(ctx.conn, job, Some(id), index.now)? {
+        if job_put(ctx.conn, job, Some(id), index.now)? == Put::Refused {
             return Err(Error::Conflict(format!(
                 "job {:?} is already served by another endpoint",
                 job.id

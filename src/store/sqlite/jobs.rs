@@ -8,40 +8,67 @@ use super::events::insert_event;
 use super::rows::schedule_row;
 use super::SqliteStore;
 use crate::model::JobSpec;
+use crate::store::owners::{
+    displaced_note, owner_change, JobOwner, OwnerChange, Put, TAKE_OVER_NOTE,
+};
 use crate::store::{Error, Result};
 
-/// Stores a job definition, of `endpoint`'s index or (`None`) defined in code. A job of an
-/// endpoint is never overwritten by a definition from code or from another endpoint: false then.
+/// Stores a job definition, of `endpoint`'s index or (`None`) defined in code, under the rule of
+/// [`crate::store::owners`]: another endpoint's job is refused; code displaces an endpoint's job
+/// (the endpoint's row is touched so every node's registry stops running it), noted on the job.
 pub(super) fn job_put(
     conn: &Connection,
     spec: &JobSpec,
     endpoint: Option<&str>,
     now: i64,
-) -> Result<bool> {
+) -> Result<Put> {
+    let stored: Option<Option<String>> = conn
+        .prepare_cached("SELECT endpoint_id FROM jobs WHERE id = ?1")?
+        .query_row([&spec.id], |r| r.get(0))
+        .optional()?;
+    let change = owner_change(stored.as_ref().map(Option::as_deref), endpoint);
     let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
-    let n = conn
-        .prepare_cached(
-            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-             ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
-             filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-             concurrency = excluded.concurrency, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
-             endpoint_id = excluded.endpoint_id \
-             WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
-        )?
-        .execute(params![
-            spec.id,
-            spec.name,
-            spec.version,
-            spec.event,
-            filter,
-            spec.retry.max_attempts,
-            i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
-            spec.concurrency,
-            now,
-            endpoint
-        ])?;
-    Ok(n == 1)
+    if change == OwnerChange::Refuse {
+        return Ok(Put::Refused);
+    }
+    conn.prepare_cached(
+        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+         ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
+         filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
+         concurrency = excluded.concurrency, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
+         endpoint_id = excluded.endpoint_id",
+    )?
+    .execute(params![
+        spec.id,
+        spec.name,
+        spec.version,
+        spec.event,
+        filter,
+        spec.retry.max_attempts,
+        i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
+        spec.concurrency,
+        now,
+        endpoint
+    ])?;
+    let (note, put) = match change {
+        OwnerChange::Displace(old) => {
+            let url: String = conn
+                .prepare_cached(
+                    "UPDATE endpoints SET updated_at = max(?2, updated_at + 1) WHERE id = ?1 \
+                     RETURNING url",
+                )?
+                .query_row(params![old, now], |r| r.get(0))
+                .optional()?
+                .unwrap_or(old);
+            (displaced_note(&url), Put::Displaced(url))
+        }
+        OwnerChange::TakeOver => (TAKE_OVER_NOTE.to_string(), Put::Stored),
+        OwnerChange::Keep | OwnerChange::Refuse => return Ok(Put::Stored),
+    };
+    conn.prepare_cached("UPDATE jobs SET owner_note = ?2, owner_noted_at = ?3 WHERE id = ?1")?
+        .execute(params![spec.id, note, now])?;
+    Ok(put)
 }
 
 /// Writes `spec`'s schedule row: removed when it has no schedule, kept as it is when the schedule
@@ -79,12 +106,13 @@ pub(super) fn schedule_sync(conn: &Connection, spec: &JobSpec, now: i64) -> Resu
 
 impl SqliteStore {
     /// Stores a job definition and its schedule (see [`crate::store::Store::job_define_at`]).
-    pub async fn job_define(&self, spec: JobSpec, now: i64) -> Result<()> {
+    pub(crate) async fn job_define(&self, spec: JobSpec, now: i64) -> Result<Put> {
         self.write(move |ctx| {
-            if job_put(ctx.conn, &spec, None, chrono::Utc::now().timestamp_millis())? {
+            let put = job_put(ctx.conn, &spec, None, chrono::Utc::now().timestamp_millis())?;
+            if put != Put::Refused {
                 schedule_sync(ctx.conn, &spec, now)?;
             }
-            Ok(())
+            Ok(put)
         })
         .await
     }
@@ -161,14 +189,33 @@ impl SqliteStore {
         .await
     }
 
-    /// Each stored job with its endpoint, if any.
-    pub async fn job_endpoints(&self) -> Result<Vec<(String, Option<String>)>> {
+    /// See [`crate::store::Store::jobs_pause_all`].
+    pub async fn jobs_pause_all(&self) -> Result<u64> {
+        self.write(|ctx| {
+            Ok(ctx
+                .conn
+                .prepare_cached("UPDATE jobs SET paused = 1 WHERE paused = 0")?
+                .execute([])? as u64)
+        })
+        .await
+    }
+
+    /// Each stored job with its endpoint, if any, and the note of its last change of owner.
+    pub(crate) async fn job_owners(&self) -> Result<Vec<JobOwner>> {
         self.read(|c| {
-            Ok(
-                c.prepare_cached("SELECT id, endpoint_id FROM jobs ORDER BY id")?
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<rusqlite::Result<_>>()?,
-            )
+            Ok(c.prepare_cached(
+                "SELECT id, endpoint_id, owner_note, owner_noted_at FROM jobs ORDER BY id",
+            )?
+            .query_map([], |r| {
+                let note: Option<String> = r.get(2)?;
+                let at: Option<i64> = r.get(3)?;
+                Ok(JobOwner {
+                    job: r.get(0)?,
+                    endpoint: r.get(1)?,
+                    note: note.zip(at),
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?)
         })
         .await
     }

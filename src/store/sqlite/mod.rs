@@ -67,6 +67,9 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
     (30, include_str!("0030_event_waits.sql")),
+    (40, include_str!("0040_job_owner_note.sql")),
+    (41, include_str!("0041_node_details.sql")),
+    (42, include_str!("0042_step_label.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 
@@ -142,8 +145,19 @@ pub(super) fn is_busy(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bo
     )
 }
 
+/// The highest migration this binary knows (versions have gaps; a newer binary adds higher ones).
+pub fn last_migration() -> i64 {
+    MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or(0)
+}
+
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")?;
+    // A database a newer binary migrated is refused before anything is applied or used.
+    let found: Option<i64> =
+        conn.query_row("SELECT max(version) FROM flare_migrations", [], |r| {
+            r.get(0)
+        })?;
+    super::error::schema_guard(found, last_migration())?;
     for (version, sql) in MIGRATIONS {
         // IMMEDIATE takes the write lock before the check, so processes starting at once on a
         // new file apply each migration once (the others wait, then see it done).
@@ -176,6 +190,31 @@ pub(super) fn open_reader(path: &Path) -> Result<Connection> {
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     Ok(conn)
+}
+
+/// Writes a consistent copy of the database at `path` to the new file `dest` while other
+/// processes go on writing: `VACUUM INTO` on a read-only connection of its own reads one
+/// snapshot (the WAL's committed pages included, which a plain file copy misses) and writes it
+/// compacted. Refuses a `dest` that exists.
+pub fn backup(path: &Path, dest: &Path) -> Result<()> {
+    if !path.exists() {
+        return Err(Error::Invalid(format!(
+            "there is no database at {}",
+            path.display()
+        )));
+    }
+    if dest.exists() {
+        return Err(Error::Invalid(format!(
+            "{} exists: give a new file, a backup never overwrites",
+            dest.display()
+        )));
+    }
+    let dest = dest
+        .to_str()
+        .ok_or_else(|| Error::Invalid(format!("{} is not UTF-8", dest.display())))?;
+    let conn = open_reader(path)?;
+    conn.execute("VACUUM INTO ?1", [dest])?;
+    Ok(())
 }
 
 impl SqliteStore {

@@ -29,10 +29,20 @@ impl SqliteStore {
         self.write(move |ctx| {
             ctx.conn
                 .prepare_cached(
-                    "INSERT INTO nodes (id, started_at, seen_at, jobs) VALUES (?1, ?2, ?3, ?4) \
-                     ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, jobs = excluded.jobs",
+                    "INSERT INTO nodes (id, started_at, seen_at, jobs, version, concurrency, running) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                     ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, jobs = excluded.jobs, \
+                     version = excluded.version, concurrency = excluded.concurrency, running = excluded.running",
                 )?
-                .execute(params![beat.id, beat.started_at, beat.now, jobs])?;
+                .execute(params![
+                    beat.id,
+                    beat.started_at,
+                    beat.now,
+                    jobs,
+                    beat.version,
+                    i64::try_from(beat.concurrency).unwrap_or(i64::MAX),
+                    i64::try_from(beat.running).unwrap_or(i64::MAX)
+                ])?;
             ctx.conn
                 .prepare_cached("DELETE FROM nodes WHERE seen_at < ?1")?
                 .execute([beat.now - NODE_FORGET_MS])?;
@@ -56,7 +66,7 @@ impl SqliteStore {
     pub async fn nodes_list(&self, now: i64) -> Result<Vec<NodeSummary>> {
         self.read(move |c| {
             let mut stmt =
-                c.prepare_cached("SELECT id, started_at, seen_at, jobs FROM nodes ORDER BY id")?;
+                c.prepare_cached("SELECT id, started_at, seen_at, jobs, version, concurrency, running FROM nodes ORDER BY id")?;
             let mut rows = stmt.query([])?;
             let mut nodes = Vec::new();
             while let Some(r) = rows.next()? {
@@ -68,6 +78,9 @@ impl SqliteStore {
                     seen_at: ms_to_time(seen_at),
                     jobs: jobs_of(&jobs)?,
                     live: seen_at >= now - NODE_LIVE_MS,
+                    version: r.get(4)?,
+                    concurrency: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
+                    running: u64::try_from(r.get::<_, i64>(6)?).unwrap_or(0),
                 });
             }
             Ok(nodes)

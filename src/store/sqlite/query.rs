@@ -443,6 +443,35 @@ impl SqliteStore {
     pub async fn queue_depth(&self, now: i64) -> Result<QueueDepth> {
         self.read(move |c| queue_depth_at(c, now)).await
     }
+
+    /// See [`crate::store::Store::runs_waiting`]: one snapshot.
+    pub async fn runs_waiting(&self, now: i64) -> Result<crate::store::stats::RunsWaiting> {
+        self.read(move |c| {
+            let _snapshot = c.unchecked_transaction()?;
+            let depth = queue_depth_at(c, now)?;
+            let (paused_due, paused_later, waits): (i64, i64, i64) = c
+                .prepare_cached(
+                    "SELECT \
+                       (SELECT count(*) FROM runs WHERE status = 'queued' AND run_at <= ?1 \
+                          AND job_id IN (SELECT id FROM jobs WHERE paused = 1)), \
+                       (SELECT count(*) FROM runs WHERE status = 'queued' AND run_at > ?1 \
+                          AND job_id IN (SELECT id FROM jobs WHERE paused = 1)), \
+                       (SELECT count(*) FROM runs r WHERE r.status = 'queued' AND r.run_at > ?1 \
+                          AND r.job_id NOT IN (SELECT id FROM jobs WHERE paused = 1) \
+                          AND EXISTS (SELECT 1 FROM run_steps s WHERE s.run_id = r.id \
+                                      AND s.kind = 'wait' AND s.status = 'waiting'))",
+                )?
+                .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            let n = |v: i64| u64::try_from(v).unwrap_or(0);
+            Ok(crate::store::stats::RunsWaiting::assemble(
+                &depth,
+                n(paused_due),
+                n(paused_later),
+                n(waits),
+            ))
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub(super) const STEP_WAIT_UPSERT: &str = "INSERT INTO run_steps \
 /// A run's steps, in the order they started.
 pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
     let mut stmt = c.prepare_cached(
-        "SELECT key, kind, status, attempt, started_at, finished_at, wait_until, output, error \
+        "SELECT key, kind, status, attempt, started_at, finished_at, wait_until, output, error, label \
          FROM run_steps WHERE run_id = ?1 ORDER BY started_at, key",
     )?;
     let mut rows = stmt.query([run_id])?;
@@ -55,6 +55,7 @@ pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
             wait_until: r.get::<_, Option<i64>>(6)?.map(ms_to_time),
             output: opt_json(r.get(7)?)?,
             error: r.get(8)?,
+            label: r.get(9)?,
         });
     }
     Ok(steps)
@@ -89,6 +90,11 @@ impl SqliteStore {
                 output,
                 step.error,
             ])?;
+            if let Some(label) = &step.label {
+                ctx.conn
+                    .prepare_cached("UPDATE run_steps SET label = ?3 WHERE run_id = ?1 AND key = ?2")?
+                    .execute(params![step.lease.run_id, step.key, label])?;
+            }
             Ok(true)
         })
         .await

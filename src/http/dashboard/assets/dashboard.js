@@ -35,7 +35,8 @@
           var next = fresh.getElementById(region.id);
           if (next && next.innerHTML !== region.innerHTML) region.innerHTML = next.innerHTML;
         });
-        if (status) status.textContent = "updated " + new Date().toLocaleTimeString();
+        // UTC, as every time on the pages (the browser's zone would disagree with them).
+        if (status) status.textContent = "updated " + new Date().toISOString().slice(11, 19) + " UTC";
       })
       .catch(function (err) {
         if (status) status.textContent = "offline (" + err.message + ")";
