@@ -27,6 +27,7 @@ use crate::engine::execution::{BoxFuture, Execution, Handler};
 use crate::filter::Filter;
 use crate::io::Io;
 use crate::model::validate_event_name;
+use crate::model::{Concurrency, ConcurrencyLimit};
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
 
@@ -125,7 +126,7 @@ pub struct Job {
     pub(crate) handler: Option<Handler>,
     pub(crate) retry: RetryPolicy,
     pub(crate) timeout: Duration,
-    pub(crate) concurrency: Option<u32>,
+    pub(crate) concurrency: Vec<ConcurrencyLimit>,
 }
 
 impl fmt::Debug for Job {
@@ -149,7 +150,7 @@ impl Job {
             handler: None,
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(300),
-            concurrency: None,
+            concurrency: Vec::new(),
         }
     }
 
@@ -212,9 +213,19 @@ impl Job {
         self
     }
 
-    /// At most `n` runs of this job at once in this process.
-    pub fn concurrency(mut self, n: u32) -> Self {
-        self.concurrency = Some(n);
+    /// At most `n` runs of this job executing at once, across every process sharing the
+    /// database (a run suspended in `io.wait` holds no slot). The same as
+    /// `.concurrency_limit(ConcurrencyLimit::job(n))`.
+    pub fn concurrency(self, n: u32) -> Self {
+        self.concurrency_limit(ConcurrencyLimit::job(n))
+    }
+
+    /// Adds a concurrency limit: over the whole job ([`ConcurrencyLimit::job`]), per value of a
+    /// CEL key over the event ([`ConcurrencyLimit::key`]) or shared by every job naming a group
+    /// ([`ConcurrencyLimit::group`]). At most two, of different shapes; checked when the job is
+    /// defined.
+    pub fn concurrency_limit(mut self, limit: ConcurrencyLimit) -> Self {
+        self.concurrency.push(limit);
         self
     }
 
@@ -292,12 +303,11 @@ impl Job {
                 reason: "timeout must be greater than zero".into(),
             });
         }
-        if self.concurrency == Some(0) {
-            return Err(InvalidJob::Options {
-                job: id,
-                reason: "concurrency must be at least 1".into(),
-            });
-        }
+        let concurrency =
+            Concurrency::new(&self.concurrency).map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
         Ok((
             JobSpec {
                 id,
@@ -308,7 +318,7 @@ impl Job {
                 schedule,
                 retry: self.retry,
                 timeout: self.timeout,
-                concurrency: self.concurrency,
+                concurrency,
             },
             handler,
         ))

@@ -10,9 +10,9 @@ use serde_json::{json, Map, Value};
 
 use crate::client::SendEvent;
 use crate::job::{event_trigger, schedule_trigger, Job, Schedule};
-use crate::model::DelaySpec;
 use crate::model::Level;
 use crate::model::RetryPolicy;
+use crate::model::{ConcurrencyLimit, DelaySpec};
 
 /// Largest `timeoutMs` an index may give: one day.
 pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
@@ -82,9 +82,11 @@ pub struct JobDef {
     /// Per-attempt timeout, ms (default 300,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
-    /// Runs of this job at once per Flare process.
+    /// Concurrency limits across every process sharing the database: a number (the whole
+    /// job), `{"limit", "key"}` (per value of a CEL key over the event), `{"limit", "group"}`
+    /// (shared by the jobs naming the group), or a list of at most two of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<u32>,
+    pub concurrency: Option<Value>,
 }
 
 /// A job's trigger: an event (with an optional payload filter) or a schedule.
@@ -197,8 +199,10 @@ impl JobDef {
             .trigger(trigger)
             .retry(retry)
             .timeout(Duration::from_millis(timeout));
-        if let Some(n) = self.concurrency {
-            job = job.concurrency(n);
+        if let Some(v) = &self.concurrency {
+            for limit in ConcurrencyLimit::list_from_json(v, "concurrency")? {
+                job = job.concurrency_limit(limit);
+            }
         }
         Ok(job)
     }
@@ -432,7 +436,7 @@ mod tests {
         assert_eq!(spec.retry.min_delay, Duration::from_millis(10));
         assert_eq!(spec.retry.factor, 3.0);
         assert_eq!(spec.timeout, Duration::from_millis(2000));
-        assert_eq!(spec.concurrency, Some(4));
+        assert_eq!(spec.concurrency.job_limit(), Some(4));
         assert!(spec.matches(
             "payment.succeeded",
             &json!({"currency": "usd", "amount": 11})

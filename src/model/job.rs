@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::event::InvalidEventName;
+use super::flow::Concurrency;
 use super::retry::RetryPolicy;
 use crate::filter::{Filter, InvalidFilter};
 use crate::schedule::{InvalidSchedule, Schedule};
@@ -33,8 +34,9 @@ pub struct JobSpec {
     pub retry: RetryPolicy,
     /// Per-attempt timeout.
     pub timeout: Duration,
-    /// Concurrency limit in one process.
-    pub concurrency: Option<u32>,
+    /// Its concurrency limits, across every process sharing the store (see
+    /// [`super::flow`]).
+    pub concurrency: Concurrency,
 }
 
 impl JobSpec {

@@ -6,6 +6,7 @@
 
 pub mod delay;
 pub mod event;
+pub mod flow;
 pub mod job;
 pub mod retry;
 pub mod run;
@@ -16,6 +17,7 @@ pub use delay::{Delay, DelaySpec, DelayUnits, MAX_DELAY};
 pub use event::{
     validate_event_name, Event, InvalidEventName, Source, StoredEvent, MAX_EVENT_NAME_LEN,
 };
+pub use flow::{Concurrency, ConcurrencyLimit, EventFields, LimitScope, RunSlots};
 pub use job::{InvalidJob, JobError, JobSpec};
 pub use retry::RetryPolicy;
 pub use run::{Attempt, Level, LogLine, Run, RunStatus};

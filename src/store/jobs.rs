@@ -13,13 +13,13 @@ use super::runs::RunCounts;
 use super::schedules::ScheduleState;
 use super::stats::Outcomes;
 use crate::filter::Filter;
-use crate::model::{JobSpec, RetryPolicy};
+use crate::model::{Concurrency, ConcurrencyLimit, JobSpec, RetryPolicy};
 
 use super::error::{Error, Result};
 
 /// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
 pub(crate) const JOB_COLUMNS: &str =
-    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency";
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits";
 
 /// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
 /// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
@@ -33,7 +33,8 @@ pub(crate) struct JobRow {
     pub(crate) filter: Option<String>,
     pub(crate) max_attempts: u32,
     pub(crate) timeout_ms: i64,
-    pub(crate) concurrency: Option<u32>,
+    /// The concurrency limits as stored JSON text.
+    pub(crate) concurrency_limits: Option<String>,
 }
 
 impl JobRow {
@@ -47,6 +48,16 @@ impl JobRow {
             }
             None => None,
         };
+        let concurrency = match self.concurrency_limits {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let drafts =
+                    ConcurrencyLimit::list_from_json(&v, "concurrency").map_err(Error::Corrupt)?;
+                Concurrency::new(&drafts).map_err(Error::Corrupt)?
+            }
+            None => Concurrency::default(),
+        };
         Ok(JobSpec {
             id: self.id,
             name: self.name,
@@ -56,8 +67,17 @@ impl JobRow {
             schedule: None,
             retry: RetryPolicy::default().max_attempts(self.max_attempts),
             timeout: std::time::Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0)),
-            concurrency: self.concurrency,
+            concurrency,
         })
+    }
+}
+
+/// The stored concurrency limits (JSON text) as the jobs list shows them: the list, empty when
+/// there are none or the text does not read.
+pub(crate) fn limits_of(text: Option<&str>) -> Vec<Value> {
+    match text.map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Array(items))) => items,
+        _ => Vec::new(),
     }
 }
 
@@ -203,8 +223,11 @@ pub struct JobDefinition {
     pub max_attempts: u32,
     /// Per-attempt timeout, ms.
     pub timeout_ms: u64,
-    /// Concurrency limit per process.
+    /// The whole job's concurrency limit (runs executing at once across every process), if it
+    /// has one.
     pub concurrency: Option<u32>,
+    /// Every concurrency limit (`[{"limit", "key"?, "group"?}]`), empty without.
+    pub concurrency_limits: Vec<Value>,
     /// When the definition was last stored.
     pub updated_at: DateTime<Utc>,
     /// Paused: its runs are created but not claimed until it is resumed.

@@ -58,8 +58,8 @@ pub use jobs::{JobDefinition, JobSchedule, JobSummary, Triggers};
 pub use nodes::{JobPlacement, NodeBeat, NodeSummary};
 pub use page::{Cursor, Page};
 pub use runs::{
-    BulkRunAction, ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, Lease, RunCounts,
-    RunDetail, RunQuery, RunSummary, BULK_CHUNK,
+    BulkRunAction, ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, FlowGroup, Lease,
+    RunCounts, RunDetail, RunQuery, RunSummary, BULK_CHUNK,
 };
 pub use schedules::ScheduleState;
 pub use stats::{QueueDepth, Stats, StatsQuery};

@@ -16,6 +16,16 @@ pub struct ClaimGroup {
     pub jobs: Vec<String>,
     /// At most this many.
     pub limit: usize,
+    /// For a job with concurrency limits (then `jobs` holds that job alone): its runs are
+    /// claimed through their slots, only from slots with room. `None`: runs without slots.
+    pub flow: Option<FlowGroup>,
+}
+
+/// The claim of a limited job's runs (see `model::flow`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowGroup {
+    /// The job's second slot (`job:<job>` or `group:<name>`), checked for room first.
+    pub second_slot: Option<String>,
 }
 
 /// Parameters of a claim.

@@ -152,6 +152,7 @@ async fn a_run_whose_worker_died_runs_again_and_the_old_lease_is_fenced(db: Test
             groups: vec![ClaimGroup {
                 jobs: vec!["work".into()],
                 limit: 10,
+                flow: None,
             }],
         })
         .await

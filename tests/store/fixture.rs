@@ -22,7 +22,7 @@ pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         schedule: None,
         retry: RetryPolicy::default().max_attempts(max_attempts),
         timeout: Duration::from_secs(30),
-        concurrency: None,
+        concurrency: Default::default(),
     }
 }
 
@@ -54,6 +54,7 @@ pub fn claim_params(
         groups: vec![ClaimGroup {
             jobs: vec![job.to_string()],
             limit,
+            flow: None,
         }],
     }
 }

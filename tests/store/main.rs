@@ -12,6 +12,7 @@
 mod support;
 
 mod fixture;
+mod flow;
 mod nodes;
 mod search;
 mod sources;

@@ -11,7 +11,7 @@ use super::rows::{
 };
 use super::writer::{insert_events, EventRow, InsertOp, NewRuns, INSERT_RUNS_SQL};
 use super::PgStore;
-use crate::model::StoredEvent;
+use crate::model::{EventFields, StoredEvent};
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
 
 impl PgStore {
@@ -110,7 +110,7 @@ impl PgStore {
             "UPDATE events e SET delivered_at = $1 \
              WHERE e.seq = ANY(ARRAY(SELECT seq FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
                  AND deliver_at <= $1 ORDER BY deliver_at LIMIT $2 FOR UPDATE SKIP LOCKED)) \
-             RETURNING e.id, e.name, e.payload",
+             RETURNING e.id, e.name, e.payload, e.context, e.source",
             &[&now, &limit],
         )
         .await?;
@@ -119,7 +119,20 @@ impl PgStore {
             let id: String = r.try_get(0)?;
             let name: String = r.try_get(1)?;
             let payload = json_text(&r.try_get::<_, String>(2)?)?;
-            runs.fan_out(self.triggers(), &id, &name, &payload, now);
+            let context = r
+                .try_get::<_, Option<String>>(3)?
+                .as_deref()
+                .map(json_text)
+                .transpose()?;
+            let source: String = r.try_get(4)?;
+            let fields = EventFields {
+                id: &id,
+                name: &name,
+                payload: &payload,
+                context: context.as_ref(),
+                source: &source,
+            };
+            runs.fan_out(self.triggers(), &fields, now);
         }
         if !runs.ids.is_empty() {
             exec(
@@ -132,6 +145,12 @@ impl PgStore {
                     &runs.versions,
                     &runs.max_attempts,
                     &runs.at,
+                    &runs.slot_a,
+                    &runs.slot_b,
+                    &runs.slots.slot,
+                    &runs.slots.job,
+                    &runs.slots.cap,
+                    &runs.slots.due,
                 ],
             )
             .await?;

@@ -31,6 +31,7 @@
 
 mod endpoints;
 mod events;
+mod flow;
 mod jobs;
 mod listen;
 mod nodes;
@@ -95,6 +96,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (15, include_str!("0015_event_counts.sql")),
+    (20, include_str!("0020_flow_concurrency.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

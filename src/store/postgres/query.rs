@@ -263,7 +263,7 @@ impl PgStore {
         let mut defs = Vec::new();
         for r in rows(
             c,
-            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused \
+            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits \
              FROM jobs ORDER BY id",
             &[],
         )
@@ -280,6 +280,9 @@ impl PgStore {
                 max_attempts: super::rows::u32_of(&r, 5)?,
                 timeout_ms: u64::try_from(r.try_get::<_, i64>(6)?).unwrap_or(0),
                 concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
+                concurrency_limits: crate::store::jobs::limits_of(
+                    r.try_get::<_, Option<String>>(10)?.as_deref(),
+                ),
                 updated_at: ms_to_time(r.try_get(8)?),
                 paused: r.try_get(9)?,
             });

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use deadpool_postgres::{GenericClient, Pool};
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -18,7 +17,7 @@ use tokio_postgres::Row;
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use crate::log_throttle::storage_failure;
-use crate::model::StoredEvent;
+use crate::model::{EventFields, RunSlots, StoredEvent};
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
 
 /// Most inserts grouped into one transaction.
@@ -130,7 +129,30 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
 /// queue rows and their per-minute counts (`event_counts`, `0015_event_counts.sql`). Rows go in
 /// id order: two transactions inserting overlapping ids (writers in flight at once, several
 /// nodes) then wait for each other in one order instead of deadlocking on the unique index.
-pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
+/// Creates or updates the `flow_slots` rows of new runs (the arrays slot, job, capacity, due),
+/// in slot order so concurrent writers lock them in one order: the definition's capacity, the
+/// earliest due time of the job's own slot (see `0020_flow_concurrency.sql`).
+macro_rules! flow_slots_sql {
+    ($slot:literal, $job:literal, $cap:literal, $due:literal) => {
+        concat!(
+            "INSERT INTO flow_slots (slot, job_id, cap, next_due) \
+             SELECT slot, max(job), max(cap), min(due) FROM unnest(",
+            $slot,
+            "::text[], ",
+            $job,
+            "::text[], ",
+            $cap,
+            "::int4[], ",
+            $due,
+            "::int8[]) AS s(slot, job, cap, due) GROUP BY slot ORDER BY slot \
+             ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap, \
+               job_id = coalesce(excluded.job_id, flow_slots.job_id), \
+               next_due = LEAST(flow_slots.next_due, excluded.next_due)"
+        )
+    };
+}
+
+pub(super) const INSERT_EVENTS_SQL: &str = concat!("WITH ev AS ( \
        INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
                             $7::int8[], $8::int8[], $9::int8[]) \
@@ -142,23 +164,25 @@ pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
        SELECT timestamp / 60000, pg_backend_pid() % 16, count(*) FROM ev GROUP BY 1 ORDER BY 1 \
        ON CONFLICT (minute, shard) DO UPDATE SET n = event_counts.n + excluded.n), \
      r AS ( \
-       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
-       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
-       FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[]) \
-            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
+       FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[], $16::text[], $17::text[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, ord) \
        WHERE u.event_id IN (SELECT id FROM ev) ORDER BY u.ord \
-       RETURNING seq, job_id, run_at), \
-     q AS (INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, run_at FROM r) \
-     SELECT id FROM ev";
+       RETURNING seq, job_id, run_at, slot_a, slot_b), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b) SELECT seq, job_id, run_at, slot_a, slot_b FROM r), \
+     s AS (", flow_slots_sql!("$18", "$19", "$20", "$21"), ") \
+     SELECT id FROM ev");
 
-/// Inserts runs (scheduled events being delivered) and their queue rows.
-pub(super) const INSERT_RUNS_SQL: &str = "WITH r AS ( \
-       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
-       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[]) \
-            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) ORDER BY u.ord \
-       RETURNING seq, job_id, run_at) \
-     INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, run_at FROM r";
+/// Inserts runs (scheduled events being delivered), their queue rows and their slots' rows.
+pub(super) const INSERT_RUNS_SQL: &str = concat!("WITH r AS ( \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::text[], $8::text[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, ord) ORDER BY u.ord \
+       RETURNING seq, job_id, run_at, slot_a, slot_b), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b) SELECT seq, job_id, run_at, slot_a, slot_b FROM r) \
+     ", flow_slots_sql!("$9", "$10", "$11", "$12"));
 
 /// A new run id: time-ordered, so ids sort by creation (as on SQLite).
 pub(super) fn new_run_id() -> String {
@@ -181,6 +205,36 @@ pub(super) struct NewRuns {
     pub(super) versions: Vec<String>,
     pub(super) max_attempts: Vec<i32>,
     pub(super) at: Vec<i64>,
+    pub(super) slot_a: Vec<Option<String>>,
+    pub(super) slot_b: Vec<Option<String>>,
+    /// The `flow_slots` rows to create or update (slot, owning job, capacity, due time).
+    pub(super) slots: FlowSlotRows,
+}
+
+/// Rows of `flow_slots` written with new runs: `$16 … $19` of [`INSERT_EVENTS_SQL`].
+#[derive(Default)]
+pub(super) struct FlowSlotRows {
+    pub(super) slot: Vec<String>,
+    pub(super) job: Vec<Option<String>>,
+    pub(super) cap: Vec<i32>,
+    pub(super) due: Vec<Option<i64>>,
+}
+
+impl FlowSlotRows {
+    fn add(&mut self, job: &str, s: &RunSlots, now: i64) {
+        let cap = |c: u32| i32::try_from(c).unwrap_or(i32::MAX);
+        self.slot.push(s.a.clone());
+        self.job.push(Some(job.to_string()));
+        self.cap.push(cap(s.cap_a));
+        self.due.push(Some(now));
+        if let Some((b, c)) = &s.b {
+            self.slot.push(b.clone());
+            self.job
+                .push(b.starts_with("job:").then(|| job.to_string()));
+            self.cap.push(cap(*c));
+            self.due.push(None);
+        }
+    }
 }
 
 impl NewRuns {
@@ -188,16 +242,20 @@ impl NewRuns {
     pub(super) fn fan_out(
         &mut self,
         triggers: &Triggers,
-        event_id: &str,
-        name: &str,
-        payload: &Value,
+        event: &EventFields<'_>,
         now: i64,
     ) -> Vec<String> {
         let mut ids = Vec::new();
-        for job in triggers.matching(name, payload) {
+        for job in triggers.matching(event.name, event.payload) {
             let id = new_run_id();
+            let slots = job.concurrency.slots(&job.id, event);
+            if let Some(s) = &slots {
+                self.slots.add(&job.id, s, now);
+            }
+            self.slot_a.push(slots.as_ref().map(|s| s.a.clone()));
+            self.slot_b.push(slots.and_then(|s| s.b).map(|(b, _)| b));
             self.ids.push(id.clone());
-            self.event_ids.push(event_id.to_string());
+            self.event_ids.push(event.id.to_string());
             self.job_ids.push(job.id.clone());
             self.versions.push(job.version.clone());
             self.max_attempts
@@ -267,9 +325,14 @@ impl<'a> PreparedEvents<'a> {
             p.deliver.push(ev.deliver_at);
             p.delivered.push(immediate.then_some(ev.now));
             if immediate {
-                p.run_ids[i] = p
-                    .runs
-                    .fan_out(triggers, &ev.id, &ev.name, &ev.payload, ev.now);
+                let fields = EventFields {
+                    id: &ev.id,
+                    name: &ev.name,
+                    payload: &ev.payload,
+                    context: ev.context.as_ref(),
+                    source: &ev.source,
+                };
+                p.run_ids[i] = p.runs.fan_out(triggers, &fields, ev.now);
                 p.wake |= !p.run_ids[i].is_empty();
             } else {
                 p.wake = true;
@@ -279,7 +342,7 @@ impl<'a> PreparedEvents<'a> {
     }
 
     /// The parameters of [`INSERT_EVENTS_SQL`].
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 15] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 21] {
         [
             &self.ids,
             &self.names,
@@ -296,6 +359,12 @@ impl<'a> PreparedEvents<'a> {
             &self.runs.versions,
             &self.runs.max_attempts,
             &self.runs.at,
+            &self.runs.slot_a,
+            &self.runs.slot_b,
+            &self.runs.slots.slot,
+            &self.runs.slots.job,
+            &self.runs.slots.cap,
+            &self.runs.slots.due,
         ]
     }
 

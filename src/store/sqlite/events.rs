@@ -3,47 +3,74 @@
 //! ones with their runs, and reading an event with its runs and children.
 
 use rusqlite::params;
-use serde_json::Value;
 
 use super::rows::{
     event_by_id, event_from_row, json_text, new_run_id, run_from_row, EVENT_COLUMNS, RUN_COLUMNS,
 };
 use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
-use crate::model::StoredEvent;
+use crate::model::{EventFields, RunSlots, StoredEvent};
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
 
-/// Creates one queued run per matching job. Returns the run ids.
+/// Creates one queued run per matching job, with the slots of a job's concurrency limits
+/// (their rows in `flow_slots` created or given the definition's capacity, the job's own slot
+/// marked due). Returns the run ids.
 pub(super) fn fanout(
     ctx: &mut WriteCtx<'_>,
-    event_id: &str,
-    name: &str,
-    payload: &Value,
+    event: &EventFields<'_>,
     now: i64,
 ) -> Result<Vec<String>> {
-    let jobs = ctx.triggers.matching(name, payload);
+    let jobs = ctx.triggers.matching(event.name, event.payload);
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
     let mut stmt = ctx.conn.prepare_cached(
-        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6)",
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6, ?7, ?8)",
     )?;
     let mut ids = Vec::with_capacity(jobs.len());
     for job in jobs {
         let id = new_run_id();
+        let slots = job.concurrency.slots(&job.id, event);
         stmt.execute(params![
             id,
-            event_id,
+            event.id,
             job.id,
             job.version,
             job.retry.max_attempts,
-            now
+            now,
+            slots.as_ref().map(|s| s.a.as_str()),
+            slots
+                .as_ref()
+                .and_then(|s| s.b.as_ref())
+                .map(|b| b.0.as_str()),
         ])?;
+        if let Some(s) = &slots {
+            flow_slots_put(ctx.conn, s, &job.id, now)?;
+        }
         ids.push(id);
     }
     ctx.wake = true;
     Ok(ids)
+}
+
+/// Creates or updates the slot rows of a new run due at `now` (see `0020_flow_concurrency.sql`).
+fn flow_slots_put(conn: &rusqlite::Connection, s: &RunSlots, job: &str, now: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO flow_slots (slot, job_id, cap, running, next_due) VALUES (?1, ?2, ?3, 0, ?4) \
+         ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap, job_id = excluded.job_id, \
+           next_due = min(coalesce(next_due, excluded.next_due), excluded.next_due)",
+    )?
+    .execute(params![s.a, job, s.cap_a, now])?;
+    if let Some((b, cap)) = &s.b {
+        let owner = b.starts_with("job:").then_some(job);
+        conn.prepare_cached(
+            "INSERT INTO flow_slots (slot, job_id, cap, running) VALUES (?1, ?2, ?3, 0) \
+             ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap WHERE cap <> excluded.cap",
+        )?
+        .execute(params![b, owner, cap])?;
+    }
+    Ok(())
 }
 
 /// Inserts one event (and, when immediate, its runs) inside the caller's write operation.
@@ -84,7 +111,14 @@ pub(super) fn insert_event(
     }
     ctx.tally.events(ev.now, 1);
     let run_ids = if immediate {
-        fanout(ctx, &ev.id, &ev.name, &ev.payload, ev.now)?
+        let fields = EventFields {
+            id: &ev.id,
+            name: &ev.name,
+            payload: &ev.payload,
+            context: ev.context.as_ref(),
+            source: &ev.source,
+        };
+        fanout(ctx, &fields, ev.now)?
     } else {
         Vec::new()
     };
@@ -164,17 +198,28 @@ impl SqliteStore {
     /// See [`crate::store::Store::events_deliver_due`].
     pub async fn events_deliver_due(&self, now: i64, limit: usize) -> Result<usize> {
         self.write(move |ctx| {
-            let due: Vec<(String, String, String)> = ctx
+            type Due = (String, String, String, Option<String>, String);
+            let due: Vec<Due> = ctx
                 .conn
                 .prepare_cached(
-                    "SELECT id, name, payload FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
+                    "SELECT id, name, payload, context, source FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
                      AND deliver_at <= ?1 ORDER BY deliver_at LIMIT ?2",
                 )?
-                .query_map(params![now, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .query_map(params![now, limit as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
                 .collect::<rusqlite::Result<_>>()?;
-            for (id, name, payload) in &due {
+            for (id, name, payload, context, source) in &due {
                 let payload = json_text(payload)?;
-                fanout(ctx, id, name, &payload, now)?;
+                let context = context.as_deref().map(json_text).transpose()?;
+                let fields = EventFields {
+                    id,
+                    name,
+                    payload: &payload,
+                    context: context.as_ref(),
+                    source,
+                };
+                fanout(ctx, &fields, now)?;
                 ctx.conn
                     .prepare_cached("UPDATE events SET delivered_at = ?2 WHERE id = ?1")?
                     .execute(params![id, now])?;

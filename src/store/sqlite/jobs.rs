@@ -21,11 +21,11 @@ pub(super) fn job_put(
     let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
     let n = conn
         .prepare_cached(
-            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
              ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
              filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-             concurrency = excluded.concurrency, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
+             concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
              endpoint_id = excluded.endpoint_id \
              WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
         )?
@@ -37,9 +37,10 @@ pub(super) fn job_put(
             filter,
             spec.retry.max_attempts,
             i64::try_from(spec.timeout.as_millis()).unwrap_or(i64::MAX),
-            spec.concurrency,
+            spec.concurrency.job_limit(),
             now,
-            endpoint
+            endpoint,
+            spec.concurrency.to_json().map(|v| v.to_string())
         ])?;
     Ok(n == 1)
 }

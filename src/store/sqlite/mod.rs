@@ -16,6 +16,7 @@
 
 mod endpoints;
 mod events;
+mod flow;
 mod jobs;
 mod nodes;
 mod query;
@@ -64,6 +65,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
+    (20, include_str!("0020_flow_concurrency.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

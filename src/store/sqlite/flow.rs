@@ -1,0 +1,106 @@
+//! Concurrency limits on SQLite: the claim of a limited job's runs through its slots (see
+//! `0020_flow_concurrency.sql` and `model::flow`). The counts of running runs per slot are kept
+//! by that migration's triggers; this claim reads only slots with room and a due run, so a key
+//! at its limit costs it nothing however many runs it holds back.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::runs::ClaimRow;
+use crate::store::{ClaimParams, FlowGroup, Result};
+
+/// The due queued runs of one slot, oldest first, at most `?3`, read with their events.
+const SLOT_RUNS: &str =
+    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
+     FROM runs r INDEXED BY runs_slot_queue JOIN events e ON e.id = r.event_id \
+     WHERE r.slot_a = ?1 AND r.status = 'queued' AND r.slot_a IS NOT NULL AND r.run_at <= ?2 \
+     ORDER BY r.run_at, r.seq LIMIT ?3";
+
+/// Slots of job `?1` with room and a due run, in due order, at most `?3`.
+const FREE_SLOTS: &str = "SELECT slot, cap - running FROM flow_slots INDEXED BY flow_slots_free \
+     WHERE job_id = ?1 AND next_due IS NOT NULL AND running < cap AND next_due <= ?2 \
+     ORDER BY next_due LIMIT ?3";
+
+/// Claims up to `limit` due runs of limited job `job` inside the caller's write: from each slot
+/// with room (in due order) at most its room, and in all at most the second slot's room. The
+/// triggers count each taken run in its slots; each slot read gets its exact next due time.
+pub(super) fn claim_flow(
+    conn: &Connection,
+    job: &str,
+    flow: &FlowGroup,
+    limit: usize,
+    p: &ClaimParams,
+    token: i64,
+) -> Result<Vec<ClaimRow>> {
+    let paused: bool = conn
+        .prepare_cached("SELECT paused FROM jobs WHERE id = ?1")?
+        .query_row([job], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false);
+    if paused {
+        return Ok(Vec::new());
+    }
+    let mut budget = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut room_b = budget;
+    if let Some(b) = &flow.second_slot {
+        let room: Option<i64> = conn
+            .prepare_cached("SELECT cap - running FROM flow_slots WHERE slot = ?1")?
+            .query_row([b], |r| r.get(0))
+            .optional()?;
+        room_b = room.unwrap_or(0);
+        if room_b <= 0 {
+            return Ok(Vec::new());
+        }
+    }
+    let slots: Vec<(String, i64)> = conn
+        .prepare_cached(FREE_SLOTS)?
+        .query_map(params![job, p.now, budget], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut claimed = Vec::new();
+    let mut take = conn.prepare_cached(
+        "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
+         WHERE seq = ?1",
+    )?;
+    for (slot, room) in slots {
+        let n = room.min(budget).min(room_b);
+        let rows: Vec<ClaimRow> = conn
+            .prepare_cached(SLOT_RUNS)?
+            .query_map(params![slot, p.now, n], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        for row in rows {
+            take.execute(params![row.0, p.now, p.lease_until, token, p.node])?;
+            budget -= 1;
+            room_b -= 1;
+            claimed.push(row);
+        }
+        conn.prepare_cached(
+            "UPDATE flow_slots SET next_due = (SELECT min(run_at) FROM runs INDEXED BY runs_slot_queue \
+               WHERE slot_a = ?1 AND status = 'queued' AND slot_a IS NOT NULL) WHERE slot = ?1",
+        )?
+        .execute([&slot])?;
+        if budget <= 0 || room_b <= 0 {
+            break;
+        }
+    }
+    Ok(claimed)
+}
+
+/// The earliest due time among the slots of `jobs` (a JSON array) with room, if any.
+pub(super) fn next_due(conn: &Connection, jobs: &str) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT min(next_due) FROM flow_slots INDEXED BY flow_slots_free \
+             WHERE job_id IN (SELECT value FROM json_each(?1)) AND next_due IS NOT NULL AND running < cap",
+        )?
+        .query_row([jobs], |r| r.get(0))?)
+}
