@@ -11,7 +11,7 @@ use super::rows::exec;
 use crate::store::Result;
 
 /// The claim of one limited job (`$1`, second slot `$2`): the runs `flow_claim` took (now
-/// `$3`, lease `$4`, token `$5`, node `$6`, at most `$7`), read for the worker as [`super::runs::CLAIM_SQL`]
+/// `$3`, lease `$4`, token `$5`, node `$6`, at most `$7`), read for the worker as the plain claim
 /// reads them.
 pub(super) const FLOW_CLAIM_SQL: &str =
     "SELECT r.id, r.event_id, e.name, r.job_id, c.claimed_attempt, r.max_attempts, e.payload \

@@ -5,8 +5,11 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::runs::ClaimRow;
 use crate::store::{ClaimParams, FlowGroup, Result};
+
+/// A claimed run as the claim reads it: seq, id, event, job, attempt, max attempts, event name,
+/// payload text.
+pub(super) type ClaimRow = (i64, String, String, String, u32, u32, String, String);
 
 /// The due queued runs of one slot, oldest first, at most `?3`, read with their events.
 const SLOT_RUNS: &str =

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
+use super::flow::ClaimRow;
 use super::rows::{json_text, opt_json, run_from_row, RUN_COLUMNS};
 use super::writer::{Commit, Guard, WriteCtx};
 use super::SqliteStore;
@@ -30,10 +31,6 @@ pub(super) const CLAIM_SELECT: &str =
      WHERE r.status = 'queued' AND r.slot_a IS NULL AND r.run_at <= ?1 AND r.job_id IN (SELECT value FROM json_each(?2) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
      ORDER BY r.run_at, r.seq LIMIT ?3";
-
-/// A claimed run as the claim reads it: seq, id, event, job, attempt, max attempts, event name,
-/// payload text.
-pub(super) type ClaimRow = (i64, String, String, String, u32, u32, String, String);
 
 /// The rows a fenced final update wrote (0 or 1), from whether it returned a row; a run that
 /// held slots wakes the workers, whose claims may now take the run its slot held back.
