@@ -32,16 +32,21 @@ CREATE INDEX run_queue_due ON run_queue (run_at, seq) WHERE lease_until IS NULL 
 CREATE INDEX run_queue_slot ON run_queue (slot_a, run_at, seq)
     WHERE lease_until IS NULL AND slot_a IS NOT NULL;
 
+-- Every writer locks a run's second slot before its first (`group:` < `job:` < `key:`, the
+-- order of the event insert's upsert and of the claim), so two never wait for each other in
+-- opposite orders over one run's slots.
 CREATE FUNCTION flow_follow() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        UPDATE flow_slots SET running = running - 1 WHERE slot IN (OLD.slot_a, OLD.slot_b);
+        UPDATE flow_slots SET running = running - 1 WHERE slot = OLD.slot_b;
+        UPDATE flow_slots SET running = running - 1 WHERE slot = OLD.slot_a;
     ELSIF OLD.lease_until IS NULL AND NEW.lease_until IS NOT NULL THEN
-        UPDATE flow_slots SET running = running + 1 WHERE slot IN (NEW.slot_a, NEW.slot_b);
+        UPDATE flow_slots SET running = running + 1 WHERE slot = NEW.slot_b;
+        UPDATE flow_slots SET running = running + 1 WHERE slot = NEW.slot_a;
     ELSIF OLD.lease_until IS NOT NULL AND NEW.lease_until IS NULL THEN
-        UPDATE flow_slots SET running = running - 1,
-            next_due = CASE WHEN slot = NEW.slot_a THEN LEAST(next_due, NEW.run_at) ELSE next_due END
-        WHERE slot IN (NEW.slot_a, NEW.slot_b);
+        UPDATE flow_slots SET running = running - 1 WHERE slot = NEW.slot_b;
+        UPDATE flow_slots SET running = running - 1, next_due = LEAST(next_due, NEW.run_at)
+        WHERE slot = NEW.slot_a;
     ELSIF NEW.lease_until IS NULL THEN
         UPDATE flow_slots SET next_due = LEAST(next_due, NEW.run_at) WHERE slot = NEW.slot_a;
     END IF;

@@ -56,7 +56,16 @@ pub(super) async fn writer_loop(
         if n == 0 {
             break;
         }
-        match write_batch(&writer, &batch).await {
+        let mut written = write_batch(&writer, &batch).await;
+        // A deadlock victim wrote nothing: write it again (the slot rows of concurrency limits
+        // are locked by completions too, see `0020_flow_concurrency.sql`).
+        for _ in 0..3 {
+            if !matches!(&written, Err(e) if is_deadlock(e)) {
+                break;
+            }
+            written = write_batch(&writer, &batch).await;
+        }
+        match written {
             Ok(inserted) => {
                 for (op, ins) in batch.drain(..).zip(inserted) {
                     let _ = op.reply.send(Ok(ins));
@@ -73,6 +82,19 @@ pub(super) async fn writer_loop(
         }
     }
     tracing::debug!("PostgreSQL writer stopped");
+}
+
+/// True for PostgreSQL's `deadlock detected` (40P01): the transaction was rolled back whole.
+pub(super) fn is_deadlock(e: &Error) -> bool {
+    match e {
+        Error::Database(cause) => {
+            cause
+                .downcast_ref::<super::PgError>()
+                .and_then(super::PgError::code)
+                == Some("40P01")
+        }
+        _ => false,
+    }
 }
 
 /// Writes one batch in two round trips: the job table's revision (fan-out must know every stored
