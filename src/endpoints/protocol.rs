@@ -437,6 +437,24 @@ mod tests {
         assert_eq!(spec.retry.factor, 3.0);
         assert_eq!(spec.timeout, Duration::from_millis(2000));
         assert_eq!(spec.concurrency.job_limit(), Some(4));
+        let keyed = parse_index(json!({"jobs": [{
+            "id": "k", "name": "K", "version": "1.0.0", "trigger": {"event": "x.y"},
+            "concurrency": [{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "openai"}]
+        }]}))
+        .expect("valid");
+        let keyed_spec = keyed[0]
+            .to_job()
+            .expect("job")
+            .run(|_: Value, _| async { Ok(Value::Null) })
+            .validate()
+            .expect("valid")
+            .0;
+        assert_eq!(
+            keyed_spec.concurrency.to_json(),
+            Some(
+                json!([{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "openai"}])
+            )
+        );
         assert!(spec.matches(
             "payment.succeeded",
             &json!({"currency": "usd", "amount": 11})
@@ -550,6 +568,22 @@ mod tests {
             (
                 json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "retry": [5]}]}),
                 "invalid type: sequence, expected a JSON object",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": 0}]}),
+                "concurrency.limit",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": {"limit": 1, "key": "event.payload.("}}]}),
+                "concurrency.key: not a CEL expression",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": [{"limit": 1, "group": "g"}, {"limit": 2, "group": "h"}]}]}),
+                "two limits of the same shape",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": [1, 2, 3]}]}),
+                "at most two",
             ),
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),

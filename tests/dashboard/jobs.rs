@@ -107,3 +107,62 @@ async fn the_jobs_page_shows_a_schedule_and_its_next_run() {
     assert!(row.contains("next <time"), "{row}");
     assert!(row.contains(&format!(">{next}</time>")), "{row}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_and_api_show_a_job_concurrency_limits() {
+    let f = fixture().await;
+    f.client
+        .define_job(
+            Job::new("sync-crm", "Sync CRM", "1.0.0")
+                .trigger(event_trigger("crm.changed"))
+                .concurrency_limit(flare::ConcurrencyLimit::key(1, "event.payload.customerId"))
+                .concurrency_limit(flare::ConcurrencyLimit::group(10, "crm-api"))
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .expect("define");
+    // A bad key is refused when the job is defined, naming the field.
+    let bad = f.client.define_job(
+        Job::new("bad-key", "Bad", "1.0.0")
+            .trigger(event_trigger("crm.changed"))
+            .concurrency_limit(flare::ConcurrencyLimit::key(1, "payload.customerId"))
+            .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+    );
+    let err = bad.expect_err("refused").to_string();
+    assert!(err.contains("concurrency.key"), "{err}");
+    let now = chrono::DateTime::from_timestamp_millis(f.client.clock().now_ms()).expect("now");
+    wait_for("the job to be stored", || async {
+        let jobs = f.client.store().jobs_list(now).await.expect("jobs");
+        jobs.iter().any(|j| j.job.id == "sync-crm").then_some(())
+    })
+    .await;
+    let page = f.page("/jobs").await;
+    let limited = row(&page, "data-job", "sync-crm");
+    assert!(
+        limited.contains("1 at once per <code>event.payload.customerId</code>"),
+        "{limited}"
+    );
+    assert!(
+        limited.contains("10 at once in group <code>crm-api</code>"),
+        "{limited}"
+    );
+    let api = f
+        .request("GET", "/api/jobs", Auth::Bearer, None, None)
+        .await;
+    let jobs: Value = serde_json::from_str(&api.body).expect("json");
+    let job = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| j["id"] == "sync-crm")
+        .expect("listed");
+    assert_eq!(
+        job["concurrencyLimits"],
+        json!([{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "crm-api"}])
+    );
+    assert_eq!(job["concurrency"], Value::Null, "no whole-job limit");
+    let stored = f.client.store().jobs_list(now).await.expect("jobs");
+    assert!(
+        stored.iter().all(|j| j.job.id != "bad-key"),
+        "nothing stored"
+    );
+}

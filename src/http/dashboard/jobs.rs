@@ -90,7 +90,7 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
             } @else {
                 table.jobs {
                     thead { tr {
-                        th { "Job" } th { "Version" } th { "Trigger" } th { "Filter" } th { "Runs on" } th { "Attempts" } th { "Timeout" }
+                        th { "Job" } th { "Version" } th { "Trigger" } th { "Filter" } th { "Runs on" } th { "Attempts" } th { "Timeout" } th { "Limits" }
                         th { "Queued" } th { "Running" } th { "Last hour" } th { "Last 24 h" } th { "Updated" } th { "State" }
                     } }
                     tbody {
@@ -116,6 +116,15 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                 td.placement { (placement(&j.placement)) }
                                 td.num { (j.job.max_attempts) }
                                 td.num { (j.job.timeout_ms / 1000) " s" }
+                                td.limits {
+                                    @if j.job.concurrency_limits.is_empty() {
+                                        span.muted { "—" }
+                                    }
+                                    @for (i, l) in j.job.concurrency_limits.iter().enumerate() {
+                                        @if i > 0 { br; }
+                                        (limit_text(l))
+                                    }
+                                }
                                 td.num { (j.queued) }
                                 td.num { (j.running) }
                                 td.rate {
@@ -193,6 +202,22 @@ fn breakable(text: &str, after: &[char]) -> Markup {
     html! {
         @for part in text.split_inclusive(after) {
             (part) wbr;
+        }
+    }
+}
+
+/// A concurrency limit as the jobs page shows it: `1 at once per event.payload.customerId`,
+/// `10 at once in group openai`, `5 at once`.
+fn limit_text(limit: &serde_json::Value) -> Markup {
+    let n = limit["limit"].as_u64().unwrap_or(0);
+    html! {
+        span.limit title="runs executing at once, across every process" {
+            (n) " at once"
+            @if let Some(key) = limit["key"].as_str() {
+                " per " code { (key) }
+            } @else if let Some(group) = limit["group"].as_str() {
+                " in group " code { (group) }
+            }
         }
     }
 }

@@ -415,12 +415,22 @@ fn schemas() -> Value {
         "JobSummary": { "type": "object", "properties": {
             "id": string(), "name": string(), "version": string(), "event": string(),
             "filter": json_any, "maxAttempts": { "type": "integer" }, "timeoutMs": { "type": "integer" },
-            "concurrency": nullable(json!({ "type": "integer" })), "updatedAt": time(),
+            "concurrency": nullable(json!({ "type": "integer",
+                "description": "The whole job's concurrency limit: runs executing at once across every process sharing the database." })),
+            "concurrencyLimits": { "type": "array", "items": schema_ref("ConcurrencyLimit"),
+                "description": "Every concurrency limit of the job (at most two, of different shapes); empty without." },
+            "updatedAt": time(),
             "paused": { "type": "boolean", "description": "Its runs are created but not claimed until it is resumed." },
             "queued": { "type": "integer" }, "running": { "type": "integer" },
             "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes"),
             "placement": schema_ref("JobPlacement"),
             "schedule": nullable(schema_ref("JobSchedule")) } },
+        "ConcurrencyLimit": { "type": "object", "required": ["limit"],
+            "description": "At most `limit` runs executing at once (a run suspended on a wait holds no slot), across every process: over the whole job, per value of `key` (a CEL expression over `event`, evaluated when the run is created; one that does not evaluate is the key `null`), or shared by every job naming `group`.",
+            "properties": {
+                "limit": { "type": "integer", "minimum": 1 },
+                "key": { "type": "string", "description": "CEL over event.name, event.payload, event.context, event.id, event.source" },
+                "group": { "type": "string" } } },
         "JobSchedule": { "type": "object",
             "description": "A scheduled job's schedule: a cron expression in a time zone, or an interval. Each tick sends the event `schedule.<job id>`.",
             "properties": {
