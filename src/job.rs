@@ -27,7 +27,7 @@ use crate::engine::execution::{BoxFuture, Execution, Handler};
 use crate::filter::Filter;
 use crate::io::Io;
 use crate::model::validate_event_name;
-use crate::model::{Concurrency, ConcurrencyLimit};
+use crate::model::{Concurrency, ConcurrencyLimit, RateLimitSpec};
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
 
@@ -127,6 +127,7 @@ pub struct Job {
     pub(crate) retry: RetryPolicy,
     pub(crate) timeout: Duration,
     pub(crate) concurrency: Vec<ConcurrencyLimit>,
+    pub(crate) rate_limit: Option<RateLimitSpec>,
 }
 
 impl fmt::Debug for Job {
@@ -151,6 +152,7 @@ impl Job {
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(300),
             concurrency: Vec::new(),
+            rate_limit: None,
         }
     }
 
@@ -226,6 +228,18 @@ impl Job {
     /// defined.
     pub fn concurrency_limit(mut self, limit: ConcurrencyLimit) -> Self {
         self.concurrency.push(limit);
+        self
+    }
+
+    /// At most `limit` runs created per `period` (1 s to 7 days) per value of `key` (a CEL
+    /// expression over `event`; `None`: the whole job). An event beyond it starts no run of
+    /// this job and lists the job under its `skipped`. Checked when the job is defined.
+    pub fn rate_limit(mut self, limit: u32, period: Duration, key: Option<&str>) -> Self {
+        self.rate_limit = Some(RateLimitSpec {
+            limit,
+            period_ms: u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+            key: key.map(str::to_string),
+        });
         self
     }
 
@@ -308,6 +322,15 @@ impl Job {
                 job: id.clone(),
                 reason,
             })?;
+        let rate_limit = self
+            .rate_limit
+            .as_ref()
+            .map(RateLimitSpec::check)
+            .transpose()
+            .map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
         Ok((
             JobSpec {
                 id,
@@ -319,6 +342,7 @@ impl Job {
                 retry: self.retry,
                 timeout: self.timeout,
                 concurrency,
+                rate_limit,
             },
             handler,
         ))

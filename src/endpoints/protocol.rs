@@ -12,7 +12,7 @@ use crate::client::SendEvent;
 use crate::job::{event_trigger, schedule_trigger, Job, Schedule};
 use crate::model::Level;
 use crate::model::RetryPolicy;
-use crate::model::{ConcurrencyLimit, DelaySpec};
+use crate::model::{ConcurrencyLimit, DelaySpec, RateLimitSpec};
 
 /// Largest `timeoutMs` an index may give: one day.
 pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
@@ -87,6 +87,9 @@ pub struct JobDef {
     /// (shared by the jobs naming the group), or a list of at most two of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<Value>,
+    /// Rate limit: `{"limit", "periodMs", "key"?}`, runs created per period per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<Value>,
 }
 
 /// A job's trigger: an event (with an optional payload filter) or a schedule.
@@ -199,6 +202,14 @@ impl JobDef {
             .trigger(trigger)
             .retry(retry)
             .timeout(Duration::from_millis(timeout));
+        if let Some(v) = &self.rate_limit {
+            let r = RateLimitSpec::from_json(v, "rateLimit")?;
+            job = job.rate_limit(
+                r.limit,
+                Duration::from_millis(r.period_ms),
+                r.key.as_deref(),
+            );
+        }
         if let Some(v) = &self.concurrency {
             for limit in ConcurrencyLimit::list_from_json(v, "concurrency")? {
                 job = job.concurrency_limit(limit);
@@ -584,6 +595,10 @@ mod tests {
             (
                 json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": [1, 2, 3]}]}),
                 "at most two",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "rateLimit": {"limit": 1, "periodMs": 10}}]}),
+                "rateLimit.periodMs",
             ),
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),

@@ -170,6 +170,7 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         retry: None,
         timeout_ms: None,
         concurrency,
+        rate_limit: None,
     };
     def.to_job()
         .and_then(|j| {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::event::InvalidEventName;
 use super::flow::Concurrency;
+use super::rate::RateLimit;
 use super::retry::RetryPolicy;
 use crate::filter::{Filter, InvalidFilter};
 use crate::schedule::{InvalidSchedule, Schedule};
@@ -37,6 +38,8 @@ pub struct JobSpec {
     /// Its concurrency limits, across every process sharing the store (see
     /// [`super::flow`]).
     pub concurrency: Concurrency,
+    /// Its rate limit: runs created per period per key (see [`super::rate`]).
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl JobSpec {

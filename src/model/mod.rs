@@ -8,6 +8,7 @@ pub mod delay;
 pub mod event;
 pub mod flow;
 pub mod job;
+pub mod rate;
 pub mod retry;
 pub mod run;
 pub mod step;
@@ -19,6 +20,7 @@ pub use event::{
 };
 pub use flow::{Concurrency, ConcurrencyLimit, EventFields, LimitScope, RunSlots};
 pub use job::{InvalidJob, JobError, JobSpec};
+pub use rate::{RateLimit, RateLimitSpec};
 pub use retry::RetryPolicy;
 pub use run::{Attempt, Level, LogLine, Run, RunStatus};
 pub use step::{Step, StepKind, StepStatus};

@@ -13,13 +13,13 @@ use super::runs::RunCounts;
 use super::schedules::ScheduleState;
 use super::stats::Outcomes;
 use crate::filter::Filter;
-use crate::model::{Concurrency, ConcurrencyLimit, JobSpec, RetryPolicy};
+use crate::model::{Concurrency, ConcurrencyLimit, JobSpec, RateLimitSpec, RetryPolicy};
 
 use super::error::{Error, Result};
 
 /// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
 pub(crate) const JOB_COLUMNS: &str =
-    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits";
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit";
 
 /// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
 /// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
@@ -35,6 +35,8 @@ pub(crate) struct JobRow {
     pub(crate) timeout_ms: i64,
     /// The concurrency limits as stored JSON text.
     pub(crate) concurrency_limits: Option<String>,
+    /// The rate limit as stored JSON text.
+    pub(crate) rate_limit: Option<String>,
 }
 
 impl JobRow {
@@ -58,6 +60,15 @@ impl JobRow {
             }
             None => Concurrency::default(),
         };
+        let rate_limit = match self.rate_limit {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let spec = RateLimitSpec::from_json(&v, "rateLimit").map_err(Error::Corrupt)?;
+                Some(spec.check().map_err(Error::Corrupt)?)
+            }
+            None => None,
+        };
         Ok(JobSpec {
             id: self.id,
             name: self.name,
@@ -68,6 +79,7 @@ impl JobRow {
             retry: RetryPolicy::default().max_attempts(self.max_attempts),
             timeout: std::time::Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0)),
             concurrency,
+            rate_limit,
         })
     }
 }
@@ -228,6 +240,8 @@ pub struct JobDefinition {
     pub concurrency: Option<u32>,
     /// Every concurrency limit (`[{"limit", "key"?, "group"?}]`), empty without.
     pub concurrency_limits: Vec<Value>,
+    /// Its rate limit (`{"limit", "periodMs", "key"?}`), if any.
+    pub rate_limit: Option<Value>,
     /// When the definition was last stored.
     pub updated_at: DateTime<Utc>,
     /// Paused: its runs are created but not claimed until it is resumed.

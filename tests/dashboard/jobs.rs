@@ -166,3 +166,75 @@ async fn the_jobs_page_and_api_show_a_job_concurrency_limits() {
         "nothing stored"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_over_a_rate_limit_says_which_job_it_skipped() {
+    let f = fixture().await;
+    f.client
+        .define_job(
+            Job::new("digest", "Digest", "1.0.0")
+                .trigger(event_trigger("digest.requested"))
+                .rate_limit(
+                    1,
+                    std::time::Duration::from_secs(3600),
+                    Some("event.payload.user"),
+                )
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .expect("define");
+    let bad = f.client.define_job(
+        Job::new("too-fast", "Bad", "1.0.0")
+            .trigger(event_trigger("digest.requested"))
+            .rate_limit(1, std::time::Duration::from_millis(10), None)
+            .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+    );
+    let err = bad.expect_err("refused").to_string();
+    assert!(err.contains("rateLimit.periodMs"), "{err}");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let sent = f
+            .client
+            .send_inserted(
+                SendEvent::new("digest.requested", &json!({"user": "u1"})),
+                Source::Api,
+            )
+            .await
+            .expect("send");
+        ids.push(sent.event.id.clone());
+    }
+    let api = f
+        .request(
+            "GET",
+            &format!("/api/events/{}", ids[1]),
+            Auth::Bearer,
+            None,
+            None,
+        )
+        .await;
+    let detail: Value = serde_json::from_str(&api.body).expect("json");
+    assert_eq!(detail["skipped"][0]["jobId"], "digest", "{detail}");
+    assert!(detail["skipped"][0]["reason"]
+        .as_str()
+        .expect("reason")
+        .contains("rate limit"));
+    let first = f
+        .request(
+            "GET",
+            &format!("/api/events/{}", ids[0]),
+            Auth::Bearer,
+            None,
+            None,
+        )
+        .await;
+    let first: Value = serde_json::from_str(&first.body).expect("json");
+    assert_eq!(first["skipped"], json!([]));
+    let page = f.page(&format!("/events/{}", ids[1])).await;
+    assert!(page.contains("Jobs it started no run of (1)"), "{page}");
+    assert!(page.contains("data-skipped=\"digest\""), "{page}");
+    let jobs = f.page("/jobs").await;
+    let row = row(&jobs, "data-job", "digest");
+    assert!(
+        row.contains("at most 1 started per 3600 s per <code>event.payload.user</code>"),
+        "{row}"
+    );
+}

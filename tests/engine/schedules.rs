@@ -457,6 +457,7 @@ async fn an_endpoint_index_schedules_its_jobs_and_unschedules_them(db: TestDb) {
                     retry: flare::RetryPolicy::default(),
                     timeout: Duration::from_secs(30),
                     concurrency: Default::default(),
+                    rate_limit: None,
                 }
             })
             .collect();

@@ -23,6 +23,7 @@ pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         retry: RetryPolicy::default().max_attempts(max_attempts),
         timeout: Duration::from_secs(30),
         concurrency: Default::default(),
+        rate_limit: None,
     }
 }
 

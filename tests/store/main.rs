@@ -14,6 +14,7 @@ mod support;
 mod fixture;
 mod flow;
 mod nodes;
+mod rate;
 mod search;
 mod sources;
 mod upgrades;

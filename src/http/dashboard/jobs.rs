@@ -117,8 +117,15 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                 td.num { (j.job.max_attempts) }
                                 td.num { (j.job.timeout_ms / 1000) " s" }
                                 td.limits {
-                                    @if j.job.concurrency_limits.is_empty() {
+                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() {
                                         span.muted { "—" }
+                                    }
+                                    @if let Some(r) = &j.job.rate_limit {
+                                        span.limit title="runs created per period; events beyond it start no run of this job" {
+                                            "at most " (r["limit"]) " started per " (r["periodMs"].as_u64().unwrap_or(0) / 1000) " s"
+                                            @if let Some(key) = r["key"].as_str() { " per " code { (key) } }
+                                        }
+                                        @if !j.job.concurrency_limits.is_empty() { br; }
                                     }
                                     @for (i, l) in j.job.concurrency_limits.iter().enumerate() {
                                         @if i > 0 { br; }

@@ -371,7 +371,9 @@ fn schemas() -> Value {
         "EventDetail": { "allOf": [schema_ref("Event"), { "type": "object", "properties": {
             "status": schema_ref("EventStatus"), "runCounts": schema_ref("RunCounts"),
             "runs": { "type": "array", "items": schema_ref("Run") },
-            "children": { "type": "array", "items": schema_ref("Event") } } }] },
+            "children": { "type": "array", "items": schema_ref("Event") },
+            "skipped": { "type": "array", "description": "Jobs the event matched but started no run of: over their rate limit.",
+                "items": { "type": "object", "properties": { "jobId": string(), "reason": string() } } } } }] },
     });
     let runs = json!({
         "Run": { "type": "object", "properties": {
@@ -419,6 +421,9 @@ fn schemas() -> Value {
                 "description": "The whole job's concurrency limit: runs executing at once across every process sharing the database." })),
             "concurrencyLimits": { "type": "array", "items": schema_ref("ConcurrencyLimit"),
                 "description": "Every concurrency limit of the job (at most two, of different shapes); empty without." },
+            "rateLimit": nullable(json!({ "type": "object",
+                "description": "At most `limit` runs created per `periodMs` per value of `key` (CEL over `event`; absent: the whole job); an event beyond it starts no run of the job and lists it under `skipped`.",
+                "properties": { "limit": { "type": "integer" }, "periodMs": { "type": "integer" }, "key": string() } })),
             "updatedAt": time(),
             "paused": { "type": "boolean", "description": "Its runs are created but not claimed until it is resumed." },
             "queued": { "type": "integer" }, "running": { "type": "integer" },

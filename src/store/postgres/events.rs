@@ -151,6 +151,10 @@ impl PgStore {
                     &runs.slots.job,
                     &runs.slots.cap,
                     &runs.slots.due,
+                    &runs.rate_key,
+                    &runs.rate_limit,
+                    &runs.rate_period,
+                    &runs.rate_reason,
                 ],
             )
             .await?;
@@ -186,6 +190,7 @@ impl PgStore {
                  SELECT finished_at / 60000 AS minute, job_id, status, count(*) AS k FROM druns \
                  WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) d \
                WHERE o.minute = d.minute AND o.job_id = d.job_id AND o.status = d.status), \
+             dskips AS (DELETE FROM event_skips k USING doomed WHERE k.event_id = doomed.id), \
              dev AS (DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING e.timestamp), \
              dcount AS (INSERT INTO event_counts (minute, shard, n) \
                SELECT timestamp / 60000, pg_backend_pid() % 16, -count(*) FROM dev GROUP BY 1 ORDER BY 1 \
@@ -267,10 +272,25 @@ impl PgStore {
         .iter()
         .map(event_from_row)
         .collect::<Result<Vec<_>>>()?;
+        let skipped = rows(
+            c,
+            "SELECT job_id, reason FROM event_skips WHERE event_id = $1 ORDER BY job_id",
+            &[&id],
+        )
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(crate::store::events::Skipped {
+                job_id: r.try_get(0)?,
+                reason: r.try_get(1)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
         Ok(Some(EventDetail {
             event,
             runs,
             children,
+            skipped,
         }))
     }
 }

@@ -263,7 +263,7 @@ impl PgStore {
         let mut defs = Vec::new();
         for r in rows(
             c,
-            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits \
+            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit \
              FROM jobs ORDER BY id",
             &[],
         )
@@ -283,6 +283,9 @@ impl PgStore {
                 concurrency_limits: crate::store::jobs::limits_of(
                     r.try_get::<_, Option<String>>(10)?.as_deref(),
                 ),
+                rate_limit: r
+                    .try_get::<_, Option<String>>(11)?
+                    .and_then(|t| serde_json::from_str(&t).ok()),
                 updated_at: ms_to_time(r.try_get(8)?),
                 paused: r.try_get(9)?,
             });

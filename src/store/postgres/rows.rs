@@ -123,6 +123,7 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
                 max_attempts: u32_of(r, 5)?,
                 timeout_ms: r.try_get(6)?,
                 concurrency_limits: r.try_get(7)?,
+                rate_limit: r.try_get(8)?,
             }
             .into_spec()
         })

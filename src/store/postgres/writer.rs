@@ -85,16 +85,10 @@ pub(super) async fn writer_loop(
 }
 
 /// True for PostgreSQL's `deadlock detected` (40P01): the transaction was rolled back whole.
+/// (The server's code is in the message of the store's PostgreSQL error, which the backend's
+/// facade defines.)
 pub(super) fn is_deadlock(e: &Error) -> bool {
-    match e {
-        Error::Database(cause) => {
-            cause
-                .downcast_ref::<super::PgError>()
-                .and_then(super::PgError::code)
-                == Some("40P01")
-        }
-        _ => false,
-    }
+    matches!(e, Error::Database(cause) if cause.to_string().ends_with("(40P01)"))
 }
 
 /// Writes one batch in two round trips: the job table's revision (fan-out must know every stored
@@ -174,6 +168,17 @@ macro_rules! flow_slots_sql {
     };
 }
 
+/// The condition under which a run `u` of a new event is created: its event was inserted (not
+/// a duplicate) and, for a job with a rate limit, `flow_rate_take` allows it (it records the
+/// creation, or the skip). `CASE` keeps that order: a duplicate event takes nothing.
+macro_rules! rate_taken {
+    () => {
+        "CASE WHEN u.event_id IN (SELECT id FROM ev) THEN (u.rate_key IS NULL OR \
+           flow_rate_take(u.event_id, u.job_id, u.rate_key, u.rate_limit, u.rate_period, u.at, u.rate_reason)) \
+         ELSE false END"
+    };
+}
+
 pub(super) const INSERT_EVENTS_SQL: &str = concat!("WITH ev AS ( \
        INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
@@ -188,20 +193,27 @@ pub(super) const INSERT_EVENTS_SQL: &str = concat!("WITH ev AS ( \
      r AS ( \
        INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
        SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
-       FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[], $16::text[], $17::text[]) \
-            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, ord) \
-       WHERE u.event_id IN (SELECT id FROM ev) ORDER BY u.ord \
-       RETURNING seq, job_id, run_at, slot_a, slot_b), \
+       FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[], $16::text[], $17::text[], \
+                   $22::text[], $23::int4[], $24::int8[], $25::text[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, \
+                                 rate_key, rate_limit, rate_period, rate_reason, ord) \
+       WHERE ", rate_taken!(), " ORDER BY u.ord \
+       RETURNING id, seq, job_id, run_at, slot_a, slot_b), \
      q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b) SELECT seq, job_id, run_at, slot_a, slot_b FROM r), \
      s AS (", flow_slots_sql!("$18", "$19", "$20", "$21"), ") \
-     SELECT id FROM ev");
+     SELECT id, true FROM ev UNION ALL SELECT id, false FROM r WHERE job_id = ANY($26::text[])");
 
 /// Inserts runs (scheduled events being delivered), their queue rows and their slots' rows.
 pub(super) const INSERT_RUNS_SQL: &str = concat!("WITH r AS ( \
        INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
        SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::text[], $8::text[]) \
-            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, ord) ORDER BY u.ord \
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::text[], $8::text[], \
+                   $13::text[], $14::int4[], $15::int8[], $16::text[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, \
+                                 rate_key, rate_limit, rate_period, rate_reason, ord) \
+       WHERE u.rate_key IS NULL OR \
+         flow_rate_take(u.event_id, u.job_id, u.rate_key, u.rate_limit, u.rate_period, u.at, u.rate_reason) \
+       ORDER BY u.ord \
        RETURNING seq, job_id, run_at, slot_a, slot_b), \
      q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b) SELECT seq, job_id, run_at, slot_a, slot_b FROM r) \
      ", flow_slots_sql!("$9", "$10", "$11", "$12"));
@@ -231,6 +243,15 @@ pub(super) struct NewRuns {
     pub(super) slot_b: Vec<Option<String>>,
     /// The `flow_slots` rows to create or update (slot, owning job, capacity, due time).
     pub(super) slots: FlowSlotRows,
+    /// Rate limits of the runs (key, limit, period, reason; `None` without one).
+    pub(super) rate_key: Vec<Option<String>>,
+    pub(super) rate_limit: Vec<Option<i32>>,
+    pub(super) rate_period: Vec<Option<i64>>,
+    pub(super) rate_reason: Vec<Option<String>>,
+    /// The jobs with a rate limit among the runs, and those runs: the insert returns the ones
+    /// it created (the others were over the limit).
+    pub(super) rated_jobs: Vec<String>,
+    pub(super) rated_runs: HashSet<String>,
 }
 
 /// Rows of `flow_slots` written with new runs: `$16 … $19` of [`INSERT_EVENTS_SQL`].
@@ -271,6 +292,27 @@ impl NewRuns {
         for job in triggers.matching(event.name, event.payload) {
             let id = new_run_id();
             let slots = job.concurrency.slots(&job.id, event);
+            match &job.rate_limit {
+                Some(rate) => {
+                    let key = rate.key_of(event);
+                    self.rate_reason.push(Some(rate.reason(&key)));
+                    self.rate_key.push(Some(key));
+                    self.rate_limit
+                        .push(Some(i32::try_from(rate.limit).unwrap_or(i32::MAX)));
+                    self.rate_period
+                        .push(Some(i64::try_from(rate.period_ms).unwrap_or(i64::MAX)));
+                    if !self.rated_jobs.contains(&job.id) {
+                        self.rated_jobs.push(job.id.clone());
+                    }
+                    self.rated_runs.insert(id.clone());
+                }
+                None => {
+                    self.rate_key.push(None);
+                    self.rate_limit.push(None);
+                    self.rate_period.push(None);
+                    self.rate_reason.push(None);
+                }
+            }
             if let Some(s) = &slots {
                 self.slots.add(&job.id, s, now);
             }
@@ -287,6 +329,13 @@ impl NewRuns {
         }
         ids
     }
+}
+
+/// What an insert created: events, and runs of rate-limited jobs.
+#[derive(Default)]
+pub(super) struct Created {
+    events: HashSet<String>,
+    rated_runs: HashSet<String>,
 }
 
 /// A batch of events ready to insert: the columns of the new ones (the first of each id) and of
@@ -364,7 +413,7 @@ impl<'a> PreparedEvents<'a> {
     }
 
     /// The parameters of [`INSERT_EVENTS_SQL`].
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 21] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 26] {
         [
             &self.ids,
             &self.names,
@@ -387,20 +436,31 @@ impl<'a> PreparedEvents<'a> {
             &self.runs.slots.job,
             &self.runs.slots.cap,
             &self.runs.slots.due,
+            &self.runs.rate_key,
+            &self.runs.rate_limit,
+            &self.runs.rate_period,
+            &self.runs.rate_reason,
+            &self.runs.rated_jobs,
         ]
     }
 
-    /// The ids the insert created, from its rows, and the ids that existed before (to look up).
-    pub(super) fn created(&self, rows: &[Row]) -> Result<(HashSet<String>, Vec<String>)> {
-        let created: HashSet<String> = rows
-            .iter()
-            .map(|r| r.try_get::<_, String>(0))
-            .collect::<Result<_, _>>()?;
+    /// What the insert created, from its rows (event ids, and the runs of rate-limited jobs),
+    /// and the event ids that existed before (to look up).
+    pub(super) fn created(&self, rows: &[Row]) -> Result<(Created, Vec<String>)> {
+        let mut created = Created::default();
+        for r in rows {
+            let id: String = r.try_get(0)?;
+            if r.try_get::<_, bool>(1)? {
+                created.events.insert(id);
+            } else {
+                created.rated_runs.insert(id);
+            }
+        }
         let existing = self
             .batch
             .iter()
             .enumerate()
-            .filter(|(i, row)| !(self.candidate[*i] && created.contains(&row.event.id)))
+            .filter(|(i, row)| !(self.candidate[*i] && created.events.contains(&row.event.id)))
             .map(|(_, row)| row.event.id.clone())
             .collect();
         Ok((created, existing))
@@ -409,11 +469,20 @@ impl<'a> PreparedEvents<'a> {
     /// What each row did: the new events as inserted, the others as `stored` holds them.
     pub(super) fn finish(
         self,
-        created: &HashSet<String>,
+        created: &Created,
         stored: &HashMap<String, StoredEvent>,
     ) -> Result<Vec<Inserted>> {
         let t = crate::model::ms_to_time;
         let mut run_ids = self.run_ids;
+        // Runs over their job's rate limit were not created.
+        if !self.runs.rated_runs.is_empty() {
+            for ids in &mut run_ids {
+                ids.retain(|id| {
+                    !self.runs.rated_runs.contains(id) || created.rated_runs.contains(id)
+                });
+            }
+        }
+        let created = &created.events;
         self.batch
             .iter()
             .enumerate()

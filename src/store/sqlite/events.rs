@@ -2,14 +2,15 @@
 //! operation of the writer), cancelling a scheduled event, delivering due ones, pruning finished
 //! ones with their runs, and reading an event with its runs and children.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use super::rows::{
     event_by_id, event_from_row, json_text, new_run_id, run_from_row, EVENT_COLUMNS, RUN_COLUMNS,
 };
 use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
-use crate::model::{EventFields, RunSlots, StoredEvent};
+use crate::model::{EventFields, RateLimit, RunSlots, StoredEvent};
+use crate::store::events::Skipped;
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
 
 /// Creates one queued run per matching job, with the slots of a job's concurrency limits
@@ -30,6 +31,11 @@ pub(super) fn fanout(
     )?;
     let mut ids = Vec::with_capacity(jobs.len());
     for job in jobs {
+        if let Some(rate) = &job.rate_limit {
+            if !rate_take(ctx.conn, rate, &job.id, event, now)? {
+                continue;
+            }
+        }
         let id = new_run_id();
         let slots = job.concurrency.slots(&job.id, event);
         stmt.execute(params![
@@ -52,6 +58,39 @@ pub(super) fn fanout(
     }
     ctx.wake = true;
     Ok(ids)
+}
+
+/// Whether `event` may create a run of `job` under its rate limit at `now`: records the
+/// creation in `flow_rates`, or the skip in `event_skips` (see `0021_flow_rate_limit.sql`).
+fn rate_take(
+    conn: &rusqlite::Connection,
+    rate: &RateLimit,
+    job: &str,
+    event: &EventFields<'_>,
+    now: i64,
+) -> Result<bool> {
+    let key = rate.key_of(event);
+    let hits: Vec<i64> = conn
+        .prepare_cached("SELECT hits FROM flow_rates WHERE job_id = ?1 AND key = ?2")?
+        .query_row(params![job, key], |r| r.get::<_, String>(0))
+        .optional()?
+        .map(|t| serde_json::from_str(&t).map_err(|e| Error::Corrupt(e.to_string())))
+        .transpose()?
+        .unwrap_or_default();
+    let (allowed, kept) = rate.take(&hits, now);
+    let kept = serde_json::to_string(&kept).map_err(|e| Error::Corrupt(e.to_string()))?;
+    conn.prepare_cached(
+        "INSERT INTO flow_rates (job_id, key, hits) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (job_id, key) DO UPDATE SET hits = excluded.hits",
+    )?
+    .execute(params![job, key, kept])?;
+    if !allowed {
+        conn.prepare_cached(
+            "INSERT INTO event_skips (event_id, job_id, reason) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![event.id, job, rate.reason(&key)])?;
+    }
+    Ok(allowed)
 }
 
 /// Creates or updates the slot rows of a new run due at `now` (see `0020_flow_concurrency.sql`).
@@ -284,6 +323,7 @@ impl SqliteStore {
             )?;
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             super::search::forget(ctx.conn, &list)?;
+            ctx.conn.execute("DELETE FROM event_skips WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             ctx.conn.execute("DELETE FROM events WHERE id IN (SELECT value FROM json_each(?1))", [&list])?;
             Ok(ids.len())
         })
@@ -315,7 +355,23 @@ impl SqliteStore {
             while let Some(r) = rows.next()? {
                 children.push(event_from_row(c, r)?);
             }
-            Ok(Some(EventDetail { event, runs, children }))
+            let skipped = c
+                .prepare_cached(
+                    "SELECT job_id, reason FROM event_skips WHERE event_id = ?1 ORDER BY job_id",
+                )?
+                .query_map([&id], |r| {
+                    Ok(Skipped {
+                        job_id: r.get(0)?,
+                        reason: r.get(1)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(Some(EventDetail {
+                event,
+                runs,
+                children,
+                skipped,
+            }))
         })
         .await
     }

@@ -392,7 +392,7 @@ impl SqliteStore {
     pub async fn jobs_list(&self, now: i64) -> Result<Vec<JobSummary>> {
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits \
+                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit \
                  FROM jobs ORDER BY id",
             )?;
             let mut rows = stmt.query([])?;
@@ -411,6 +411,9 @@ impl SqliteStore {
                     concurrency_limits: crate::store::jobs::limits_of(
                         r.get::<_, Option<String>>(10)?.as_deref(),
                     ),
+                    rate_limit: r
+                        .get::<_, Option<String>>(11)?
+                        .and_then(|t| serde_json::from_str(&t).ok()),
                     updated_at: ms_to_time(r.get(8)?),
                     paused: r.get(9)?,
                 });

@@ -28,6 +28,7 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
             max_attempts: r.get(5)?,
             timeout_ms: r.get(6)?,
             concurrency_limits: r.get(7)?,
+            rate_limit: r.get(8)?,
         })
     })?;
     rows.map(|row| row?.into_spec()).collect()
