@@ -27,7 +27,7 @@ use crate::engine::execution::{BoxFuture, Execution, Handler};
 use crate::filter::Filter;
 use crate::io::Io;
 use crate::model::validate_event_name;
-use crate::model::{Concurrency, ConcurrencyLimit, RateLimitSpec};
+use crate::model::{Concurrency, ConcurrencyLimit, RateLimitSpec, ThrottleSpec};
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
 
@@ -128,6 +128,7 @@ pub struct Job {
     pub(crate) timeout: Duration,
     pub(crate) concurrency: Vec<ConcurrencyLimit>,
     pub(crate) rate_limit: Option<RateLimitSpec>,
+    pub(crate) throttle: Option<ThrottleSpec>,
 }
 
 impl fmt::Debug for Job {
@@ -153,6 +154,7 @@ impl Job {
             timeout: Duration::from_secs(300),
             concurrency: Vec::new(),
             rate_limit: None,
+            throttle: None,
         }
     }
 
@@ -243,6 +245,19 @@ impl Job {
         self
     }
 
+    /// At most `limit` run starts per `period` (1 s to 7 days) per value of `key` (a CEL
+    /// expression over `event`; `None`: the whole job), `burst` (from 1 to `limit`) at once after
+    /// a quiet spell; the other runs wait queued, in order. Checked when the job is defined.
+    pub fn throttle(mut self, limit: u32, period: Duration, key: Option<&str>, burst: u32) -> Self {
+        self.throttle = Some(ThrottleSpec {
+            limit,
+            period_ms: u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+            key: key.map(str::to_string),
+            burst,
+        });
+        self
+    }
+
     /// The job id.
     pub fn id(&self) -> &str {
         &self.id
@@ -322,6 +337,16 @@ impl Job {
                 job: id.clone(),
                 reason,
             })?;
+        let throttle = self
+            .throttle
+            .as_ref()
+            .map(ThrottleSpec::check)
+            .transpose()
+            .and_then(|t| concurrency.check_with(t.as_ref()).map(|()| t))
+            .map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
         let rate_limit = self
             .rate_limit
             .as_ref()
@@ -343,6 +368,7 @@ impl Job {
                 timeout: self.timeout,
                 concurrency,
                 rate_limit,
+                throttle,
             },
             handler,
         ))

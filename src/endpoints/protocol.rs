@@ -12,7 +12,7 @@ use crate::client::SendEvent;
 use crate::job::{event_trigger, schedule_trigger, Job, Schedule};
 use crate::model::Level;
 use crate::model::RetryPolicy;
-use crate::model::{ConcurrencyLimit, DelaySpec, RateLimitSpec};
+use crate::model::{ConcurrencyLimit, DelaySpec, RateLimitSpec, ThrottleSpec};
 
 /// Largest `timeoutMs` an index may give: one day.
 pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
@@ -90,6 +90,9 @@ pub struct JobDef {
     /// Rate limit: `{"limit", "periodMs", "key"?}`, runs created per period per key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<Value>,
+    /// Throttle: `{"limit", "periodMs", "key"?, "burst"?}`, run starts per period per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<Value>,
 }
 
 /// A job's trigger: an event (with an optional payload filter) or a schedule.
@@ -208,6 +211,15 @@ impl JobDef {
                 r.limit,
                 Duration::from_millis(r.period_ms),
                 r.key.as_deref(),
+            );
+        }
+        if let Some(v) = &self.throttle {
+            let t = ThrottleSpec::from_json(v, "throttle")?;
+            job = job.throttle(
+                t.limit,
+                Duration::from_millis(t.period_ms),
+                t.key.as_deref(),
+                t.burst,
             );
         }
         if let Some(v) = &self.concurrency {
@@ -599,6 +611,16 @@ mod tests {
             (
                 json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "rateLimit": {"limit": 1, "periodMs": 10}}]}),
                 "rateLimit.periodMs",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "throttle": {"limit": 2, "periodMs": 1000, "burst": 3}}]}),
+                "throttle.burst",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"},
+                    "throttle": {"limit": 2, "periodMs": 1000, "key": "event.name"},
+                    "concurrency": {"limit": 1, "key": "event.id"}}]}),
+                "throttle.key: must be the concurrency key",
             ),
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),

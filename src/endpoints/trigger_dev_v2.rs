@@ -171,6 +171,7 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         timeout_ms: None,
         concurrency,
         rate_limit: None,
+        throttle: None,
     };
     def.to_job()
         .and_then(|j| {

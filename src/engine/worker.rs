@@ -23,12 +23,12 @@ pub(crate) fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {
     let mut groups = Vec::new();
     for (id, reg) in jobs.iter() {
         plain.push(id.clone());
-        if !reg.spec.concurrency.is_empty() {
+        if reg.spec.has_flow() {
             groups.push(ClaimGroup {
                 jobs: vec![id.clone()],
                 limit: batch,
                 flow: Some(FlowGroup {
-                    second_slot: reg.spec.concurrency.second_slot(id).map(|(s, _)| s),
+                    second_slot: reg.spec.second_slot(),
                 }),
             });
         }

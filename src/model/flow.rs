@@ -8,18 +8,10 @@
 //! queue its runs wait in; the second (`b`), when the job has a second limit, is `job:<job>` or
 //! `group:<name>`. A run executes only while both of its slots have room.
 
-use std::fmt;
-use std::sync::Arc;
+pub use super::cel::{CelKey, EventFields, MAX_KEY_EXPR, MAX_KEY_VALUE, NULL_KEY};
+use super::throttle::Throttle;
+use serde_json::{json, Value};
 
-use cel_interpreter::{Context, Program};
-use serde_json::{json, Map, Value};
-
-/// Longest CEL expression, in bytes.
-pub const MAX_KEY_EXPR: usize = 1_000;
-/// Longest key value kept (longer values are cut at a character boundary).
-pub const MAX_KEY_VALUE: usize = 200;
-/// The key of a run whose key expression did not evaluate (a missing field, a type error).
-pub const NULL_KEY: &str = "null";
 /// The capacity of a job's own slot when only a group limits it.
 pub const UNLIMITED: u32 = i32::MAX as u32;
 
@@ -136,114 +128,6 @@ impl ConcurrencyLimit {
     }
 }
 
-/// A CEL expression over the event, compiled. Evaluated with the variable `event` (`name`,
-/// `payload`, `context`, `id`, `source`).
-#[derive(Clone)]
-pub struct CelKey {
-    source: String,
-    program: Arc<Program>,
-}
-
-impl fmt::Debug for CelKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.source)
-    }
-}
-
-impl PartialEq for CelKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.source == other.source
-    }
-}
-
-/// The event as a CEL expression sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct EventFields<'a> {
-    /// `event.id`.
-    pub id: &'a str,
-    /// `event.name`.
-    pub name: &'a str,
-    /// `event.payload`.
-    pub payload: &'a Value,
-    /// `event.context` (null when absent).
-    pub context: Option<&'a Value>,
-    /// `event.source`.
-    pub source: &'a str,
-}
-
-impl CelKey {
-    /// Compiles `source`; refuses text that does not parse or that names a variable other
-    /// than `event`.
-    pub fn parse(source: &str) -> Result<Self, String> {
-        if source.trim().is_empty() {
-            return Err("an empty expression".into());
-        }
-        if source.len() > MAX_KEY_EXPR {
-            return Err(format!("longer than {MAX_KEY_EXPR} bytes"));
-        }
-        let program = Program::compile(source)
-            .map_err(|e| format!("not a CEL expression: {}", first_line(&e.to_string())))?;
-        let refs = program.references();
-        if let Some(var) = refs.variables().into_iter().find(|v| *v != "event") {
-            return Err(format!(
-                "unknown variable {var:?}: the expression sees only `event` (event.payload, event.name, event.context, event.id, event.source)"
-            ));
-        }
-        Ok(Self {
-            source: source.to_string(),
-            program: Arc::new(program),
-        })
-    }
-
-    /// The expression as written.
-    pub fn source(&self) -> &str {
-        &self.source
-    }
-
-    /// The value over `event`, or `None` when it does not evaluate (a missing field, a type
-    /// error) or gives `null`.
-    pub fn eval(&self, event: &EventFields<'_>) -> Option<Value> {
-        let mut obj = Map::new();
-        obj.insert("id".into(), Value::String(event.id.into()));
-        obj.insert("name".into(), Value::String(event.name.into()));
-        obj.insert("payload".into(), event.payload.clone());
-        obj.insert(
-            "context".into(),
-            event.context.cloned().unwrap_or(Value::Null),
-        );
-        obj.insert("source".into(), Value::String(event.source.into()));
-        let mut ctx = Context::default();
-        ctx.add_variable("event", Value::Object(obj)).ok()?;
-        let out = self.program.execute(&ctx).ok()?;
-        match out.json().ok()? {
-            Value::Null => None,
-            v => Some(v),
-        }
-    }
-
-    /// The key's text over `event`: a string as it is, any other value as JSON, and
-    /// [`NULL_KEY`] when it does not evaluate.
-    pub fn key_of(&self, event: &EventFields<'_>) -> String {
-        let mut text = match self.eval(event) {
-            None => return NULL_KEY.to_string(),
-            Some(Value::String(s)) => s,
-            Some(v) => v.to_string(),
-        };
-        if text.len() > MAX_KEY_VALUE {
-            let mut cut = MAX_KEY_VALUE;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-        }
-        text.replace('\0', "")
-    }
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s)
-}
-
 /// A checked limit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limit {
@@ -271,7 +155,7 @@ pub struct Concurrency {
 }
 
 /// The slots one run takes (see the module's doc).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunSlots {
     /// The job's own slot: the queue the run waits in.
     pub a: String,
@@ -281,6 +165,8 @@ pub struct RunSlots {
     pub b: Option<(String, u32)>,
     /// The key's value, for a keyed limit.
     pub key: Option<String>,
+    /// The throttle on the first slot: the spacing of starts and the tolerance, ms.
+    pub throttle: Option<(f64, f64)>,
 }
 
 fn group_ok(g: &str) -> bool {
@@ -383,7 +269,50 @@ impl Concurrency {
 
     /// The job's second slot (`job:<job>` or `group:<name>`), the same for all its runs.
     pub fn second_slot(&self, job: &str) -> Option<(String, u32)> {
-        let keyed = self.limits.iter().any(|l| matches!(l.scope, Scope::Key(_)));
+        self.second_slot_with(job, None)
+    }
+
+    /// The slots a run of `job` takes for `event`; `None` without limits.
+    pub fn slots(&self, job: &str, event: &EventFields<'_>) -> Option<RunSlots> {
+        self.slots_with(job, None, event)
+    }
+
+    fn key_limit(&self) -> Option<(&CelKey, u32)> {
+        self.limits.iter().find_map(|l| match &l.scope {
+            Scope::Key(k) => Some((k, l.limit)),
+            _ => None,
+        })
+    }
+
+    /// Checks these limits together with a throttle: the throttle is kept on the run's first
+    /// slot, so a keyed throttle needs the concurrency key (or none), a throttle over the whole
+    /// job no concurrency key, and what is left for the second slot is one limit at most.
+    pub fn check_with(&self, throttle: Option<&Throttle>) -> Result<(), String> {
+        let Some(t) = throttle else { return Ok(()) };
+        match (self.key_limit(), &t.key) {
+            (Some((k, _)), Some(tk)) if k.source() != tk.source() => Err(format!(
+                "throttle.key: must be the concurrency key ({}) when both are keyed",
+                k.source()
+            )),
+            (Some(_), None) => Err(
+                "throttle: a throttle over the whole job cannot go with a concurrency limit per key; give it the same key"
+                    .into(),
+            ),
+            (None, Some(_)) if self.limits.len() == 2 => Err(
+                "throttle.key: a keyed throttle goes with at most one concurrency limit over the whole job or a group"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Concurrency::second_slot`] for a job that also has `throttle`.
+    pub fn second_slot_with(
+        &self,
+        job: &str,
+        throttle: Option<&Throttle>,
+    ) -> Option<(String, u32)> {
+        let keyed = self.key_limit().is_some() || throttle.is_some_and(|t| t.key.is_some());
         let group = self.limits.iter().find_map(|l| match &l.scope {
             Scope::Group(g) => Some((format!("group:{g}"), l.limit)),
             _ => None,
@@ -397,29 +326,43 @@ impl Concurrency {
         }
     }
 
-    /// The slots a run of `job` takes for `event`; `None` without limits.
-    pub fn slots(&self, job: &str, event: &EventFields<'_>) -> Option<RunSlots> {
-        if self.is_empty() {
+    /// [`Concurrency::slots`] for a job that also has `throttle` (kept on the first slot).
+    pub fn slots_with(
+        &self,
+        job: &str,
+        throttle: Option<&Throttle>,
+        event: &EventFields<'_>,
+    ) -> Option<RunSlots> {
+        if self.is_empty() && throttle.is_none() {
             return None;
         }
-        let keyed = self.limits.iter().find_map(|l| match &l.scope {
-            Scope::Key(k) => Some((k, l.limit)),
-            _ => None,
-        });
-        let (a, cap_a, key) = match keyed {
-            Some((k, cap)) => {
+        let throttle_key = throttle.and_then(|t| t.key.as_ref());
+        let (a, cap_a, key) = match (self.key_limit(), throttle_key) {
+            (Some((k, cap)), _) => {
                 let value = k.key_of(event);
                 (format!("key:{job}:{value}"), cap, Some(value))
             }
-            None => (
+            (None, Some(k)) => {
+                let value = k.key_of(event);
+                (format!("key:{job}:{value}"), UNLIMITED, Some(value))
+            }
+            // A group alone: the job's own slot does not limit.
+            (None, None) => (
                 format!("job:{job}"),
-                // A group alone: the job's own slot does not limit.
                 self.job_limit().unwrap_or(UNLIMITED),
                 None,
             ),
         };
-        let b = self.second_slot(job).filter(|(name, _)| *name != a);
-        Some(RunSlots { a, cap_a, b, key })
+        let b = self
+            .second_slot_with(job, throttle)
+            .filter(|(name, _)| *name != a);
+        Some(RunSlots {
+            a,
+            cap_a,
+            b,
+            key,
+            throttle: throttle.map(|t| (t.interval(), t.tolerance())),
+        })
     }
 }
 
@@ -460,6 +403,42 @@ mod tests {
             ConcurrencyLimit::key(2, "event.name")
         ])
         .contains("same shape"));
+    }
+
+    #[test]
+    fn a_throttle_lives_on_the_first_slot() {
+        use crate::model::throttle::ThrottleSpec;
+        let throttle = |key: Option<&str>| {
+            ThrottleSpec {
+                limit: 1,
+                period_ms: 1_000,
+                key: key.map(str::to_string),
+                burst: 1,
+            }
+            .check()
+            .expect("valid")
+        };
+        let keyed =
+            Concurrency::new(&[ConcurrencyLimit::key(1, "event.payload.c")]).expect("valid");
+        assert!(keyed
+            .check_with(Some(&throttle(Some("event.payload.c"))))
+            .is_ok());
+        assert!(keyed
+            .check_with(Some(&throttle(Some("event.id"))))
+            .expect_err("refused")
+            .starts_with("throttle.key"));
+        assert!(keyed.check_with(Some(&throttle(None))).is_err());
+        // A keyed throttle alone: the key is the first slot, unlimited; a group is the second.
+        let group = Concurrency::new(&[ConcurrencyLimit::group(3, "g")]).expect("valid");
+        let t = throttle(Some("event.payload.c"));
+        let p = json!({"c": "x"});
+        let s = group.slots_with("j", Some(&t), &ev(&p)).expect("slots");
+        assert_eq!((s.a.as_str(), s.cap_a), ("key:j:x", UNLIMITED));
+        assert_eq!(s.b, Some(("group:g".into(), 3)));
+        assert_eq!(s.throttle, Some((1_000.0, 0.0)));
+        let two = Concurrency::new(&[ConcurrencyLimit::job(2), ConcurrencyLimit::group(3, "g")])
+            .expect("valid");
+        assert!(two.check_with(Some(&t)).is_err());
     }
 
     #[test]

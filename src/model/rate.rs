@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::flow::{CelKey, EventFields};
+use super::cel::{CelKey, EventFields};
 
 /// Most runs a rate limit may allow per period (the store keeps that many times per key).
 pub const MAX_RATE_LIMIT: u32 = 1_000;

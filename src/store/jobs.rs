@@ -13,13 +13,15 @@ use super::runs::RunCounts;
 use super::schedules::ScheduleState;
 use super::stats::Outcomes;
 use crate::filter::Filter;
-use crate::model::{Concurrency, ConcurrencyLimit, JobSpec, RateLimitSpec, RetryPolicy};
+use crate::model::{
+    Concurrency, ConcurrencyLimit, JobSpec, RateLimitSpec, RetryPolicy, ThrottleSpec,
+};
 
 use super::error::{Error, Result};
 
 /// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
 pub(crate) const JOB_COLUMNS: &str =
-    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit";
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle";
 
 /// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
 /// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
@@ -37,6 +39,8 @@ pub(crate) struct JobRow {
     pub(crate) concurrency_limits: Option<String>,
     /// The rate limit as stored JSON text.
     pub(crate) rate_limit: Option<String>,
+    /// The throttle as stored JSON text.
+    pub(crate) throttle: Option<String>,
 }
 
 impl JobRow {
@@ -69,6 +73,15 @@ impl JobRow {
             }
             None => None,
         };
+        let throttle = match self.throttle {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let spec = ThrottleSpec::from_json(&v, "throttle").map_err(Error::Corrupt)?;
+                Some(spec.check().map_err(Error::Corrupt)?)
+            }
+            None => None,
+        };
         Ok(JobSpec {
             id: self.id,
             name: self.name,
@@ -80,6 +93,7 @@ impl JobRow {
             timeout: std::time::Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0)),
             concurrency,
             rate_limit,
+            throttle,
         })
     }
 }
@@ -242,6 +256,8 @@ pub struct JobDefinition {
     pub concurrency_limits: Vec<Value>,
     /// Its rate limit (`{"limit", "periodMs", "key"?}`), if any.
     pub rate_limit: Option<Value>,
+    /// Its throttle (`{"limit", "periodMs", "burst", "key"?}`), if any.
+    pub throttle: Option<Value>,
     /// When the definition was last stored.
     pub updated_at: DateTime<Utc>,
     /// Paused: its runs are created but not claimed until it is resumed.

@@ -117,6 +117,12 @@ async fn the_jobs_page_and_api_show_a_job_concurrency_limits() {
                 .trigger(event_trigger("crm.changed"))
                 .concurrency_limit(flare::ConcurrencyLimit::key(1, "event.payload.customerId"))
                 .concurrency_limit(flare::ConcurrencyLimit::group(10, "crm-api"))
+                .throttle(
+                    10,
+                    std::time::Duration::from_secs(60),
+                    Some("event.payload.customerId"),
+                    2,
+                )
                 .run(|_: Value, _: Io| async { Ok(json!(null)) }),
         )
         .expect("define");
@@ -145,6 +151,12 @@ async fn the_jobs_page_and_api_show_a_job_concurrency_limits() {
         limited.contains("10 at once in group <code>crm-api</code>"),
         "{limited}"
     );
+    assert!(
+        limited.contains(
+            "throttled to 10 starts per 60 s (burst 2) per <code>event.payload.customerId</code>"
+        ),
+        "{limited}"
+    );
     let api = f
         .request("GET", "/api/jobs", Auth::Bearer, None, None)
         .await;
@@ -160,6 +172,10 @@ async fn the_jobs_page_and_api_show_a_job_concurrency_limits() {
         json!([{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "crm-api"}])
     );
     assert_eq!(job["concurrency"], Value::Null, "no whole-job limit");
+    assert_eq!(
+        job["throttle"],
+        json!({"limit": 10, "periodMs": 60000, "burst": 2, "key": "event.payload.customerId"})
+    );
     let stored = f.client.store().jobs_list(now).await.expect("jobs");
     assert!(
         stored.iter().all(|j| j.job.id != "bad-key"),

@@ -458,6 +458,7 @@ async fn an_endpoint_index_schedules_its_jobs_and_unschedules_them(db: TestDb) {
                     timeout: Duration::from_secs(30),
                     concurrency: Default::default(),
                     rate_limit: None,
+                    throttle: None,
                 }
             })
             .collect();

@@ -24,6 +24,7 @@ pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         timeout: Duration::from_secs(30),
         concurrency: Default::default(),
         rate_limit: None,
+        throttle: None,
     }
 }
 

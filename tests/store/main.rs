@@ -17,5 +17,6 @@ mod nodes;
 mod rate;
 mod search;
 mod sources;
+mod throttle;
 mod upgrades;
 mod webhooks;

@@ -117,8 +117,16 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                 td.num { (j.job.max_attempts) }
                                 td.num { (j.job.timeout_ms / 1000) " s" }
                                 td.limits {
-                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() {
+                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() && j.job.throttle.is_none() {
                                         span.muted { "—" }
+                                    }
+                                    @if let Some(t) = &j.job.throttle {
+                                        span.limit title="run starts per period; the others wait queued, in order" {
+                                            "throttled to " (t["limit"]) " starts per " (t["periodMs"].as_u64().unwrap_or(0) / 1000) " s"
+                                            @if t["burst"].as_u64().unwrap_or(1) > 1 { " (burst " (t["burst"]) ")" }
+                                            @if let Some(key) = t["key"].as_str() { " per " code { (key) } }
+                                        }
+                                        br;
                                     }
                                     @if let Some(r) = &j.job.rate_limit {
                                         span.limit title="runs created per period; events beyond it start no run of this job" {

@@ -155,6 +155,8 @@ impl PgStore {
                     &runs.rate_limit,
                     &runs.rate_period,
                     &runs.rate_reason,
+                    &runs.slots.thr_interval,
+                    &runs.slots.thr_tolerance,
                 ],
             )
             .await?;

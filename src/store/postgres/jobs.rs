@@ -27,16 +27,17 @@ pub(super) async fn job_put<C: GenericClient>(
         .map(|c| i32::try_from(c).unwrap_or(i32::MAX));
     let limits = spec.concurrency.to_json().map(|v| v.to_string());
     let rate = spec.rate_limit.as_ref().map(|r| r.to_json().to_string());
+    let throttle = spec.throttle.as_ref().map(|t| t.to_json().to_string());
     let n = exec(
         c,
-        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits, rate_limit) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits, rate_limit, throttle) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
          filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-         concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, rate_limit = excluded.rate_limit, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1), \
+         concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, rate_limit = excluded.rate_limit, throttle = excluded.throttle, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1), \
          endpoint_id = excluded.endpoint_id \
          WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
-        &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now, &endpoint, &limits, &rate],
+        &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now, &endpoint, &limits, &rate, &throttle],
     )
     .await?;
     Ok(n == 1)

@@ -98,6 +98,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (15, include_str!("0015_event_counts.sql")),
     (20, include_str!("0020_flow_concurrency.sql")),
     (21, include_str!("0021_flow_rate_limit.sql")),
+    (22, include_str!("0022_flow_throttle.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

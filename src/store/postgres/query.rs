@@ -263,7 +263,7 @@ impl PgStore {
         let mut defs = Vec::new();
         for r in rows(
             c,
-            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit \
+            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle \
              FROM jobs ORDER BY id",
             &[],
         )
@@ -285,6 +285,9 @@ impl PgStore {
                 ),
                 rate_limit: r
                     .try_get::<_, Option<String>>(11)?
+                    .and_then(|t| serde_json::from_str(&t).ok()),
+                throttle: r
+                    .try_get::<_, Option<String>>(12)?
                     .and_then(|t| serde_json::from_str(&t).ok()),
                 updated_at: ms_to_time(r.try_get(8)?),
                 paused: r.try_get(9)?,

@@ -124,6 +124,7 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
                 timeout_ms: r.try_get(6)?,
                 concurrency_limits: r.try_get(7)?,
                 rate_limit: r.try_get(8)?,
+                throttle: r.try_get(9)?,
             }
             .into_spec()
         })

@@ -149,10 +149,10 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
 /// in slot order so concurrent writers lock them in one order: the definition's capacity, the
 /// earliest due time of the job's own slot (see `0020_flow_concurrency.sql`).
 macro_rules! flow_slots_sql {
-    ($slot:literal, $job:literal, $cap:literal, $due:literal) => {
+    ($slot:literal, $job:literal, $cap:literal, $due:literal, $interval:literal, $tolerance:literal) => {
         concat!(
-            "INSERT INTO flow_slots (slot, job_id, cap, next_due) \
-             SELECT slot, max(job), max(cap), min(due) FROM unnest(",
+            "INSERT INTO flow_slots (slot, job_id, cap, next_due, thr_interval, thr_tolerance) \
+             SELECT slot, max(job), max(cap), min(due), max(thr_i), max(thr_t) FROM unnest(",
             $slot,
             "::text[], ",
             $job,
@@ -160,10 +160,17 @@ macro_rules! flow_slots_sql {
             $cap,
             "::int4[], ",
             $due,
-            "::int8[]) AS s(slot, job, cap, due) GROUP BY slot ORDER BY slot \
+            "::int8[], ",
+            $interval,
+            "::float8[], ",
+            $tolerance,
+            "::float8[]) AS s(slot, job, cap, due, thr_i, thr_t) GROUP BY slot ORDER BY slot \
              ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap, \
                job_id = coalesce(excluded.job_id, flow_slots.job_id), \
-               next_due = LEAST(flow_slots.next_due, excluded.next_due)"
+               next_due = LEAST(flow_slots.next_due, \
+                 GREATEST(excluded.next_due, ceil(flow_slots.tat - flow_slots.thr_tolerance)::int8)), \
+               thr_interval = coalesce(excluded.thr_interval, flow_slots.thr_interval), \
+               thr_tolerance = coalesce(excluded.thr_tolerance, flow_slots.thr_tolerance)"
         )
     };
 }
@@ -200,7 +207,7 @@ pub(super) const INSERT_EVENTS_SQL: &str = concat!("WITH ev AS ( \
        WHERE ", rate_taken!(), " ORDER BY u.ord \
        RETURNING id, seq, job_id, run_at, slot_a, slot_b), \
      q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b) SELECT seq, job_id, run_at, slot_a, slot_b FROM r), \
-     s AS (", flow_slots_sql!("$18", "$19", "$20", "$21"), ") \
+     s AS (", flow_slots_sql!("$18", "$19", "$20", "$21", "$27", "$28"), ") \
      SELECT id, true FROM ev UNION ALL SELECT id, false FROM r WHERE job_id = ANY($26::text[])");
 
 /// Inserts runs (scheduled events being delivered), their queue rows and their slots' rows.
@@ -216,7 +223,7 @@ pub(super) const INSERT_RUNS_SQL: &str = concat!("WITH r AS ( \
        ORDER BY u.ord \
        RETURNING seq, job_id, run_at, slot_a, slot_b), \
      q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b) SELECT seq, job_id, run_at, slot_a, slot_b FROM r) \
-     ", flow_slots_sql!("$9", "$10", "$11", "$12"));
+     ", flow_slots_sql!("$9", "$10", "$11", "$12", "$17", "$18"));
 
 /// A new run id: time-ordered, so ids sort by creation (as on SQLite).
 pub(super) fn new_run_id() -> String {
@@ -261,6 +268,9 @@ pub(super) struct FlowSlotRows {
     pub(super) job: Vec<Option<String>>,
     pub(super) cap: Vec<i32>,
     pub(super) due: Vec<Option<i64>>,
+    /// A throttled first slot's spacing of starts and tolerance, ms.
+    pub(super) thr_interval: Vec<Option<f64>>,
+    pub(super) thr_tolerance: Vec<Option<f64>>,
 }
 
 impl FlowSlotRows {
@@ -270,12 +280,16 @@ impl FlowSlotRows {
         self.job.push(Some(job.to_string()));
         self.cap.push(cap(s.cap_a));
         self.due.push(Some(now));
+        self.thr_interval.push(s.throttle.map(|t| t.0));
+        self.thr_tolerance.push(s.throttle.map(|t| t.1));
         if let Some((b, c)) = &s.b {
             self.slot.push(b.clone());
             self.job
                 .push(b.starts_with("job:").then(|| job.to_string()));
             self.cap.push(cap(*c));
             self.due.push(None);
+            self.thr_interval.push(None);
+            self.thr_tolerance.push(None);
         }
     }
 }
@@ -291,7 +305,7 @@ impl NewRuns {
         let mut ids = Vec::new();
         for job in triggers.matching(event.name, event.payload) {
             let id = new_run_id();
-            let slots = job.concurrency.slots(&job.id, event);
+            let slots = job.run_slots(event);
             match &job.rate_limit {
                 Some(rate) => {
                     let key = rate.key_of(event);
@@ -413,7 +427,7 @@ impl<'a> PreparedEvents<'a> {
     }
 
     /// The parameters of [`INSERT_EVENTS_SQL`].
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 26] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 28] {
         [
             &self.ids,
             &self.names,
@@ -441,6 +455,8 @@ impl<'a> PreparedEvents<'a> {
             &self.runs.rate_period,
             &self.runs.rate_reason,
             &self.runs.rated_jobs,
+            &self.runs.slots.thr_interval,
+            &self.runs.slots.thr_tolerance,
         ]
     }
 

@@ -37,7 +37,7 @@ pub(super) fn fanout(
             }
         }
         let id = new_run_id();
-        let slots = job.concurrency.slots(&job.id, event);
+        let slots = job.run_slots(event);
         stmt.execute(params![
             id,
             event.id,
@@ -93,14 +93,25 @@ fn rate_take(
     Ok(allowed)
 }
 
-/// Creates or updates the slot rows of a new run due at `now` (see `0020_flow_concurrency.sql`).
+/// Creates or updates the slot rows of a new run due at `now` (see `0020_flow_concurrency.sql`):
+/// the first slot is due at `now`, or for a throttled one when its next start is allowed.
 fn flow_slots_put(conn: &rusqlite::Connection, s: &RunSlots, job: &str, now: i64) -> Result<()> {
     conn.prepare_cached(
-        "INSERT INTO flow_slots (slot, job_id, cap, running, next_due) VALUES (?1, ?2, ?3, 0, ?4) \
+        "INSERT INTO flow_slots (slot, job_id, cap, running, next_due, thr_interval, thr_tolerance) \
+         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6) \
          ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap, job_id = excluded.job_id, \
-           next_due = min(coalesce(next_due, excluded.next_due), excluded.next_due)",
+           next_due = min(coalesce(next_due, max(excluded.next_due, coalesce(CAST(tat - thr_tolerance AS INTEGER) + (tat - thr_tolerance > CAST(tat - thr_tolerance AS INTEGER)), 0))), \
+             max(excluded.next_due, coalesce(CAST(tat - thr_tolerance AS INTEGER) + (tat - thr_tolerance > CAST(tat - thr_tolerance AS INTEGER)), 0))), \
+           thr_interval = excluded.thr_interval, thr_tolerance = excluded.thr_tolerance",
     )?
-    .execute(params![s.a, job, s.cap_a, now])?;
+    .execute(params![
+        s.a,
+        job,
+        s.cap_a,
+        now,
+        s.throttle.map(|t| t.0),
+        s.throttle.map(|t| t.1)
+    ])?;
     if let Some((b, cap)) = &s.b {
         let owner = b.starts_with("job:").then_some(job);
         conn.prepare_cached(

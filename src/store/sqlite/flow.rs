@@ -5,6 +5,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use crate::model::throttle::admit;
 use crate::store::{ClaimParams, FlowGroup, Result};
 
 /// A claimed run as the claim reads it: seq, id, event, job, attempt, max attempts, event name,
@@ -19,7 +20,8 @@ const SLOT_RUNS: &str =
      ORDER BY r.run_at, r.seq LIMIT ?3";
 
 /// Slots of job `?1` with room and a due run, in due order, at most `?3`.
-const FREE_SLOTS: &str = "SELECT slot, cap - running FROM flow_slots INDEXED BY flow_slots_free \
+const FREE_SLOTS: &str = "SELECT slot, cap - running, thr_interval, thr_tolerance, tat \
+     FROM flow_slots INDEXED BY flow_slots_free \
      WHERE job_id = ?1 AND next_due IS NOT NULL AND running < cap AND next_due <= ?2 \
      ORDER BY next_due LIMIT ?3";
 
@@ -54,17 +56,24 @@ pub(super) fn claim_flow(
             return Ok(Vec::new());
         }
     }
-    let slots: Vec<(String, i64)> = conn
+    type Free = (String, i64, Option<f64>, Option<f64>, Option<f64>);
+    let slots: Vec<Free> = conn
         .prepare_cached(FREE_SLOTS)?
-        .query_map(params![job, p.now, budget], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map(params![job, p.now, budget], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     let mut claimed = Vec::new();
     let mut take = conn.prepare_cached(
         "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
          WHERE seq = ?1",
     )?;
-    for (slot, room) in slots {
-        let n = room.min(budget).min(room_b);
+    for (slot, room, interval, tolerance, tat) in slots {
+        let mut n = room.min(budget).min(room_b);
+        let now = p.now as f64;
+        if let (Some(interval), Some(tolerance)) = (interval, tolerance) {
+            n = admit(tat, now, interval, tolerance, n).0;
+        }
         let rows: Vec<ClaimRow> = conn
             .prepare_cached(SLOT_RUNS)?
             .query_map(params![slot, p.now, n], |r| {
@@ -80,17 +89,26 @@ pub(super) fn claim_flow(
                 ))
             })?
             .collect::<rusqlite::Result<_>>()?;
+        let taken = i64::try_from(rows.len()).unwrap_or(i64::MAX);
         for row in rows {
             take.execute(params![row.0, p.now, p.lease_until, token, p.node])?;
             budget -= 1;
             room_b -= 1;
             claimed.push(row);
         }
+        // The throttle's next start: the slot is due again no earlier than that.
+        let (tat, not_before) = match (interval, tolerance) {
+            (Some(interval), Some(tolerance)) => {
+                let tat = admit(tat, now, interval, tolerance, taken).1;
+                (Some(tat), Some((tat - tolerance).ceil() as i64))
+            }
+            _ => (tat, None),
+        };
         conn.prepare_cached(
-            "UPDATE flow_slots SET next_due = (SELECT min(run_at) FROM runs INDEXED BY runs_slot_queue \
-               WHERE slot_a = ?1 AND status = 'queued' AND slot_a IS NOT NULL) WHERE slot = ?1",
+            "UPDATE flow_slots SET tat = ?2, next_due = max((SELECT min(run_at) FROM runs INDEXED BY runs_slot_queue \
+               WHERE slot_a = ?1 AND status = 'queued' AND slot_a IS NOT NULL), coalesce(?3, 0)) WHERE slot = ?1",
         )?
-        .execute([&slot])?;
+        .execute(params![slot, tat, not_before])?;
         if budget <= 0 || room_b <= 0 {
             break;
         }

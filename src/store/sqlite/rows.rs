@@ -29,6 +29,7 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
             timeout_ms: r.get(6)?,
             concurrency_limits: r.get(7)?,
             rate_limit: r.get(8)?,
+            throttle: r.get(9)?,
         })
     })?;
     rows.map(|row| row?.into_spec()).collect()
