@@ -129,6 +129,7 @@ pub struct Job {
     pub(crate) concurrency: Vec<ConcurrencyLimit>,
     pub(crate) rate_limit: Option<RateLimitSpec>,
     pub(crate) throttle: Option<ThrottleSpec>,
+    pub(crate) start_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for Job {
@@ -155,6 +156,7 @@ impl Job {
             concurrency: Vec::new(),
             rate_limit: None,
             throttle: None,
+            start_timeout: None,
         }
     }
 
@@ -258,6 +260,13 @@ impl Job {
         self
     }
 
+    /// A run not started `timeout` after it became due (1 s to 7 days) is cancelled with the
+    /// reason "expired before it started" (no attempt made; it can be retried).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = Some(timeout);
+        self
+    }
+
     /// The job id.
     pub fn id(&self) -> &str {
         &self.id
@@ -347,6 +356,17 @@ impl Job {
                 job: id.clone(),
                 reason,
             })?;
+        if let Some(t) = self.start_timeout {
+            if t < Duration::from_secs(1) || t > Duration::from_secs(7 * 86_400) {
+                return Err(InvalidJob::Options {
+                    job: id,
+                    reason: format!(
+                        "startTimeoutMs: must be from 1000 (1 s) to 604800000 (7 days), got {}",
+                        t.as_millis()
+                    ),
+                });
+            }
+        }
         let rate_limit = self
             .rate_limit
             .as_ref()
@@ -369,6 +389,7 @@ impl Job {
                 concurrency,
                 rate_limit,
                 throttle,
+                start_timeout: self.start_timeout,
             },
             handler,
         ))

@@ -93,6 +93,9 @@ pub struct JobDef {
     /// Throttle: `{"limit", "periodMs", "key"?, "burst"?}`, run starts per period per key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttle: Option<Value>,
+    /// A run not started this long after it became due is cancelled, ms (1 s to 7 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timeout_ms: Option<u64>,
 }
 
 /// A job's trigger: an event (with an optional payload filter) or a schedule.
@@ -212,6 +215,9 @@ impl JobDef {
                 Duration::from_millis(r.period_ms),
                 r.key.as_deref(),
             );
+        }
+        if let Some(ms) = self.start_timeout_ms {
+            job = job.start_timeout(Duration::from_millis(ms));
         }
         if let Some(v) = &self.throttle {
             let t = ThrottleSpec::from_json(v, "throttle")?;
@@ -621,6 +627,10 @@ mod tests {
                     "throttle": {"limit": 2, "periodMs": 1000, "key": "event.name"},
                     "concurrency": {"limit": 1, "key": "event.id"}}]}),
                 "throttle.key: must be the concurrency key",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "startTimeoutMs": 10}]}),
+                "startTimeoutMs",
             ),
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),

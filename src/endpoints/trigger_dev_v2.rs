@@ -172,6 +172,7 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         concurrency,
         rate_limit: None,
         throttle: None,
+        start_timeout_ms: None,
     };
     def.to_job()
         .and_then(|j| {

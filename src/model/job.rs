@@ -44,6 +44,9 @@ pub struct JobSpec {
     pub rate_limit: Option<RateLimit>,
     /// Its throttle: run starts per period per key (see [`super::throttle`]).
     pub throttle: Option<Throttle>,
+    /// How long a run may wait to start after it became due; then it is cancelled ("expired
+    /// before it started").
+    pub start_timeout: Option<Duration>,
 }
 
 impl JobSpec {

@@ -21,7 +21,7 @@ use super::error::{Error, Result};
 
 /// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
 pub(crate) const JOB_COLUMNS: &str =
-    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle";
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle, start_timeout_ms";
 
 /// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
 /// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
@@ -41,6 +41,7 @@ pub(crate) struct JobRow {
     pub(crate) rate_limit: Option<String>,
     /// The throttle as stored JSON text.
     pub(crate) throttle: Option<String>,
+    pub(crate) start_timeout_ms: Option<i64>,
 }
 
 impl JobRow {
@@ -94,6 +95,9 @@ impl JobRow {
             concurrency,
             rate_limit,
             throttle,
+            start_timeout: self
+                .start_timeout_ms
+                .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
         })
     }
 }
@@ -258,6 +262,8 @@ pub struct JobDefinition {
     pub rate_limit: Option<Value>,
     /// Its throttle (`{"limit", "periodMs", "burst", "key"?}`), if any.
     pub throttle: Option<Value>,
+    /// How long a run may wait to start after it became due, ms.
+    pub start_timeout_ms: Option<u64>,
     /// When the definition was last stored.
     pub updated_at: DateTime<Utc>,
     /// Paused: its runs are created but not claimed until it is resumed.

@@ -239,6 +239,12 @@ impl Store {
         dispatch!(self, s => s.runs_rescue(now).await)
     }
 
+    /// Cancels (up to 1,000) queued runs not started before their job's start timeout, with
+    /// the error "expired before it started"; returns how many.
+    pub async fn runs_expire(&self, now: i64) -> Result<usize> {
+        dispatch!(self, s => s.runs_expire(now).await)
+    }
+
     /// Cancels a queued or running run and removes its lease, in one transaction.
     pub async fn run_cancel(&self, id: &str, now: i64) -> Result<()> {
         unstorable_id("run", id)?;

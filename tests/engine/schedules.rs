@@ -459,6 +459,7 @@ async fn an_endpoint_index_schedules_its_jobs_and_unschedules_them(db: TestDb) {
                     concurrency: Default::default(),
                     rate_limit: None,
                     throttle: None,
+                    start_timeout: None,
                 }
             })
             .collect();

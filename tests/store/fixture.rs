@@ -25,6 +25,7 @@ pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         concurrency: Default::default(),
         rate_limit: None,
         throttle: None,
+        start_timeout: None,
     }
 }
 

@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod expiry;
 mod fixture;
 mod flow;
 mod nodes;

@@ -117,8 +117,14 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                 td.num { (j.job.max_attempts) }
                                 td.num { (j.job.timeout_ms / 1000) " s" }
                                 td.limits {
-                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() && j.job.throttle.is_none() {
+                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() && j.job.throttle.is_none() && j.job.start_timeout_ms.is_none() {
                                         span.muted { "—" }
+                                    }
+                                    @if let Some(ms) = j.job.start_timeout_ms {
+                                        span.limit title="a run not started this long after it became due is cancelled" {
+                                            "expires unstarted after " (ms / 1000) " s"
+                                        }
+                                        br;
                                     }
                                     @if let Some(t) = &j.job.throttle {
                                         span.limit title="run starts per period; the others wait queued, in order" {

@@ -427,6 +427,8 @@ fn schemas() -> Value {
             "throttle": nullable(json!({ "type": "object",
                 "description": "At most `limit` run starts per `periodMs` per value of `key`, `burst` at once after a quiet spell; the other runs wait queued, in order.",
                 "properties": { "limit": { "type": "integer" }, "periodMs": { "type": "integer" }, "burst": { "type": "integer" }, "key": string() } })),
+            "startTimeoutMs": nullable(json!({ "type": "integer",
+                "description": "A run not started this long after it became due is cancelled with the error \"expired before it started\"." })),
             "updatedAt": time(),
             "paused": { "type": "boolean", "description": "Its runs are created but not claimed until it is resumed." },
             "queued": { "type": "integer" }, "running": { "type": "integer" },

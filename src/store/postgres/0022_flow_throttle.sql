@@ -55,6 +55,9 @@ BEGIN
                 attempt = q.attempt + 1, started_at = p_now, node = p_node
             WHERE q.seq = ANY(ARRAY(SELECT r.seq FROM run_queue r
                 WHERE r.slot_a = s.slot AND r.lease_until IS NULL AND r.run_at <= p_now
+                  -- not past its start timeout (the column is 0023's; a function's body is
+                  -- resolved when it runs)
+                  AND (r.expires_at IS NULL OR r.expires_at > p_now OR r.started_at IS NOT NULL)
                 ORDER BY r.run_at, r.seq LIMIT n FOR UPDATE SKIP LOCKED))
             RETURNING q.seq, q.attempt)
             SELECT taken.seq, taken.attempt FROM taken;

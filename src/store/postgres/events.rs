@@ -157,6 +157,7 @@ impl PgStore {
                     &runs.rate_reason,
                     &runs.slots.thr_interval,
                     &runs.slots.thr_tolerance,
+                    &runs.expires,
                 ],
             )
             .await?;

@@ -125,6 +125,7 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
                 concurrency_limits: r.try_get(7)?,
                 rate_limit: r.try_get(8)?,
                 throttle: r.try_get(9)?,
+                start_timeout_ms: r.try_get(10)?,
             }
             .into_spec()
         })

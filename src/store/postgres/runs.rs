@@ -36,6 +36,7 @@ pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
        UPDATE run_queue q SET lease_until = $2, lease_token = $3, attempt = q.attempt + 1, \
          started_at = $1, node = $6 \
        WHERE q.seq = ANY(ARRAY(SELECT seq FROM run_queue WHERE lease_until IS NULL AND slot_a IS NULL AND run_at <= $1 \
+           AND (expires_at IS NULL OR expires_at > $1 OR started_at IS NOT NULL) \
            AND job_id = ANY(ARRAY(SELECT unnest($4::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
            ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
        RETURNING q.seq, q.attempt) \
@@ -688,6 +689,31 @@ impl PgStore {
             self.wake();
         }
         Ok(held)
+    }
+
+    /// See [`crate::store::Store::runs_expire`].
+    pub async fn runs_expire(&self, now: i64) -> Result<usize> {
+        let conn = self.conn().await?;
+        let n = rows(
+            &conn,
+            concat!(
+                "WITH q AS (DELETE FROM run_queue WHERE seq IN (SELECT seq FROM run_queue \
+                   WHERE expires_at <= $1 AND lease_until IS NULL AND started_at IS NULL \
+                   ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING seq, attempt), \
+                 c AS (UPDATE runs r SET status = 'cancelled', finished_at = $1, \
+                   error = 'expired before it started', attempt = q.attempt \
+                   FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
+                 tally AS (",
+                tally_sql!("c"),
+                ") SELECT count(*)::int8 FROM c"
+            ),
+            &[&now],
+        )
+        .await?;
+        Ok(n.first()
+            .map(|r| r.try_get::<_, i64>(0))
+            .transpose()?
+            .map_or(0, |n| usize::try_from(n).unwrap_or(0)))
     }
 
     /// See [`crate::store::Store::runs_next_due`]: both lookups walk a partial index in due order.

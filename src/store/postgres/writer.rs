@@ -201,12 +201,14 @@ pub(super) const INSERT_EVENTS_SQL: &str = concat!("WITH ev AS ( \
        INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
        SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
        FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[], $16::text[], $17::text[], \
-                   $22::text[], $23::int4[], $24::int8[], $25::text[]) \
+                   $22::text[], $23::int4[], $24::int8[], $25::text[], $29::int8[]) \
             WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, \
-                                 rate_key, rate_limit, rate_period, rate_reason, ord) \
+                                 rate_key, rate_limit, rate_period, rate_reason, expires_at, ord) \
        WHERE ", rate_taken!(), " ORDER BY u.ord \
-       RETURNING id, seq, job_id, run_at, slot_a, slot_b), \
-     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b) SELECT seq, job_id, run_at, slot_a, slot_b FROM r), \
+       RETURNING id, seq, job_id, run_at, slot_a, slot_b, event_id), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at) \
+       SELECT r.seq, r.job_id, r.run_at, r.slot_a, r.slot_b, u.expires_at FROM r \
+       JOIN unnest($10::text[], $29::int8[]) AS u(id, expires_at) ON u.id = r.id), \
      s AS (", flow_slots_sql!("$18", "$19", "$20", "$21", "$27", "$28"), ") \
      SELECT id, true FROM ev UNION ALL SELECT id, false FROM r WHERE job_id = ANY($26::text[])");
 
@@ -215,14 +217,16 @@ pub(super) const INSERT_RUNS_SQL: &str = concat!("WITH r AS ( \
        INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
        SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::text[], $8::text[], \
-                   $13::text[], $14::int4[], $15::int8[], $16::text[]) \
+                   $13::text[], $14::int4[], $15::int8[], $16::text[], $19::int8[]) \
             WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, \
-                                 rate_key, rate_limit, rate_period, rate_reason, ord) \
+                                 rate_key, rate_limit, rate_period, rate_reason, expires_at, ord) \
        WHERE u.rate_key IS NULL OR \
          flow_rate_take(u.event_id, u.job_id, u.rate_key, u.rate_limit, u.rate_period, u.at, u.rate_reason) \
        ORDER BY u.ord \
-       RETURNING seq, job_id, run_at, slot_a, slot_b), \
-     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b) SELECT seq, job_id, run_at, slot_a, slot_b FROM r) \
+       RETURNING id, seq, job_id, run_at, slot_a, slot_b), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at) \
+       SELECT r.seq, r.job_id, r.run_at, r.slot_a, r.slot_b, u.expires_at FROM r \
+       JOIN unnest($1::text[], $19::int8[]) AS u(id, expires_at) ON u.id = r.id) \
      ", flow_slots_sql!("$9", "$10", "$11", "$12", "$17", "$18"));
 
 /// A new run id: time-ordered, so ids sort by creation (as on SQLite).
@@ -259,6 +263,8 @@ pub(super) struct NewRuns {
     /// it created (the others were over the limit).
     pub(super) rated_jobs: Vec<String>,
     pub(super) rated_runs: HashSet<String>,
+    /// When each run expires unstarted (its job's start timeout), ms.
+    pub(super) expires: Vec<Option<i64>>,
 }
 
 /// Rows of `flow_slots` written with new runs: `$16 … $19` of [`INSERT_EVENTS_SQL`].
@@ -332,6 +338,10 @@ impl NewRuns {
             }
             self.slot_a.push(slots.as_ref().map(|s| s.a.clone()));
             self.slot_b.push(slots.and_then(|s| s.b).map(|(b, _)| b));
+            self.expires.push(
+                job.start_timeout
+                    .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
+            );
             self.ids.push(id.clone());
             self.event_ids.push(event.id.to_string());
             self.job_ids.push(job.id.clone());
@@ -427,7 +437,7 @@ impl<'a> PreparedEvents<'a> {
     }
 
     /// The parameters of [`INSERT_EVENTS_SQL`].
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 28] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 29] {
         [
             &self.ids,
             &self.names,
@@ -457,6 +467,7 @@ impl<'a> PreparedEvents<'a> {
             &self.runs.rated_jobs,
             &self.runs.slots.thr_interval,
             &self.runs.slots.thr_tolerance,
+            &self.runs.expires,
         ]
     }
 

@@ -26,8 +26,8 @@ pub(super) fn fanout(
         return Ok(Vec::new());
     }
     let mut stmt = ctx.conn.prepare_cached(
-        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6, ?7, ?8)",
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6, ?7, ?8, ?9)",
     )?;
     let mut ids = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -50,6 +50,8 @@ pub(super) fn fanout(
                 .as_ref()
                 .and_then(|s| s.b.as_ref())
                 .map(|b| b.0.as_str()),
+            job.start_timeout
+                .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
         ])?;
         if let Some(s) = &slots {
             flow_slots_put(ctx.conn, s, &job.id, now)?;

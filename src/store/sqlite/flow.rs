@@ -17,6 +17,7 @@ const SLOT_RUNS: &str =
     "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
      FROM runs r INDEXED BY runs_slot_queue JOIN events e ON e.id = r.event_id \
      WHERE r.slot_a = ?1 AND r.status = 'queued' AND r.slot_a IS NOT NULL AND r.run_at <= ?2 \
+       AND (r.expires_at IS NULL OR r.expires_at > ?2 OR r.started_at IS NOT NULL) \
      ORDER BY r.run_at, r.seq LIMIT ?3";
 
 /// Slots of job `?1` with room and a due run, in due order, at most `?3`.

@@ -21,11 +21,11 @@ pub(super) fn job_put(
     let filter = spec.filter.as_ref().map(|f| f.as_json().to_string());
     let n = conn
         .prepare_cached(
-            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits, rate_limit, throttle) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
+            "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits, rate_limit, throttle, start_timeout_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
              ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
              filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-             concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, rate_limit = excluded.rate_limit, throttle = excluded.throttle, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
+             concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, rate_limit = excluded.rate_limit, throttle = excluded.throttle, start_timeout_ms = excluded.start_timeout_ms, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
              endpoint_id = excluded.endpoint_id \
              WHERE jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
         )?
@@ -42,7 +42,8 @@ pub(super) fn job_put(
             endpoint,
             spec.concurrency.to_json().map(|v| v.to_string()),
             spec.rate_limit.as_ref().map(|r| r.to_json().to_string()),
-            spec.throttle.as_ref().map(|t| t.to_json().to_string())
+            spec.throttle.as_ref().map(|t| t.to_json().to_string()),
+            spec.start_timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
         ])?;
     Ok(n == 1)
 }

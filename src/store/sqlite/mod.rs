@@ -68,6 +68,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (20, include_str!("0020_flow_concurrency.sql")),
     (21, include_str!("0021_flow_rate_limit.sql")),
     (22, include_str!("0022_flow_throttle.sql")),
+    (23, include_str!("0023_flow_start_timeout.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
 ];
 

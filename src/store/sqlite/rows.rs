@@ -30,6 +30,7 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
             concurrency_limits: r.get(7)?,
             rate_limit: r.get(8)?,
             throttle: r.get(9)?,
+            start_timeout_ms: r.get(10)?,
         })
     })?;
     rows.map(|row| row?.into_spec()).collect()

@@ -28,7 +28,8 @@ use crate::store::{
 pub(super) const CLAIM_SELECT: &str =
     "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
      FROM runs r INDEXED BY runs_runnable JOIN events e ON e.id = r.event_id \
-     WHERE r.status = 'queued' AND r.slot_a IS NULL AND r.run_at <= ?1 AND r.job_id IN (SELECT value FROM json_each(?2) \
+     WHERE r.status = 'queued' AND r.slot_a IS NULL AND r.run_at <= ?1 \
+       AND (r.expires_at IS NULL OR r.expires_at > ?1 OR r.started_at IS NOT NULL) AND r.job_id IN (SELECT value FROM json_each(?2) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
      ORDER BY r.run_at, r.seq LIMIT ?3";
 
@@ -40,6 +41,9 @@ fn freed(wake: &mut bool, had_slot: Option<bool>) -> usize {
     }
     usize::from(had_slot.is_some())
 }
+
+/// The error of a run cancelled because it did not start within its job's start timeout.
+pub(super) const EXPIRED: &str = "expired before it started";
 
 /// A completion that ends the run, with the rows its fenced update wrote (1 while the lease
 /// held): counted for `job` when written.
@@ -124,7 +128,7 @@ pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resul
     let n = ctx
         .conn
         .prepare_cached(
-            "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
+            "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, expires_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
              WHERE id = ?1 AND status IN ('failed', 'cancelled')",
         )?
         .execute(params![id, now])?;
@@ -382,6 +386,31 @@ impl SqliteStore {
                 ctx.wake = true;
             }
             Ok(rescued.len())
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::runs_expire`].
+    pub async fn runs_expire(&self, now: i64) -> Result<usize> {
+        self.write(move |ctx| {
+            let expired: Vec<(String, String)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT id, job_id FROM runs INDEXED BY runs_expiring \
+                     WHERE status = 'queued' AND expires_at IS NOT NULL AND started_at IS NULL \
+                       AND expires_at <= ?1 ORDER BY expires_at LIMIT 1000",
+                )?
+                .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut cancel = ctx.conn.prepare_cached(
+                "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 WHERE id = ?1 AND status = 'queued'",
+            )?;
+            for (id, job) in &expired {
+                if cancel.execute(params![id, now, EXPIRED])? == 1 {
+                    ctx.tally.run(now, job, "cancelled", 1);
+                }
+            }
+            Ok(expired.len())
         })
         .await
     }
