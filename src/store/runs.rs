@@ -135,6 +135,58 @@ pub struct RunDetail {
     /// Its durable steps (`io.run_task`, `io.wait`, chained `io.send_event`), in the order they
     /// first started.
     pub steps: Vec<Step>,
+    /// What holds a queued run back, if a limit does: `concurrency: 2 of 2 running for key
+    /// cus_1`, `throttled until 2024-05-01T12:00:01Z`.
+    pub waiting_for: Option<String>,
+}
+
+/// A slot of a queued run as stored (`model::flow`): name, capacity, runs executing, and for a
+/// throttled one when its next start is allowed (ms).
+#[derive(Debug, Clone)]
+pub(crate) struct SlotState {
+    pub(crate) slot: String,
+    pub(crate) cap: i64,
+    pub(crate) running: i64,
+    pub(crate) next_start: Option<i64>,
+}
+
+/// What holds back queued run `run` whose slots are `a` and `b`: a full slot (the first, then
+/// the second), or a throttle whose next start is after the run became due. Both backends.
+pub(crate) fn waiting_for(
+    run: &Run,
+    a: Option<&SlotState>,
+    b: Option<&SlotState>,
+) -> Option<String> {
+    if run.status != RunStatus::Queued {
+        return None;
+    }
+    let whose = |slot: &str| -> String {
+        if let Some(rest) = slot.strip_prefix("key:") {
+            let value = rest.split_once(':').map_or(rest, |(_, v)| v);
+            format!("for key {value}")
+        } else if let Some(g) = slot.strip_prefix("group:") {
+            format!("in group {g}")
+        } else {
+            format!("for job {}", slot.trim_start_matches("job:"))
+        }
+    };
+    for s in [a, b].into_iter().flatten() {
+        if s.running >= s.cap {
+            return Some(format!(
+                "concurrency: {} of {} running {}",
+                s.running,
+                s.cap,
+                whose(&s.slot)
+            ));
+        }
+    }
+    let at = a?.next_start?;
+    (at > run.run_at.timestamp_millis()).then(|| {
+        format!(
+            "throttled until {}",
+            crate::model::ms_to_time(at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    })
 }
 
 impl RunDetail {
@@ -170,6 +222,7 @@ impl RunDetail {
             logs,
             attempts,
             steps,
+            waiting_for: None,
         }
     }
 }

@@ -186,6 +186,19 @@ async fn a_key_at_its_limit_does_not_hold_back_other_keys(db: TestDb) {
     .await;
     send(&store, 300, "busy", 1_000).await;
     send(&store, 1, "quiet", 1_001).await;
+    let queued = store
+        .runs_list(flare::store::RunQuery {
+            status: Some(flare::RunStatus::Queued),
+            limit: 500,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        queued.items.len(),
+        301,
+        "queued runs in slots' queues are listed"
+    );
     let first = store.runs_claim(claim(&c, 2_000, 1, "n")).await.unwrap();
     assert_eq!(customers(&first), HashMap::from([("busy".to_string(), 1)]));
     // `busy` is at its limit with 299 behind it; a claim of one still finds `quiet` at once.
@@ -199,6 +212,25 @@ async fn a_key_at_its_limit_does_not_hold_back_other_keys(db: TestDb) {
         .await
         .unwrap()
         .is_empty());
+    // A queued run of `busy` says what holds it; the running one says nothing.
+    let held = queued
+        .items
+        .iter()
+        .find(|r| r.run.id != first[0].id && r.run.id != second[0].id)
+        .unwrap();
+    let d = store.run_detail(&held.run.id).await.unwrap().unwrap();
+    assert_eq!(
+        d.waiting_for.as_deref(),
+        Some("concurrency: 1 of 1 running for key busy")
+    );
+    let running = store.run_detail(&first[0].id).await.unwrap().unwrap();
+    assert_eq!(running.waiting_for, None);
+    let jobs = store
+        .jobs_list(chrono::DateTime::from_timestamp_millis(3_000).unwrap())
+        .await
+        .unwrap();
+    let send_job = jobs.iter().find(|j| j.job.id == "send").unwrap();
+    assert_eq!((send_job.queued, send_job.running), (299, 2));
 }
 
 async fn a_waiting_run_holds_no_slot_and_a_whole_job_limit_counts_every_key(db: TestDb) {

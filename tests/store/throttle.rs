@@ -75,6 +75,22 @@ async fn a_throttle_spaces_starts_per_key_in_order(db: TestDb) {
         order(&store.runs_claim(claim(&second, 1_000)).await.unwrap()),
         ["a0"]
     );
+    let waiting = store
+        .runs_list(flare::store::RunQuery {
+            status: Some(flare::RunStatus::Queued),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let d = store
+        .run_detail(&waiting.items[0].run.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        d.waiting_for.as_deref(),
+        Some("throttled until 1970-01-01T00:00:06Z")
+    );
     send(&store, "b", 1, 1_500).await;
     assert_eq!(
         order(&store.runs_claim(claim(&second, 2_000)).await.unwrap()),

@@ -193,6 +193,9 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             dt { "Job version" } dd { (run.job_version) }
             dt { "Created" } dd { (page::time(run.created_at)) }
             dt { "Run at" } dd { (page::time(run.run_at)) }
+            @if let Some(w) = &detail.waiting_for {
+                dt { "Waiting for" } dd #waiting-for { (w) }
+            }
         }
         (page::live("run-live", html! {
             dl.facts {

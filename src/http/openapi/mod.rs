@@ -396,7 +396,9 @@ fn schemas() -> Value {
             "logs": { "type": "array", "items": schema_ref("LogLine") },
             "attempts": { "type": "array", "items": schema_ref("Attempt") },
             "steps": { "type": "array", "items": schema_ref("Step"),
-                "description": "Durable steps (io.run_task, io.wait, chained io.send_event), in the order they first started." } } }] },
+                "description": "Durable steps (io.run_task, io.wait, chained io.send_event), in the order they first started." },
+            "waitingFor": nullable(json!({ "type": "string",
+                "description": "What holds a queued run back, if a limit does: `concurrency: 2 of 2 running for key cus_1`, `concurrency: 10 of 10 running in group openai`, `throttled until 2024-05-01T12:00:01Z`." })) } }] },
         "Step": { "type": "object", "properties": {
             "key": { "type": "string", "description": "Unique within the run; a chained event's is event:<n> (call order) or event:<key>." },
             "kind": { "type": "string", "enum": ["task", "wait", "event"] },

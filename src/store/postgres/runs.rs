@@ -791,7 +791,9 @@ impl PgStore {
             });
         }
         let steps = super::steps::steps_of(c, &id).await?;
-        Ok(Some(RunDetail::new(run, logs, attempts, steps)))
+        let mut detail = RunDetail::new(run, logs, attempts, steps);
+        detail.waiting_for = super::flow::waiting_for(c, &detail.run).await?;
+        Ok(Some(detail))
     }
 
     /// See [`crate::store::Store::run_counts`].

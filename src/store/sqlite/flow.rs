@@ -6,6 +6,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::model::throttle::admit;
+use crate::store::runs::SlotState;
 use crate::store::{ClaimParams, FlowGroup, Result};
 
 /// A claimed run as the claim reads it: seq, id, event, job, attempt, max attempts, event name,
@@ -115,6 +116,38 @@ pub(super) fn claim_flow(
         }
     }
     Ok(claimed)
+}
+
+/// What holds queued run `run` back, from its slots (see `crate::store::runs::waiting_for`).
+pub(super) fn waiting_for(conn: &Connection, run: &crate::model::Run) -> Result<Option<String>> {
+    if run.status != crate::model::RunStatus::Queued {
+        return Ok(None);
+    }
+    let slots: Option<(Option<String>, Option<String>)> = conn
+        .prepare_cached("SELECT slot_a, slot_b FROM runs WHERE id = ?1")?
+        .query_row([&run.id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((Some(a), b)) = slots else {
+        return Ok(None);
+    };
+    let state = |slot: &str| -> Result<Option<SlotState>> {
+        Ok(conn
+            .prepare_cached(
+                "SELECT cap, running, tat - thr_tolerance FROM flow_slots WHERE slot = ?1",
+            )?
+            .query_row([slot], |r| {
+                Ok(SlotState {
+                    slot: slot.to_string(),
+                    cap: r.get(0)?,
+                    running: r.get(1)?,
+                    next_start: r.get::<_, Option<f64>>(2)?.map(|t| t.ceil() as i64),
+                })
+            })
+            .optional()?)
+    };
+    let a = state(&a)?;
+    let b = b.map(|b| state(&b)).transpose()?.flatten();
+    Ok(crate::store::runs::waiting_for(run, a.as_ref(), b.as_ref()))
 }
 
 /// The earliest due time among the slots of `jobs` (a JSON array) with room, if any.

@@ -515,7 +515,9 @@ impl SqliteStore {
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             let steps = super::steps::steps_of(c, &id)?;
-            Ok(Some(RunDetail::new(run, logs, attempts, steps)))
+            let mut detail = RunDetail::new(run, logs, attempts, steps);
+            detail.waiting_for = super::flow::waiting_for(c, &detail.run)?;
+            Ok(Some(detail))
         })
         .await
     }
