@@ -27,6 +27,7 @@ use crate::engine::execution::{BoxFuture, Execution, Handler};
 use crate::filter::Filter;
 use crate::io::Io;
 use crate::model::validate_event_name;
+use crate::model::{Concurrency, ConcurrencyLimit, RateLimitSpec, ThrottleSpec};
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
 use crate::store::ended::RunFailure;
@@ -126,7 +127,10 @@ pub struct Job {
     pub(crate) handler: Option<Handler>,
     pub(crate) retry: RetryPolicy,
     pub(crate) timeout: Duration,
-    pub(crate) concurrency: Option<u32>,
+    pub(crate) concurrency: Vec<ConcurrencyLimit>,
+    pub(crate) rate_limit: Option<RateLimitSpec>,
+    pub(crate) throttle: Option<ThrottleSpec>,
+    pub(crate) start_timeout: Option<Duration>,
     /// The failure handler's job ([`Job::on_failure`]), defined with this one.
     pub(crate) on_failure: Option<Box<Job>>,
 }
@@ -152,7 +156,10 @@ impl Job {
             handler: None,
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(300),
-            concurrency: None,
+            concurrency: Vec::new(),
+            rate_limit: None,
+            throttle: None,
+            start_timeout: None,
             on_failure: None,
         }
     }
@@ -216,9 +223,51 @@ impl Job {
         self
     }
 
-    /// At most `n` runs of this job at once in this process.
-    pub fn concurrency(mut self, n: u32) -> Self {
-        self.concurrency = Some(n);
+    /// At most `n` runs of this job executing at once, across every process sharing the
+    /// database (a run suspended in `io.wait` holds no slot). The same as
+    /// `.concurrency_limit(ConcurrencyLimit::job(n))`.
+    pub fn concurrency(self, n: u32) -> Self {
+        self.concurrency_limit(ConcurrencyLimit::job(n))
+    }
+
+    /// Adds a concurrency limit: over the whole job ([`ConcurrencyLimit::job`]), per value of a
+    /// CEL key over the event ([`ConcurrencyLimit::key`]) or shared by every job naming a group
+    /// ([`ConcurrencyLimit::group`]). At most two, of different shapes; checked when the job is
+    /// defined.
+    pub fn concurrency_limit(mut self, limit: ConcurrencyLimit) -> Self {
+        self.concurrency.push(limit);
+        self
+    }
+
+    /// At most `limit` runs created per `period` (1 s to 7 days) per value of `key` (a CEL
+    /// expression over `event`; `None`: the whole job). An event beyond it starts no run of
+    /// this job and lists the job under its `skipped`. Checked when the job is defined.
+    pub fn rate_limit(mut self, limit: u32, period: Duration, key: Option<&str>) -> Self {
+        self.rate_limit = Some(RateLimitSpec {
+            limit,
+            period_ms: u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+            key: key.map(str::to_string),
+        });
+        self
+    }
+
+    /// At most `limit` run starts per `period` (1 s to 7 days) per value of `key` (a CEL
+    /// expression over `event`; `None`: the whole job), `burst` (from 1 to `limit`) at once after
+    /// a quiet spell; the other runs wait queued, in order. Checked when the job is defined.
+    pub fn throttle(mut self, limit: u32, period: Duration, key: Option<&str>, burst: u32) -> Self {
+        self.throttle = Some(ThrottleSpec {
+            limit,
+            period_ms: u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+            key: key.map(str::to_string),
+            burst,
+        });
+        self
+    }
+
+    /// A run not started `timeout` after it became due (1 s to 7 days) is cancelled with the
+    /// reason "expired before it started" (no attempt made; it can be retried).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = Some(timeout);
         self
     }
 
@@ -338,12 +387,41 @@ impl Job {
                 reason: "timeout must be greater than zero".into(),
             });
         }
-        if self.concurrency == Some(0) {
-            return Err(InvalidJob::Options {
-                job: id,
-                reason: "concurrency must be at least 1".into(),
-            });
+        let concurrency =
+            Concurrency::new(&self.concurrency).map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
+        let throttle = self
+            .throttle
+            .as_ref()
+            .map(ThrottleSpec::check)
+            .transpose()
+            .and_then(|t| concurrency.check_with(t.as_ref()).map(|()| t))
+            .map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
+        if let Some(t) = self.start_timeout {
+            if t < Duration::from_secs(1) || t > Duration::from_secs(7 * 86_400) {
+                return Err(InvalidJob::Options {
+                    job: id,
+                    reason: format!(
+                        "startTimeoutMs: must be from 1000 (1 s) to 604800000 (7 days), got {}",
+                        t.as_millis()
+                    ),
+                });
+            }
         }
+        let rate_limit = self
+            .rate_limit
+            .as_ref()
+            .map(RateLimitSpec::check)
+            .transpose()
+            .map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
         Ok((
             JobSpec {
                 id,
@@ -354,7 +432,10 @@ impl Job {
                 schedule,
                 retry: self.retry,
                 timeout: self.timeout,
-                concurrency: self.concurrency,
+                concurrency,
+                rate_limit,
+                throttle,
+                start_timeout: self.start_timeout,
             },
             handler,
         ))

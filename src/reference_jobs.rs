@@ -9,6 +9,7 @@
 //! | `record-payment` | `payment.processed` | books the payment |
 //! | `record-payment-succeeded` | `payment.succeeded` | books a provider-confirmed payment |
 //! | `send-reminder` | `reminder.send` | logs the reminder it would send |
+//! | `sync-customer` | `customer.synced` | one at a time per customer, four at once in all (the group `crm-api`): records when it started and ended |
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -16,6 +17,7 @@ use serde_json::json;
 use crate::client::{Client, Error};
 use crate::io::Io;
 use crate::job::{event_trigger, Event, Job};
+use crate::model::ConcurrencyLimit;
 
 /// `user.created`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -102,6 +104,27 @@ impl Event for ReminderSend {
     const NAME: &'static str = "reminder.send";
 }
 
+/// `customer.synced`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomerSynced {
+    /// The customer.
+    pub customer_id: String,
+    /// How long the sync takes, ms (at most 1,000).
+    #[serde(default)]
+    pub sleep_ms: u64,
+}
+impl Event for CustomerSynced {
+    const NAME: &'static str = "customer.synced";
+}
+
+/// Wall-clock time in microseconds, comparable across processes on one machine.
+fn wall_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
 /// The reference jobs.
 pub fn all() -> Vec<Job> {
     vec![
@@ -170,6 +193,20 @@ pub fn all() -> Vec<Job> {
                 Ok(json!({ "reminded": p.user_id }))
             },
         ),
+        Job::new("sync-customer", "Sync customer to the CRM", "1.0.0")
+            .concurrency_limit(ConcurrencyLimit::key(1, "event.payload.customerId"))
+            .concurrency_limit(ConcurrencyLimit::group(4, "crm-api"))
+            .on(|p: CustomerSynced, _io: Io| async move {
+                let start_us = wall_us();
+                tokio::time::sleep(std::time::Duration::from_millis(p.sleep_ms.min(1_000))).await;
+                let end_us = wall_us();
+                Ok(json!({
+                    "customerId": p.customer_id,
+                    "startUs": start_us,
+                    "endUs": end_us,
+                    "pid": std::process::id(),
+                }))
+            }),
     ]
 }
 

@@ -45,6 +45,16 @@ async fn drain_runs_every_queued_event_on_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_drain_runs_every_queued_event() {
+    let mut a = args(None);
+    a.keys = 50;
+    let figures = flare::bench::run(a).await.unwrap();
+    assert_eq!(figures.len(), 1, "{figures:?}");
+    check(&figures[0], "sqlite");
+    assert_eq!(figures[0].settings["keys"], 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_runs_every_queued_event_on_postgres() {
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
         return;

@@ -72,6 +72,10 @@ pub struct Args {
     /// Events of the end-to-end and drain scenarios (each starts one no-op run).
     #[arg(long, default_value_t = 100_000)]
     pub events: usize,
+    /// Drain: give the no-op job a concurrency limit of 1 per key over this many keys (event
+    /// `i` has the key `i % keys`); 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    pub keys: usize,
     /// Concurrent senders in the end-to-end scenario.
     #[arg(long, default_value_t = 64)]
     pub e2e_senders: usize,

@@ -8,7 +8,8 @@
 //! [`Store::event_insert_many`](crate::store::Store::event_insert_many) in batches of
 //! [`SEED_BATCH`] (timed: the seeding rate); then a client with workers (`--concurrency`,
 //! `--claim-batch`) is started, and the clock runs from its start until the store counts every run
-//! `succeeded`.
+//! `succeeded`. With `--keys K` the job has a concurrency limit of 1 per key over K keys (event
+//! `i` has the key `i % K`): the runs are claimed through their keys' slots (`model::flow`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
 use super::scenarios::{count, engine_config, noop_job, EVENT};
 use crate::store::NewEvent;
-use crate::{Client, RunStatus};
+use crate::{Client, ConcurrencyLimit, Job, RunStatus};
 
 /// Events stored per transaction while seeding.
 const SEED_BATCH: usize = 5_000;
@@ -34,8 +35,18 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
     result
 }
 
-/// Stores `n` events with workers off; returns the seconds it took.
-async fn seed(client: &Client, n: usize) -> Result<f64, Error> {
+/// The drain's job: the no-op job, with `--keys` a concurrency limit of 1 per key.
+fn drain_job(keys: usize, on_start: impl Fn(&serde_json::Value) + Send + Sync + 'static) -> Job {
+    let job = noop_job(on_start);
+    if keys == 0 {
+        return job;
+    }
+    job.concurrency_limit(ConcurrencyLimit::key(1, "event.payload.k"))
+}
+
+/// Stores `n` events with workers off (event `i` with the key `i % keys`); returns the seconds
+/// it took.
+async fn seed(client: &Client, n: usize, keys: usize) -> Result<f64, Error> {
     let start = Instant::now();
     let mut from = 0;
     while from < n {
@@ -45,7 +56,7 @@ async fn seed(client: &Client, n: usize) -> Result<f64, Error> {
             .map(|i| NewEvent {
                 id: format!("evt_drain_{i:08}"),
                 name: EVENT.to_string(),
-                payload: json!({ "i": i }),
+                payload: json!({ "i": i, "k": i % keys.max(1) }),
                 context: None,
                 source: "api".into(),
                 parent_run_id: None,
@@ -62,8 +73,8 @@ async fn seed(client: &Client, n: usize) -> Result<f64, Error> {
 async fn measure(args: &Args, url: &str, pb: &ProgressBar) -> Result<Sample, Error> {
     let n = args.events;
     let seeder = Client::builder(url).workers(false).connect().await?;
-    seeder.register_job(noop_job(|_| {})).await?;
-    let seed_secs = seed(&seeder, n).await?;
+    seeder.register_job(drain_job(args.keys, |_| {})).await?;
+    let seed_secs = seed(&seeder, n, args.keys).await?;
     let queued = count(&seeder.store().run_counts().await?, RunStatus::Queued);
     if queued != n as u64 {
         seeder.shutdown().await;
@@ -79,7 +90,7 @@ async fn measure(args: &Args, url: &str, pb: &ProgressBar) -> Result<Sample, Err
         .config(engine_config(args))
         .connect()
         .await?;
-    worker.define_job(noop_job(move |_| {
+    worker.define_job(drain_job(args.keys, move |_| {
         s.fetch_add(1, Ordering::Relaxed);
     }))?;
     let limit = Duration::from_secs(120).max(Duration::from_millis(n as u64));

@@ -117,7 +117,7 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
         };
         for backend in backends {
             let settings = serde_json::json!({
-                "store": backend.name(), "events": args.events, "engine": engine,
+                "store": backend.name(), "events": args.events, "engine": engine, "keys": args.keys,
             });
             let mut samples = Vec::new();
             for rep in 0..reps {
@@ -132,7 +132,16 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
                 &args,
                 Figure::new(
                     "drain",
-                    format!("{}, {} events", backend.name(), args.events),
+                    if args.keys > 0 {
+                        format!(
+                            "{}, {} events, 1 at once per key over {} keys",
+                            backend.name(),
+                            args.events,
+                            args.keys
+                        )
+                    } else {
+                        format!("{}, {} events", backend.name(), args.events)
+                    },
                     settings,
                     samples,
                 ),

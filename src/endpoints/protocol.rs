@@ -10,9 +10,9 @@ use serde_json::{json, Map, Value};
 
 use crate::client::SendEvent;
 use crate::job::{event_trigger, schedule_trigger, Job, Schedule};
-use crate::model::DelaySpec;
 use crate::model::Level;
 use crate::model::RetryPolicy;
+use crate::model::{ConcurrencyLimit, DelaySpec, RateLimitSpec, ThrottleSpec};
 
 /// Largest `timeoutMs` an index may give: one day.
 pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
@@ -84,9 +84,20 @@ pub struct JobDef {
     /// Per-attempt timeout, ms (default 300,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
-    /// Runs of this job at once per Flare process.
+    /// Concurrency limits across every process sharing the database: a number (the whole
+    /// job), `{"limit", "key"}` (per value of a CEL key over the event), `{"limit", "group"}`
+    /// (shared by the jobs naming the group), or a list of at most two of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<u32>,
+    pub concurrency: Option<Value>,
+    /// Rate limit: `{"limit", "periodMs", "key"?}`, runs created per period per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<Value>,
+    /// Throttle: `{"limit", "periodMs", "key"?, "burst"?}`, run starts per period per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<Value>,
+    /// A run not started this long after it became due is cancelled, ms (1 s to 7 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timeout_ms: Option<u64>,
     /// The protocol version its runs speak: 2 with durable steps ([`super::stepped`]), 1 (or
     /// absent) without. Set from the index answer's top-level `protocol`, kept with each job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,8 +214,30 @@ impl JobDef {
             .trigger(trigger)
             .retry(retry)
             .timeout(Duration::from_millis(timeout));
-        if let Some(n) = self.concurrency {
-            job = job.concurrency(n);
+        if let Some(v) = &self.rate_limit {
+            let r = RateLimitSpec::from_json(v, "rateLimit")?;
+            job = job.rate_limit(
+                r.limit,
+                Duration::from_millis(r.period_ms),
+                r.key.as_deref(),
+            );
+        }
+        if let Some(ms) = self.start_timeout_ms {
+            job = job.start_timeout(Duration::from_millis(ms));
+        }
+        if let Some(v) = &self.throttle {
+            let t = ThrottleSpec::from_json(v, "throttle")?;
+            job = job.throttle(
+                t.limit,
+                Duration::from_millis(t.period_ms),
+                t.key.as_deref(),
+                t.burst,
+            );
+        }
+        if let Some(v) = &self.concurrency {
+            for limit in ConcurrencyLimit::list_from_json(v, "concurrency")? {
+                job = job.concurrency_limit(limit);
+            }
         }
         Ok(job)
     }
@@ -460,7 +493,25 @@ mod tests {
         assert_eq!(spec.retry.min_delay, Duration::from_millis(10));
         assert_eq!(spec.retry.factor, 3.0);
         assert_eq!(spec.timeout, Duration::from_millis(2000));
-        assert_eq!(spec.concurrency, Some(4));
+        assert_eq!(spec.concurrency.job_limit(), Some(4));
+        let keyed = parse_index(json!({"jobs": [{
+            "id": "k", "name": "K", "version": "1.0.0", "trigger": {"event": "x.y"},
+            "concurrency": [{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "openai"}]
+        }]}))
+        .expect("valid");
+        let keyed_spec = keyed[0]
+            .to_job()
+            .expect("job")
+            .run(|_: Value, _| async { Ok(Value::Null) })
+            .validate()
+            .expect("valid")
+            .0;
+        assert_eq!(
+            keyed_spec.concurrency.to_json(),
+            Some(
+                json!([{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "openai"}])
+            )
+        );
         assert!(spec.matches(
             "payment.succeeded",
             &json!({"currency": "usd", "amount": 11})
@@ -587,6 +638,40 @@ mod tests {
             (
                 json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "retry": [5]}]}),
                 "invalid type: sequence, expected a JSON object",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": 0}]}),
+                "concurrency.limit",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": {"limit": 1, "key": "event.payload.("}}]}),
+                "concurrency.key: not a CEL expression",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": [{"limit": 1, "group": "g"}, {"limit": 2, "group": "h"}]}]}),
+                "two limits of the same shape",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "concurrency": [1, 2, 3]}]}),
+                "at most two",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "rateLimit": {"limit": 1, "periodMs": 10}}]}),
+                "rateLimit.periodMs",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "throttle": {"limit": 2, "periodMs": 1000, "burst": 3}}]}),
+                "throttle.burst",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"},
+                    "throttle": {"limit": 2, "periodMs": 1000, "key": "event.name"},
+                    "concurrency": {"limit": 1, "key": "event.id"}}]}),
+                "throttle.key: must be the concurrency key",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "startTimeoutMs": 10}]}),
+                "startTimeoutMs",
             ),
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),

@@ -138,8 +138,15 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         return Err("the job uses integrations, which Flare does not support".into());
     }
     let trigger = job.get("trigger").unwrap_or(&Value::Null);
+    // A number limits the job; a shared `{id, limit}` is a group of that name.
     let concurrency = match job.get("concurrencyLimit") {
-        Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        Some(n @ Value::Number(_)) => Some(n.clone()),
+        Some(Value::Object(shared)) => match (shared.get("id"), shared.get("limit")) {
+            (Some(Value::String(id)), Some(limit)) => {
+                Some(serde_json::json!({ "limit": limit, "group": id }))
+            }
+            _ => return Err("concurrencyLimit: expected a number or {id, limit}".into()),
+        },
         _ => None,
     };
     let trigger = match trigger.get("type").and_then(Value::as_str) {
@@ -164,6 +171,9 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         timeout_ms: None,
         concurrency,
         protocol: None,
+        rate_limit: None,
+        throttle: None,
+        start_timeout_ms: None,
     };
     def.to_job()
         .and_then(|j| {

@@ -132,8 +132,25 @@ impl Maintenance {
         batched(|| store.schedules_fire_due(now, BATCH)).await
     }
 
-    /// Requeues runs with expired leases, whether or not this node leads. Returns how many.
+    /// Requeues runs with expired leases, whether or not this node leads, and cancels queued
+    /// runs past their start timeout. Returns how many runs were requeued.
     pub async fn rescue_once(&self) -> crate::store::Result<usize> {
+        loop {
+            let expired = self
+                .shared
+                .store
+                .runs_expire(self.shared.clock.now_ms())
+                .await?;
+            if expired > 0 {
+                tracing::info!(
+                    runs = expired,
+                    "cancelled runs that expired before they started"
+                );
+            }
+            if expired < 1_000 {
+                break;
+            }
+        }
         let mut total = 0;
         loop {
             let n = self

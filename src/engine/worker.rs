@@ -1,51 +1,43 @@
-//! The worker loop: claims runs of the jobs defined in this process, up to the free slots and
-//! each job's limit, in one transaction per batch, and starts an execution of each; it sleeps
+//! The worker loop: claims runs of the jobs defined in this process, up to the free slots (a
+//! job's concurrency limits are kept by the store's claim, across processes), in one transaction per batch, and starts an execution of each; it sleeps
 //! until a commit wakes it or the next run is due.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::executor;
 use super::shared::{ms, Shared};
 use crate::log_throttle::storage_failure;
-use crate::store::{ClaimGroup, ClaimParams};
+use crate::store::{ClaimGroup, ClaimParams, FlowGroup};
 
-/// Claim groups for the free slots: one group for jobs without a limit, one per limited job.
+/// Claim groups for the free slots: one group for every job's runs without slots (jobs without
+/// limits, and runs created before their job had one), one per job with concurrency limits,
+/// claimed through its slots (the limits hold across processes: see `model::flow`).
 pub(crate) fn claim_groups(shared: &Shared, free: usize) -> Vec<ClaimGroup> {
     let jobs = match shared.jobs.read() {
         Ok(j) => j,
         Err(_) => return Vec::new(),
     };
-    let running: HashMap<String, usize> = match shared.inflight.lock() {
-        Ok(m) => m.values().fold(HashMap::new(), |mut acc, f| {
-            *acc.entry(f.job_id.clone()).or_default() += 1;
-            acc
-        }),
-        Err(_) => return Vec::new(),
-    };
     let batch = free.min(shared.config.claim_batch);
-    let mut unlimited = Vec::new();
+    let mut plain = Vec::new();
     let mut groups = Vec::new();
     for (id, reg) in jobs.iter() {
-        match reg.spec.concurrency {
-            None => unlimited.push(id.clone()),
-            Some(cap) => {
-                let cap = cap as usize;
-                let busy = running.get(id).copied().unwrap_or(0);
-                if cap > busy {
-                    groups.push(ClaimGroup {
-                        jobs: vec![id.clone()],
-                        limit: (cap - busy).min(batch),
-                    });
-                }
-            }
+        plain.push(id.clone());
+        if reg.spec.has_flow() {
+            groups.push(ClaimGroup {
+                jobs: vec![id.clone()],
+                limit: batch,
+                flow: Some(FlowGroup {
+                    second_slot: reg.spec.second_slot(),
+                }),
+            });
         }
     }
-    if !unlimited.is_empty() {
+    if !plain.is_empty() {
         groups.push(ClaimGroup {
-            jobs: unlimited,
+            jobs: plain,
             limit: batch,
+            flow: None,
         });
     }
     groups

@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::cel::EventFields;
 use super::event::InvalidEventName;
+use super::flow::{Concurrency, RunSlots};
+use super::rate::RateLimit;
 use super::retry::RetryPolicy;
+use super::throttle::Throttle;
 use crate::filter::{Filter, InvalidFilter};
 use crate::schedule::{InvalidSchedule, Schedule};
 
@@ -33,11 +37,37 @@ pub struct JobSpec {
     pub retry: RetryPolicy,
     /// Per-attempt timeout.
     pub timeout: Duration,
-    /// Concurrency limit in one process.
-    pub concurrency: Option<u32>,
+    /// Its concurrency limits, across every process sharing the store (see
+    /// [`super::flow`]).
+    pub concurrency: Concurrency,
+    /// Its rate limit: runs created per period per key (see [`super::rate`]).
+    pub rate_limit: Option<RateLimit>,
+    /// Its throttle: run starts per period per key (see [`super::throttle`]).
+    pub throttle: Option<Throttle>,
+    /// How long a run may wait to start after it became due; then it is cancelled ("expired
+    /// before it started").
+    pub start_timeout: Option<Duration>,
 }
 
 impl JobSpec {
+    /// Whether its runs take slots (concurrency limits or a throttle): claimed through them.
+    pub fn has_flow(&self) -> bool {
+        !self.concurrency.is_empty() || self.throttle.is_some()
+    }
+
+    /// The slots a run of this job takes for `event` (see `model::flow`).
+    pub fn run_slots(&self, event: &EventFields<'_>) -> Option<RunSlots> {
+        self.concurrency
+            .slots_with(&self.id, self.throttle.as_ref(), event)
+    }
+
+    /// The second slot of its runs, checked for room before the first.
+    pub fn second_slot(&self) -> Option<String> {
+        self.concurrency
+            .second_slot_with(&self.id, self.throttle.as_ref())
+            .map(|(s, _)| s)
+    }
+
     /// True when an event with this name and payload should start this job.
     pub fn matches(&self, name: &str, payload: &Value) -> bool {
         self.event == name && self.filter.as_ref().is_none_or(|f| f.matches(payload))

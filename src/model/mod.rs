@@ -4,21 +4,29 @@
 //!
 //! Field names serialize in camelCase, as in the seed.
 
+pub mod cel;
 pub mod delay;
 pub mod event;
+pub mod flow;
 pub mod job;
+pub mod rate;
 pub mod retry;
 pub mod run;
 pub mod step;
+pub mod throttle;
 pub mod wait;
 
 pub use crate::clock::ms_to_time;
+pub use cel::{CelKey, EventFields};
 pub use delay::{Delay, DelaySpec, DelayUnits, MAX_DELAY};
 pub use event::{
     validate_event_name, Event, InvalidEventName, Source, StoredEvent, MAX_EVENT_NAME_LEN,
 };
+pub use flow::{Concurrency, ConcurrencyLimit, LimitScope, RunSlots};
 pub use job::{InvalidJob, JobError, JobSpec};
+pub use rate::{RateLimit, RateLimitSpec};
 pub use retry::RetryPolicy;
 pub use run::{Attempt, Level, LogLine, Run, RunStatus};
 pub use step::{Step, StepKind, StepStatus};
+pub use throttle::{Throttle, ThrottleSpec};
 pub use wait::{EventWait, WaitedEvent};

@@ -83,6 +83,18 @@ pub struct EventDetail {
     pub runs: Vec<Run>,
     /// Events sent by those runs.
     pub children: Vec<StoredEvent>,
+    /// Jobs it matched but started no run of (over their rate limit), with the reason.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A job an event matched and started no run of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skipped {
+    /// The job.
+    pub job_id: String,
+    /// Why: `rate limit: at most 1 run(s) per 3600000 ms for key cus_1`.
+    pub reason: String,
 }
 
 /// The outcome of an event as a whole, derived from its own state and its runs' states.

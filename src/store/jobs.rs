@@ -13,13 +13,15 @@ use super::runs::RunCounts;
 use super::schedules::ScheduleState;
 use super::stats::Outcomes;
 use crate::filter::Filter;
-use crate::model::{JobSpec, RetryPolicy};
+use crate::model::{
+    Concurrency, ConcurrencyLimit, JobSpec, RateLimitSpec, RetryPolicy, ThrottleSpec,
+};
 
 use super::error::{Error, Result};
 
 /// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
 pub(crate) const JOB_COLUMNS: &str =
-    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency";
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle, start_timeout_ms";
 
 /// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
 /// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
@@ -33,7 +35,13 @@ pub(crate) struct JobRow {
     pub(crate) filter: Option<String>,
     pub(crate) max_attempts: u32,
     pub(crate) timeout_ms: i64,
-    pub(crate) concurrency: Option<u32>,
+    /// The concurrency limits as stored JSON text.
+    pub(crate) concurrency_limits: Option<String>,
+    /// The rate limit as stored JSON text.
+    pub(crate) rate_limit: Option<String>,
+    /// The throttle as stored JSON text.
+    pub(crate) throttle: Option<String>,
+    pub(crate) start_timeout_ms: Option<i64>,
 }
 
 impl JobRow {
@@ -47,6 +55,34 @@ impl JobRow {
             }
             None => None,
         };
+        let concurrency = match self.concurrency_limits {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let drafts =
+                    ConcurrencyLimit::list_from_json(&v, "concurrency").map_err(Error::Corrupt)?;
+                Concurrency::new(&drafts).map_err(Error::Corrupt)?
+            }
+            None => Concurrency::default(),
+        };
+        let rate_limit = match self.rate_limit {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let spec = RateLimitSpec::from_json(&v, "rateLimit").map_err(Error::Corrupt)?;
+                Some(spec.check().map_err(Error::Corrupt)?)
+            }
+            None => None,
+        };
+        let throttle = match self.throttle {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let spec = ThrottleSpec::from_json(&v, "throttle").map_err(Error::Corrupt)?;
+                Some(spec.check().map_err(Error::Corrupt)?)
+            }
+            None => None,
+        };
         Ok(JobSpec {
             id: self.id,
             name: self.name,
@@ -56,8 +92,22 @@ impl JobRow {
             schedule: None,
             retry: RetryPolicy::default().max_attempts(self.max_attempts),
             timeout: std::time::Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0)),
-            concurrency: self.concurrency,
+            concurrency,
+            rate_limit,
+            throttle,
+            start_timeout: self
+                .start_timeout_ms
+                .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
         })
+    }
+}
+
+/// The stored concurrency limits (JSON text) as the jobs list shows them: the list, empty when
+/// there are none or the text does not read.
+pub(crate) fn limits_of(text: Option<&str>) -> Vec<Value> {
+    match text.map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Array(items))) => items,
+        _ => Vec::new(),
     }
 }
 
@@ -208,8 +258,17 @@ pub struct JobDefinition {
     pub max_attempts: u32,
     /// Per-attempt timeout, ms.
     pub timeout_ms: u64,
-    /// Concurrency limit per process.
+    /// The whole job's concurrency limit (runs executing at once across every process), if it
+    /// has one.
     pub concurrency: Option<u32>,
+    /// Every concurrency limit (`[{"limit", "key"?, "group"?}]`), empty without.
+    pub concurrency_limits: Vec<Value>,
+    /// Its rate limit (`{"limit", "periodMs", "key"?}`), if any.
+    pub rate_limit: Option<Value>,
+    /// Its throttle (`{"limit", "periodMs", "burst", "key"?}`), if any.
+    pub throttle: Option<Value>,
+    /// How long a run may wait to start after it became due, ms.
+    pub start_timeout_ms: Option<u64>,
     /// When the definition was last stored.
     pub updated_at: DateTime<Utc>,
     /// Paused: its runs are created but not claimed until it is resumed.

@@ -60,8 +60,8 @@ pub use jobs::{JobDefinition, JobSchedule, JobSummary, Triggers};
 pub use nodes::{JobPlacement, NodeBeat, NodeSummary};
 pub use page::{Cursor, Page};
 pub use runs::{
-    BulkRunAction, ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, Lease, PendingWait,
-    RunCounts, RunDetail, RunQuery, RunSummary, BULK_CHUNK,
+    BulkRunAction, ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, FlowGroup, Lease,
+    PendingWait, RunCounts, RunDetail, RunQuery, RunSummary, BULK_CHUNK,
 };
 pub use schedules::ScheduleState;
 pub use stats::{QueueDepth, Stats, StatsQuery};
@@ -259,6 +259,12 @@ impl Store {
     /// Requeues (or fails, when out of attempts) runs whose lease expired; returns how many.
     pub async fn runs_rescue(&self, now: i64) -> Result<usize> {
         dispatch!(self, s => s.runs_rescue(now).await)
+    }
+
+    /// Cancels (up to 1,000) queued runs not started before their job's start timeout, with
+    /// the error "expired before it started"; returns how many.
+    pub async fn runs_expire(&self, now: i64) -> Result<usize> {
+        dispatch!(self, s => s.runs_expire(now).await)
     }
 
     /// Cancels a queued or running run and removes its lease, in one transaction.

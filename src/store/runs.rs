@@ -17,6 +17,16 @@ pub struct ClaimGroup {
     pub jobs: Vec<String>,
     /// At most this many.
     pub limit: usize,
+    /// For a job with concurrency limits (then `jobs` holds that job alone): its runs are
+    /// claimed through their slots, only from slots with room. `None`: runs without slots.
+    pub flow: Option<FlowGroup>,
+}
+
+/// The claim of a limited job's runs (see `model::flow`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowGroup {
+    /// The job's second slot (`job:<job>` or `group:<name>`), checked for room first.
+    pub second_slot: Option<String>,
 }
 
 /// Parameters of a claim.
@@ -129,8 +139,12 @@ pub struct RunDetail {
     /// Its durable steps (`io.run_task`, `io.wait`, chained `io.send_event`), in the order they
     /// first started.
     pub steps: Vec<Step>,
-    /// What the run waits for while it waits for an event (`io.wait_for_event`); `null` else.
-    pub waiting_for: Option<PendingWait>,
+    /// The durable wait the run is in (`io.wait_for_event`, `io.invoke`, `io.callback`): what
+    /// it waits for, until when; `null` else.
+    pub wait: Option<PendingWait>,
+    /// What holds a queued run back, if a limit does: `concurrency: 2 of 2 running for key
+    /// cus_1`, `throttled until 2024-05-01T12:00:01Z`.
+    pub waiting_for: Option<String>,
 }
 
 impl RunDetail {
@@ -138,7 +152,7 @@ impl RunDetail {
     /// run's wait row stays until retention, and is not shown).
     pub(crate) fn with_wait(mut self, wait: Option<PendingWait>) -> Self {
         if matches!(self.run.status, RunStatus::Queued | RunStatus::Running) {
-            self.waiting_for = wait;
+            self.wait = wait;
         }
         self
     }
@@ -189,6 +203,55 @@ impl PendingWait {
     }
 }
 
+/// A slot of a queued run as stored (`model::flow`): name, capacity, runs executing, and for a
+/// throttled one when its next start is allowed (ms).
+#[derive(Debug, Clone)]
+pub(crate) struct SlotState {
+    pub(crate) slot: String,
+    pub(crate) cap: i64,
+    pub(crate) running: i64,
+    pub(crate) next_start: Option<i64>,
+}
+
+/// What holds back queued run `run` whose slots are `a` and `b`: a full slot (the first, then
+/// the second), or a throttle whose next start is after the run became due. Both backends.
+pub(crate) fn waiting_for(
+    run: &Run,
+    a: Option<&SlotState>,
+    b: Option<&SlotState>,
+) -> Option<String> {
+    if run.status != RunStatus::Queued {
+        return None;
+    }
+    let whose = |slot: &str| -> String {
+        if let Some(rest) = slot.strip_prefix("key:") {
+            let value = rest.split_once(':').map_or(rest, |(_, v)| v);
+            format!("for key {value}")
+        } else if let Some(g) = slot.strip_prefix("group:") {
+            format!("in group {g}")
+        } else {
+            format!("for job {}", slot.trim_start_matches("job:"))
+        }
+    };
+    for s in [a, b].into_iter().flatten() {
+        if s.running >= s.cap {
+            return Some(format!(
+                "concurrency: {} of {} running {}",
+                s.running,
+                s.cap,
+                whose(&s.slot)
+            ));
+        }
+    }
+    let at = a?.next_start?;
+    (at > run.run_at.timestamp_millis()).then(|| {
+        format!(
+            "throttled until {}",
+            crate::model::ms_to_time(at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    })
+}
+
 impl RunDetail {
     /// The run's detail from its stored attempts. A succeeded run's last attempt is not stored
     /// as a row of its own: the run row already holds all of it (number, start, end, no error),
@@ -222,6 +285,7 @@ impl RunDetail {
             logs,
             attempts,
             steps,
+            wait: None,
             waiting_for: None,
         }
     }

@@ -146,3 +146,150 @@ async fn the_jobs_page_notes_a_job_that_displaced_an_endpoints() {
         "no longer the endpoint's: {mail}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_and_api_show_a_job_concurrency_limits() {
+    let f = fixture().await;
+    f.client
+        .define_job(
+            Job::new("sync-crm", "Sync CRM", "1.0.0")
+                .trigger(event_trigger("crm.changed"))
+                .concurrency_limit(flare::ConcurrencyLimit::key(1, "event.payload.customerId"))
+                .concurrency_limit(flare::ConcurrencyLimit::group(10, "crm-api"))
+                .throttle(
+                    10,
+                    std::time::Duration::from_secs(60),
+                    Some("event.payload.customerId"),
+                    2,
+                )
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .expect("define");
+    // A bad key is refused when the job is defined, naming the field.
+    let bad = f.client.define_job(
+        Job::new("bad-key", "Bad", "1.0.0")
+            .trigger(event_trigger("crm.changed"))
+            .concurrency_limit(flare::ConcurrencyLimit::key(1, "payload.customerId"))
+            .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+    );
+    let err = bad.expect_err("refused").to_string();
+    assert!(err.contains("concurrency.key"), "{err}");
+    let now = chrono::DateTime::from_timestamp_millis(f.client.clock().now_ms()).expect("now");
+    wait_for("the job to be stored", || async {
+        let jobs = f.client.store().jobs_list(now).await.expect("jobs");
+        jobs.iter().any(|j| j.job.id == "sync-crm").then_some(())
+    })
+    .await;
+    let page = f.page("/jobs").await;
+    let limited = row(&page, "data-job", "sync-crm");
+    assert!(
+        limited.contains("1 at once per <code>event.payload.customerId</code>"),
+        "{limited}"
+    );
+    assert!(
+        limited.contains("10 at once in group <code>crm-api</code>"),
+        "{limited}"
+    );
+    assert!(
+        limited.contains(
+            "throttled to 10 starts per 60 s (burst 2) per <code>event.payload.customerId</code>"
+        ),
+        "{limited}"
+    );
+    let api = f
+        .request("GET", "/api/jobs", Auth::Bearer, None, None)
+        .await;
+    let jobs: Value = serde_json::from_str(&api.body).expect("json");
+    let job = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| j["id"] == "sync-crm")
+        .expect("listed");
+    assert_eq!(
+        job["concurrencyLimits"],
+        json!([{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "crm-api"}])
+    );
+    assert_eq!(job["concurrency"], Value::Null, "no whole-job limit");
+    assert_eq!(
+        job["throttle"],
+        json!({"limit": 10, "periodMs": 60000, "burst": 2, "key": "event.payload.customerId"})
+    );
+    let stored = f.client.store().jobs_list(now).await.expect("jobs");
+    assert!(
+        stored.iter().all(|j| j.job.id != "bad-key"),
+        "nothing stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_over_a_rate_limit_says_which_job_it_skipped() {
+    let f = fixture().await;
+    f.client
+        .define_job(
+            Job::new("digest", "Digest", "1.0.0")
+                .trigger(event_trigger("digest.requested"))
+                .rate_limit(
+                    1,
+                    std::time::Duration::from_secs(3600),
+                    Some("event.payload.user"),
+                )
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .expect("define");
+    let bad = f.client.define_job(
+        Job::new("too-fast", "Bad", "1.0.0")
+            .trigger(event_trigger("digest.requested"))
+            .rate_limit(1, std::time::Duration::from_millis(10), None)
+            .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+    );
+    let err = bad.expect_err("refused").to_string();
+    assert!(err.contains("rateLimit.periodMs"), "{err}");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let sent = f
+            .client
+            .send_inserted(
+                SendEvent::new("digest.requested", &json!({"user": "u1"})),
+                Source::Api,
+            )
+            .await
+            .expect("send");
+        ids.push(sent.event.id.clone());
+    }
+    let api = f
+        .request(
+            "GET",
+            &format!("/api/events/{}", ids[1]),
+            Auth::Bearer,
+            None,
+            None,
+        )
+        .await;
+    let detail: Value = serde_json::from_str(&api.body).expect("json");
+    assert_eq!(detail["skipped"][0]["jobId"], "digest", "{detail}");
+    assert!(detail["skipped"][0]["reason"]
+        .as_str()
+        .expect("reason")
+        .contains("rate limit"));
+    let first = f
+        .request(
+            "GET",
+            &format!("/api/events/{}", ids[0]),
+            Auth::Bearer,
+            None,
+            None,
+        )
+        .await;
+    let first: Value = serde_json::from_str(&first.body).expect("json");
+    assert_eq!(first["skipped"], json!([]));
+    let page = f.page(&format!("/events/{}", ids[1])).await;
+    assert!(page.contains("Jobs it started no run of (1)"), "{page}");
+    assert!(page.contains("data-skipped=\"digest\""), "{page}");
+    let jobs = f.page("/jobs").await;
+    let row = row(&jobs, "data-job", "digest");
+    assert!(
+        row.contains("at most 1 started per 3600 s per <code>event.payload.user</code>"),
+        "{row}"
+    );
+}

@@ -32,9 +32,7 @@ fn approver() -> Job {
 async fn token(client: &Client, run_id: &str) -> String {
     wait_for("the run to wait for its callback", || async {
         let d = client.store().run_detail(run_id).await.unwrap()?;
-        let w = d
-            .waiting_for
-            .filter(|_| d.run.status == RunStatus::Queued)?;
+        let w = d.wait.filter(|_| d.run.status == RunStatus::Queued)?;
         (w.event == "flare/callback").then_some(w.match_value?)
     })
     .await

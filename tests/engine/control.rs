@@ -155,6 +155,7 @@ async fn a_cancelled_runs_lease_is_gone_and_its_completion_refused(db: TestDb) {
             groups: vec![ClaimGroup {
                 jobs: vec!["work".into()],
                 limit: 10,
+                flow: None,
             }],
         })
         .await
@@ -207,6 +208,7 @@ async fn a_cancelled_runs_lease_is_gone_and_its_completion_refused(db: TestDb) {
             groups: vec![ClaimGroup {
                 jobs: vec!["work".into()],
                 limit: 10,
+                flow: None,
             }],
         })
         .await

@@ -111,7 +111,7 @@ async fn a_failing_child_or_a_timeout_is_a_step_error(db: TestDb) {
     let child = child_of(&client, &parent, "call").await;
     wait_for("the parent to wait", || async {
         let d = client.store().run_detail(&parent).await.unwrap()?;
-        d.waiting_for.is_some().then_some(())
+        d.wait.is_some().then_some(())
     })
     .await;
     let _ = child;
@@ -159,7 +159,7 @@ async fn cancelling_the_parent_cancels_its_unfinished_children(db: TestDb) {
     let child_run = child.runs[0].id.clone();
     wait_for("the parent to wait", || async {
         let d = client.store().run_detail(&parent).await.unwrap()?;
-        d.waiting_for.is_some().then_some(())
+        d.wait.is_some().then_some(())
     })
     .await;
     client

@@ -78,6 +78,7 @@ async fn only_the_leader_delivers_rescues_and_prunes(db: TestDb) {
             groups: vec![ClaimGroup {
                 jobs: vec!["parked".into()],
                 limit: 10,
+                flow: None,
             }],
         })
         .await

@@ -152,6 +152,7 @@ async fn a_run_whose_worker_died_runs_again_and_the_old_lease_is_fenced(db: Test
             groups: vec![ClaimGroup {
                 jobs: vec!["work".into()],
                 limit: 10,
+                flow: None,
             }],
         })
         .await
@@ -242,6 +243,30 @@ async fn a_concurrency_limit_is_respected(db: TestDb) {
     );
 }
 
+async fn a_run_not_started_in_time_is_cancelled_by_the_rescuer_pass(db: TestDb) {
+    let (client, clock) = db.client().await;
+    let sender = db.sender(&clock).await;
+    let job = || {
+        Job::new("fresh", "Fresh", "1.0.0")
+            .trigger(event_trigger("quote.asked"))
+            .start_timeout(Duration::from_secs(5))
+            .run(|_p: Value, _io: Io| async move { Ok(json!("ran")) })
+    };
+    // Sent while no process runs the job; six seconds pass before one does.
+    sender.define_job(job()).unwrap();
+    let ev = sender.send_event("quote.asked", &json!({})).await.unwrap();
+    clock.advance(Duration::from_secs(6));
+    client.define_job(job()).unwrap();
+    client.engine().maintenance().rescue_once().await.unwrap();
+    let detail = settled(&client, &ev.id).await;
+    assert_eq!(detail.runs[0].status, RunStatus::Cancelled);
+    assert_eq!(
+        detail.runs[0].error.as_deref(),
+        Some("expired before it started")
+    );
+    assert_eq!(detail.runs[0].attempt, 0, "no attempt made");
+}
+
 async fn retention_prunes_old_finished_events_only(db: TestDb) {
     let config = EngineConfig {
         retention: Some(Duration::from_secs(7 * 86_400)),
@@ -307,5 +332,6 @@ backend_tests!(
     chained_events_are_sent_once_even_when_the_run_is_retried,
     a_run_whose_worker_died_runs_again_and_the_old_lease_is_fenced,
     a_concurrency_limit_is_respected,
+    a_run_not_started_in_time_is_cancelled_by_the_rescuer_pass,
     retention_prunes_old_finished_events_only,
 );

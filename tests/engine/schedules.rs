@@ -456,7 +456,10 @@ async fn an_endpoint_index_schedules_its_jobs_and_unschedules_them(db: TestDb) {
                         .map(|s| Schedule::interval(Duration::from_secs(s)).expect("valid")),
                     retry: flare::RetryPolicy::default(),
                     timeout: Duration::from_secs(30),
-                    concurrency: None,
+                    concurrency: Default::default(),
+                    rate_limit: None,
+                    throttle: None,
+                    start_timeout: None,
                 }
             })
             .collect();

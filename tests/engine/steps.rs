@@ -436,6 +436,7 @@ async fn a_worker_whose_lease_expired_cannot_record_a_step(db: TestDb) {
         groups: vec![ClaimGroup {
             jobs: vec!["work".into()],
             limit: 1,
+            flow: None,
         }],
     };
     let dead = store.runs_claim(claim(clock.now_ms())).await.unwrap();

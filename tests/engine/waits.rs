@@ -297,7 +297,7 @@ async fn the_api_and_the_run_page_show_what_a_run_waits_for(db: TestDb) {
     )
     .await;
     assert_eq!(api.status, axum::http::StatusCode::OK, "{}", api.text);
-    let w = &api.json["waitingFor"];
+    let w = &api.json["wait"];
     assert_eq!(w["event"], "invoice.paid");
     assert_eq!(w["match"], "payload.invoiceId");
     assert_eq!(w["matchValue"], "in_9");
@@ -318,7 +318,7 @@ async fn the_api_and_the_run_page_show_what_a_run_waits_for(db: TestDb) {
         json_request("GET", &format!("/api/runs/{run_id}"), None),
     )
     .await;
-    assert_eq!(api.json["waitingFor"], Value::Null);
+    assert_eq!(api.json["wait"], Value::Null);
 }
 
 async fn a_scheduled_event_resumes_waits_when_it_is_delivered(db: TestDb) {

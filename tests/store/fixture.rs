@@ -22,7 +22,10 @@ pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         schedule: None,
         retry: RetryPolicy::default().max_attempts(max_attempts),
         timeout: Duration::from_secs(30),
-        concurrency: None,
+        concurrency: Default::default(),
+        rate_limit: None,
+        throttle: None,
+        start_timeout: None,
     }
 }
 
@@ -54,6 +57,7 @@ pub fn claim_params(
         groups: vec![ClaimGroup {
             jobs: vec![job.to_string()],
             limit,
+            flow: None,
         }],
     }
 }

@@ -12,9 +12,13 @@
 mod support;
 
 mod backup;
+mod expiry;
 mod fixture;
+mod flow;
 mod nodes;
+mod rate;
 mod search;
 mod sources;
+mod throttle;
 mod upgrades;
 mod webhooks;

@@ -386,6 +386,18 @@ async fn detail_page(state: &AppState, id: &str, edit: Option<ReplayEdit>) -> Pa
                     }
                 }
             }
+            @if !detail.skipped.is_empty() {
+                section.skipped {
+                    h2 { "Jobs it started no run of (" (detail.skipped.len()) ")" }
+                    ul {
+                        @for s in &detail.skipped {
+                            li data-skipped=(s.job_id) {
+                                a href={ "/jobs#job-" (s.job_id) } { (s.job_id) } ": " (s.reason)
+                            }
+                        }
+                    }
+                }
+            }
             section {
                 h2 { "Events its jobs sent (" (detail.children.len()) ")" }
                 @if detail.children.is_empty() {

@@ -90,7 +90,7 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
             } @else {
                 table.jobs {
                     thead { tr {
-                        th { "Job" } th { "Version" } th { "Trigger" } th { "Filter" } th { "Runs on" } th { "Attempts" } th { "Timeout" }
+                        th { "Job" } th { "Version" } th { "Trigger" } th { "Filter" } th { "Runs on" } th { "Attempts" } th { "Timeout" } th { "Limits" }
                         th { "Queued" } th { "Running" } th { "Last hour" } th { "Last 24 h" } th { "Updated" } th { "State" }
                     } }
                     tbody {
@@ -116,6 +116,36 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                 td.placement { (placement(&j.placement)) }
                                 td.num { (j.job.max_attempts) }
                                 td.num { (j.job.timeout_ms / 1000) " s" }
+                                td.limits {
+                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() && j.job.throttle.is_none() && j.job.start_timeout_ms.is_none() {
+                                        span.muted { "—" }
+                                    }
+                                    @if let Some(ms) = j.job.start_timeout_ms {
+                                        span.limit title="a run not started this long after it became due is cancelled" {
+                                            "expires unstarted after " (ms / 1000) " s"
+                                        }
+                                        br;
+                                    }
+                                    @if let Some(t) = &j.job.throttle {
+                                        span.limit title="run starts per period; the others wait queued, in order" {
+                                            "throttled to " (t["limit"]) " starts per " (t["periodMs"].as_u64().unwrap_or(0) / 1000) " s"
+                                            @if t["burst"].as_u64().unwrap_or(1) > 1 { " (burst " (t["burst"]) ")" }
+                                            @if let Some(key) = t["key"].as_str() { " per " code { (key) } }
+                                        }
+                                        br;
+                                    }
+                                    @if let Some(r) = &j.job.rate_limit {
+                                        span.limit title="runs created per period; events beyond it start no run of this job" {
+                                            "at most " (r["limit"]) " started per " (r["periodMs"].as_u64().unwrap_or(0) / 1000) " s"
+                                            @if let Some(key) = r["key"].as_str() { " per " code { (key) } }
+                                        }
+                                        @if !j.job.concurrency_limits.is_empty() { br; }
+                                    }
+                                    @for (i, l) in j.job.concurrency_limits.iter().enumerate() {
+                                        @if i > 0 { br; }
+                                        (limit_text(l))
+                                    }
+                                }
                                 td.num { (j.queued) }
                                 td.num { (j.running) }
                                 td.rate {
@@ -196,6 +226,22 @@ fn breakable(text: &str, after: &[char]) -> Markup {
     html! {
         @for part in text.split_inclusive(after) {
             (part) wbr;
+        }
+    }
+}
+
+/// A concurrency limit as the jobs page shows it: `1 at once per event.payload.customerId`,
+/// `10 at once in group openai`, `5 at once`.
+fn limit_text(limit: &serde_json::Value) -> Markup {
+    let n = limit["limit"].as_u64().unwrap_or(0);
+    html! {
+        span.limit title="runs executing at once, across every process" {
+            (n) " at once"
+            @if let Some(key) = limit["key"].as_str() {
+                " per " code { (key) }
+            } @else if let Some(group) = limit["group"].as_str() {
+                " in group " code { (group) }
+            }
         }
     }
 }

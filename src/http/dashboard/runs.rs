@@ -200,6 +200,9 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
             dt { "Job version" } dd { (run.job_version) }
             dt { "Created" } dd { (page::time(run.created_at)) }
             dt { "Run at" } dd { (page::time(run.run_at)) }
+            @if let Some(w) = &detail.waiting_for {
+                dt { "Waiting for" } dd #waiting-for { (w) }
+            }
         }
         (page::live("run-live", html! {
             dl.facts {
@@ -220,7 +223,7 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                     span.muted { " stops it: a running job is told, and its outcome is not recorded" }
                 }
             }
-            @if let Some(w) = &detail.waiting_for {
+            @if let Some(w) = &detail.wait {
                 section #run-waiting-for {
                     @match (w.event.as_str(), &w.match_value) {
                         ("flare/callback", Some(token)) => {

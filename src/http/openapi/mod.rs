@@ -377,7 +377,9 @@ fn schemas() -> Value {
         "EventDetail": { "allOf": [schema_ref("Event"), { "type": "object", "properties": {
             "status": schema_ref("EventStatus"), "runCounts": schema_ref("RunCounts"),
             "runs": { "type": "array", "items": schema_ref("Run") },
-            "children": { "type": "array", "items": schema_ref("Event") } } }] },
+            "children": { "type": "array", "items": schema_ref("Event") },
+            "skipped": { "type": "array", "description": "Jobs the event matched but started no run of: over their rate limit.",
+                "items": { "type": "object", "properties": { "jobId": string(), "reason": string() } } } } }] },
     });
     let runs = json!({
         "Run": { "type": "object", "properties": {
@@ -401,8 +403,10 @@ fn schemas() -> Value {
             "attempts": { "type": "array", "items": schema_ref("Attempt") },
             "steps": { "type": "array", "items": schema_ref("Step"),
                 "description": "Durable steps (io.run_task, io.wait, io.wait_for_event, chained io.send_event), in the order they first started." },
-            "waitingFor": nullable(schema_ref("PendingWait")) } }] },
-        "PendingWait": { "type": "object", "description": "What a run waiting for an event (io.wait_for_event) waits for.", "properties": {
+            "wait": nullable(schema_ref("PendingWait")),
+            "waitingFor": nullable(json!({ "type": "string",
+                "description": "What holds a queued run back, if a limit does: `concurrency: 2 of 2 running for key cus_1`, `concurrency: 10 of 10 running in group openai`, `throttled until 2024-05-01T12:00:01Z`." })) } }] },
+        "PendingWait": { "type": "object", "description": "The durable wait a run is in (io.wait_for_event; io.invoke waits for flare/job.invoked; io.callback): what it waits for, until when.", "properties": {
             "stepKey": string(), "event": { "type": "string", "description": "The event name waited for." },
             "match": nullable(string()), "matchValue": nullable(string()),
             "condition": nullable(string()),
@@ -428,12 +432,30 @@ fn schemas() -> Value {
         "JobSummary": { "type": "object", "properties": {
             "id": string(), "name": string(), "version": string(), "event": string(),
             "filter": json_any, "maxAttempts": { "type": "integer" }, "timeoutMs": { "type": "integer" },
-            "concurrency": nullable(json!({ "type": "integer" })), "updatedAt": time(),
+            "concurrency": nullable(json!({ "type": "integer",
+                "description": "The whole job's concurrency limit: runs executing at once across every process sharing the database." })),
+            "concurrencyLimits": { "type": "array", "items": schema_ref("ConcurrencyLimit"),
+                "description": "Every concurrency limit of the job (at most two, of different shapes); empty without." },
+            "rateLimit": nullable(json!({ "type": "object",
+                "description": "At most `limit` runs created per `periodMs` per value of `key` (CEL over `event`; absent: the whole job); an event beyond it starts no run of the job and lists it under `skipped`.",
+                "properties": { "limit": { "type": "integer" }, "periodMs": { "type": "integer" }, "key": string() } })),
+            "throttle": nullable(json!({ "type": "object",
+                "description": "At most `limit` run starts per `periodMs` per value of `key`, `burst` at once after a quiet spell; the other runs wait queued, in order.",
+                "properties": { "limit": { "type": "integer" }, "periodMs": { "type": "integer" }, "burst": { "type": "integer" }, "key": string() } })),
+            "startTimeoutMs": nullable(json!({ "type": "integer",
+                "description": "A run not started this long after it became due is cancelled with the error \"expired before it started\"." })),
+            "updatedAt": time(),
             "paused": { "type": "boolean", "description": "Its runs are created but not claimed until it is resumed." },
             "queued": { "type": "integer" }, "running": { "type": "integer" },
             "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes"),
             "placement": schema_ref("JobPlacement"),
             "schedule": nullable(schema_ref("JobSchedule")) } },
+        "ConcurrencyLimit": { "type": "object", "required": ["limit"],
+            "description": "At most `limit` runs executing at once (a run suspended on a wait holds no slot), across every process: over the whole job, per value of `key` (a CEL expression over `event`, evaluated when the run is created; one that does not evaluate is the key `null`), or shared by every job naming `group`.",
+            "properties": {
+                "limit": { "type": "integer", "minimum": 1 },
+                "key": { "type": "string", "description": "CEL over event.name, event.payload, event.context, event.id, event.source" },
+                "group": { "type": "string" } } },
         "JobSchedule": { "type": "object",
             "description": "A scheduled job's schedule: a cron expression in a time zone, or an interval. Each tick sends the event `schedule.<job id>`.",
             "properties": {

@@ -11,7 +11,7 @@ use super::rows::{
 };
 use super::writer::{insert_events, EventRow, InsertOp, NewRuns, INSERT_RUNS_SQL};
 use super::PgStore;
-use crate::model::StoredEvent;
+use crate::model::{EventFields, StoredEvent};
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
 
 impl PgStore {
@@ -110,7 +110,7 @@ impl PgStore {
             "UPDATE events e SET delivered_at = $1 \
              WHERE e.seq = ANY(ARRAY(SELECT seq FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
                  AND deliver_at <= $1 ORDER BY deliver_at LIMIT $2 FOR UPDATE SKIP LOCKED)) \
-             RETURNING e.id, e.name, e.payload",
+             RETURNING e.id, e.name, e.payload, e.context, e.source",
             &[&now, &limit],
         )
         .await?;
@@ -120,7 +120,20 @@ impl PgStore {
             let id: String = r.try_get(0)?;
             let name: String = r.try_get(1)?;
             let payload = json_text(&r.try_get::<_, String>(2)?)?;
-            runs.fan_out(self.triggers(), &id, &name, &payload, now);
+            let context = r
+                .try_get::<_, Option<String>>(3)?
+                .as_deref()
+                .map(json_text)
+                .transpose()?;
+            let source: String = r.try_get(4)?;
+            let fields = EventFields {
+                id: &id,
+                name: &name,
+                payload: &payload,
+                context: context.as_ref(),
+                source: &source,
+            };
+            runs.fan_out(self.triggers(), &fields, now);
             delivered.push((id, name, payload));
         }
         // Waits for these events: the names' shared locks first (see `waits.rs`).
@@ -152,6 +165,19 @@ impl PgStore {
                     &runs.versions,
                     &runs.max_attempts,
                     &runs.at,
+                    &runs.slot_a,
+                    &runs.slot_b,
+                    &runs.slots.slot,
+                    &runs.slots.job,
+                    &runs.slots.cap,
+                    &runs.slots.due,
+                    &runs.rate_key,
+                    &runs.rate_limit,
+                    &runs.rate_period,
+                    &runs.rate_reason,
+                    &runs.slots.thr_interval,
+                    &runs.slots.thr_tolerance,
+                    &runs.expires,
                 ],
             )
             .await?;
@@ -188,6 +214,7 @@ impl PgStore {
                  SELECT finished_at / 60000 AS minute, job_id, status, count(*) AS k FROM druns \
                  WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) d \
                WHERE o.minute = d.minute AND o.job_id = d.job_id AND o.status = d.status), \
+             dskips AS (DELETE FROM event_skips k USING doomed WHERE k.event_id = doomed.id), \
              dev AS (DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING e.timestamp), \
              dcount AS (INSERT INTO event_counts (minute, shard, n) \
                SELECT timestamp / 60000, pg_backend_pid() % 16, -count(*) FROM dev GROUP BY 1 ORDER BY 1 \
@@ -269,10 +296,25 @@ impl PgStore {
         .iter()
         .map(event_from_row)
         .collect::<Result<Vec<_>>>()?;
+        let skipped = rows(
+            c,
+            "SELECT job_id, reason FROM event_skips WHERE event_id = $1 ORDER BY job_id",
+            &[&id],
+        )
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(crate::store::events::Skipped {
+                job_id: r.try_get(0)?,
+                reason: r.try_get(1)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
         Ok(Some(EventDetail {
             event,
             runs,
             children,
+            skipped,
         }))
     }
 }

@@ -263,7 +263,7 @@ impl PgStore {
         let mut defs = Vec::new();
         for r in rows(
             c,
-            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused \
+            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms \
              FROM jobs ORDER BY id",
             &[],
         )
@@ -280,6 +280,18 @@ impl PgStore {
                 max_attempts: super::rows::u32_of(&r, 5)?,
                 timeout_ms: u64::try_from(r.try_get::<_, i64>(6)?).unwrap_or(0),
                 concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
+                concurrency_limits: crate::store::jobs::limits_of(
+                    r.try_get::<_, Option<String>>(10)?.as_deref(),
+                ),
+                rate_limit: r
+                    .try_get::<_, Option<String>>(11)?
+                    .and_then(|t| serde_json::from_str(&t).ok()),
+                throttle: r
+                    .try_get::<_, Option<String>>(12)?
+                    .and_then(|t| serde_json::from_str(&t).ok()),
+                start_timeout_ms: r
+                    .try_get::<_, Option<i64>>(13)?
+                    .and_then(|t| u64::try_from(t).ok()),
                 updated_at: ms_to_time(r.try_get(8)?),
                 paused: r.try_get(9)?,
             });

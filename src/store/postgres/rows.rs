@@ -114,7 +114,6 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
         .await?
         .iter()
         .map(|r| {
-            let concurrency: Option<i32> = r.try_get(7)?;
             JobRow {
                 id: r.try_get(0)?,
                 name: r.try_get(1)?,
@@ -123,7 +122,10 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
                 filter: r.try_get(4)?,
                 max_attempts: u32_of(r, 5)?,
                 timeout_ms: r.try_get(6)?,
-                concurrency: concurrency.and_then(|c| u32::try_from(c).ok()),
+                concurrency_limits: r.try_get(7)?,
+                rate_limit: r.try_get(8)?,
+                throttle: r.try_get(9)?,
+                start_timeout_ms: r.try_get(10)?,
             }
             .into_spec()
         })

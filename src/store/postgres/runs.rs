@@ -26,7 +26,8 @@ use super::rows::{
 use super::{PgStore, GENERIC_PLAN_NO_WAIT};
 use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus};
 use crate::store::{
-    ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail, Triggers,
+    ClaimParams, ClaimedRun, Completion, Error, Finish, FlowGroup, Lease, Result, RunDetail,
+    Triggers,
 };
 
 /// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
@@ -38,7 +39,8 @@ use crate::store::{
 pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
        UPDATE run_queue q SET lease_until = $2, lease_token = $3, attempt = q.attempt + 1, \
          started_at = $1, node = $6 \
-       WHERE q.seq = ANY(ARRAY(SELECT seq FROM run_queue WHERE lease_until IS NULL AND run_at <= $1 \
+       WHERE q.seq = ANY(ARRAY(SELECT seq FROM run_queue WHERE lease_until IS NULL AND slot_a IS NULL AND run_at <= $1 \
+           AND (expires_at IS NULL OR expires_at > $1 OR started_at IS NOT NULL) \
            AND job_id = ANY(ARRAY(SELECT unnest($4::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
            ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
        RETURNING q.seq, q.attempt) \
@@ -126,7 +128,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
          error = u.error \
        FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.id = q.id \
        WHERE r.seq = q.seq \
-       RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error), \
+       RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error, r.slot_a), \
      inv AS (DELETE FROM run_waits w USING done \
        WHERE done.status IN ('succeeded', 'failed') AND w.event_name = 'flare/job.invoked' \
          AND w.match_path = 'run' AND w.match_value = done.id \
@@ -151,7 +153,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        FROM unnest($10::text[], $11::int4[], $12::text[], $13::text[], $14::text[], $15::int8[]) \
             WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
        WHERE l.run_id IN (SELECT id FROM done) ORDER BY l.ord) \
-     SELECT id FROM done"
+     SELECT id, slot_a IS NOT NULL FROM done"
 );
 
 pub(super) async fn run_state_error<C: GenericClient>(
@@ -263,8 +265,9 @@ pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -
         "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
              WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
            r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
-             FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt), \
-           q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt) SELECT seq, job_id, $2, attempt FROM r), \
+             FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt, runs.slot_a, runs.slot_b), \
+           q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt, slot_a, slot_b) SELECT seq, job_id, $2, attempt, slot_a, slot_b FROM r), \
+           f AS (UPDATE flow_slots f SET next_due = LEAST(f.next_due, $2) FROM r WHERE f.slot = r.slot_a), \
            o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
              WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
          SELECT 1 FROM r",
@@ -278,7 +281,7 @@ impl PgStore {
     /// See [`crate::store::Store::runs_claim`].
     pub async fn runs_claim(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>> {
         let token: i64 = rand::random::<i64>() & i64::MAX;
-        let groups: Vec<(&[String], i64)> = p
+        let groups: Vec<(&[String], i64, Option<&FlowGroup>)> = p
             .groups
             .iter()
             .filter(|g| g.limit > 0 && !g.jobs.is_empty())
@@ -286,6 +289,7 @@ impl PgStore {
                 (
                     g.jobs.as_slice(),
                     i64::try_from(g.limit).unwrap_or(i64::MAX),
+                    g.flow.as_ref(),
                 )
             })
             .collect();
@@ -295,16 +299,37 @@ impl PgStore {
         // Each group's claim is one statement in its own transaction: nothing stays open.
         let client = self.conn().await?;
         let mut claimed = Vec::new();
-        for (jobs, limit) in groups {
-            for r in self
-                .with_settings(
-                    &client,
-                    CLAIM_SETTINGS,
-                    CLAIM_SQL,
-                    &[&p.now, &p.lease_until, &token, &jobs, &limit, &p.node],
-                )
-                .await?
-            {
+        for (jobs, limit, flow) in groups {
+            let taken = match flow {
+                Some(flow) => {
+                    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+                    self.with_settings(
+                        &client,
+                        CLAIM_SETTINGS,
+                        super::flow::FLOW_CLAIM_SQL,
+                        &[
+                            &jobs[0],
+                            &flow.second_slot,
+                            &p.now,
+                            &p.lease_until,
+                            &token,
+                            &p.node,
+                            &limit,
+                        ],
+                    )
+                    .await?
+                }
+                None => {
+                    self.with_settings(
+                        &client,
+                        CLAIM_SETTINGS,
+                        CLAIM_SQL,
+                        &[&p.now, &p.lease_until, &token, &jobs, &limit, &p.node],
+                    )
+                    .await?
+                }
+            };
+            for r in taken {
                 claimed.push(ClaimedRun {
                     id: r.try_get(0)?,
                     event_id: r.try_get(1)?,
@@ -365,6 +390,7 @@ impl PgStore {
         let mut started = Vec::with_capacity(n);
         let mut logs = LogColumns::default();
         let mut retry = false;
+        let mut freed = false;
         for c in completions {
             let (status, due, output, error) = match &c.finish {
                 Finish::Succeeded(output) => ("succeeded", None, Some(output.to_string()), None),
@@ -418,10 +444,17 @@ impl PgStore {
                 .with_settings(&client, COMPLETE_SETTINGS, COMPLETE_SQL, &params)
                 .await?
                 .iter()
-                .map(|r| r.try_get::<_, String>(0))
+                .map(|r| {
+                    freed |= r.try_get::<_, bool>(1)?;
+                    r.try_get::<_, String>(0)
+                })
                 .collect::<Result<_, _>>()?;
-            if retry {
+            if retry || freed {
                 self.wake();
+            }
+            if freed {
+                // Slots are free: every process's claim may now take a run they held back.
+                super::flow::notify(&client).await?;
             }
             return Ok(held);
         }
@@ -432,7 +465,10 @@ impl PgStore {
         let held: HashSet<String> = rows(&tx, COMPLETE_SQL, &params)
             .await?
             .iter()
-            .map(|r| r.try_get::<_, String>(0))
+            .map(|r| {
+                freed |= r.try_get::<_, bool>(1)?;
+                r.try_get::<_, String>(0)
+            })
             .collect::<Result<_, _>>()?;
         let ended: Vec<(String, Option<String>)> = failed
             .into_iter()
@@ -441,8 +477,12 @@ impl PgStore {
         let now = completions.iter().map(|c| c.finished_at).max().unwrap_or(0);
         let woken = send_ended(&tx, self.triggers(), &ended, false, now).await?;
         tx.commit().await?;
-        if retry || woken {
+        if retry || woken || freed {
             self.wake();
+        }
+        if freed {
+            // Slots are free: every process's claim may now take a run they held back.
+            super::flow::notify(&client).await?;
         }
         Ok(held)
     }
@@ -630,6 +670,31 @@ impl PgStore {
         Ok(n)
     }
 
+    /// See [`crate::store::Store::runs_expire`].
+    pub async fn runs_expire(&self, now: i64) -> Result<usize> {
+        let conn = self.conn().await?;
+        let n = rows(
+            &conn,
+            concat!(
+                "WITH q AS (DELETE FROM run_queue WHERE seq IN (SELECT seq FROM run_queue \
+                   WHERE expires_at <= $1 AND lease_until IS NULL AND started_at IS NULL \
+                   ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING seq, attempt), \
+                 c AS (UPDATE runs r SET status = 'cancelled', finished_at = $1, \
+                   error = 'expired before it started', attempt = q.attempt \
+                   FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
+                 tally AS (",
+                tally_sql!("c"),
+                ") SELECT count(*)::int8 FROM c"
+            ),
+            &[&now],
+        )
+        .await?;
+        Ok(n.first()
+            .map(|r| r.try_get::<_, i64>(0))
+            .transpose()?
+            .map_or(0, |n| usize::try_from(n).unwrap_or(0)))
+    }
+
     /// See [`crate::store::Store::runs_next_due`]: both lookups walk a partial index in due order.
     pub async fn runs_next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
         let conn = self.conn().await?;
@@ -637,23 +702,21 @@ impl PgStore {
             .with_settings(
                 &conn,
                 super::runs::WALK_DUE,
-                "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL \
+                "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND slot_a IS NULL \
                          AND job_id = ANY(ARRAY(SELECT unnest($1::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
                          ORDER BY run_at LIMIT 1), \
                         (SELECT deliver_at FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
-                         AND deliver_at IS NOT NULL ORDER BY deliver_at LIMIT 1)",
+                         AND deliver_at IS NOT NULL ORDER BY deliver_at LIMIT 1), \
+                        (SELECT min(next_due) FROM flow_slots WHERE job_id = ANY($1::text[]) \
+                         AND next_due IS NOT NULL AND running < cap)",
                 &[&jobs],
             )
             .await?;
         let Some(r) = r.first() else {
             return Ok(None);
         };
-        let run: Option<i64> = r.try_get(0)?;
-        let event: Option<i64> = r.try_get(1)?;
-        Ok(match (run, event) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        })
+        let times: [Option<i64>; 3] = [r.try_get(0)?, r.try_get(1)?, r.try_get(2)?];
+        Ok(times.into_iter().flatten().min())
     }
 
     /// See [`crate::store::Store::run_detail`].
@@ -708,9 +771,9 @@ impl PgStore {
         }
         let steps = super::steps::steps_of(c, &id).await?;
         let wait = super::waits::pending(c, &id).await?;
-        Ok(Some(
-            RunDetail::new(run, logs, attempts, steps).with_wait(wait),
-        ))
+        let mut detail = RunDetail::new(run, logs, attempts, steps).with_wait(wait);
+        detail.waiting_for = super::flow::waiting_for(c, &detail.run).await?;
+        Ok(Some(detail))
     }
 
     /// See [`crate::store::Store::run_counts`].

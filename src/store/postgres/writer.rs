@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use deadpool_postgres::{GenericClient, Pool};
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -19,7 +18,7 @@ use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{on_events, Delivered, LOCK_SHARED_SQL};
 use crate::log_throttle::storage_failure;
-use crate::model::StoredEvent;
+use crate::model::{EventFields, RunSlots, StoredEvent};
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
 
 /// Most inserts grouped into one transaction.
@@ -58,7 +57,16 @@ pub(super) async fn writer_loop(
         if n == 0 {
             break;
         }
-        match write_batch(&writer, &batch).await {
+        let mut written = write_batch(&writer, &batch).await;
+        // A deadlock victim wrote nothing: write it again (the slot rows of concurrency limits
+        // are locked by completions too, see `0020_flow_concurrency.sql`).
+        for _ in 0..3 {
+            if !matches!(&written, Err(e) if is_deadlock(e)) {
+                break;
+            }
+            written = write_batch(&writer, &batch).await;
+        }
+        match written {
             Ok(inserted) => {
                 for (op, ins) in batch.drain(..).zip(inserted) {
                     let _ = op.reply.send(Ok(ins));
@@ -75,6 +83,13 @@ pub(super) async fn writer_loop(
         }
     }
     tracing::debug!("PostgreSQL writer stopped");
+}
+
+/// True for PostgreSQL's `deadlock detected` (40P01): the transaction was rolled back whole.
+/// (The server's code is in the message of the store's PostgreSQL error, which the backend's
+/// facade defines.)
+pub(super) fn is_deadlock(e: &Error) -> bool {
+    matches!(e, Error::Database(cause) if cause.to_string().ends_with("(40P01)"))
 }
 
 /// Writes one batch in two round trips: the job table's revision (fan-out must know every stored
@@ -114,7 +129,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         locked?;
         let inserted = inserted?;
         let (created, existing) = prepared.created(&inserted)?;
-        let resumed = on_events(&client, &prepared.delivered(&created)).await?;
+        let resumed = on_events(&client, &prepared.delivered(&created.events)).await?;
         Ok::<_, Error>((created, existing, resumed))
     }
     .await;
@@ -151,7 +166,48 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
 /// queue rows and their per-minute counts (`event_counts`, `0015_event_counts.sql`). Rows go in
 /// id order: two transactions inserting overlapping ids (writers in flight at once, several
 /// nodes) then wait for each other in one order instead of deadlocking on the unique index.
-pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
+/// Creates or updates the `flow_slots` rows of new runs (the arrays slot, job, capacity, due),
+/// in slot order so concurrent writers lock them in one order: the definition's capacity, the
+/// earliest due time of the job's own slot (see `0020_flow_concurrency.sql`).
+macro_rules! flow_slots_sql {
+    ($slot:literal, $job:literal, $cap:literal, $due:literal, $interval:literal, $tolerance:literal) => {
+        concat!(
+            "INSERT INTO flow_slots (slot, job_id, cap, next_due, thr_interval, thr_tolerance) \
+             SELECT slot, max(job), max(cap), min(due), max(thr_i), max(thr_t) FROM unnest(",
+            $slot,
+            "::text[], ",
+            $job,
+            "::text[], ",
+            $cap,
+            "::int4[], ",
+            $due,
+            "::int8[], ",
+            $interval,
+            "::float8[], ",
+            $tolerance,
+            "::float8[]) AS s(slot, job, cap, due, thr_i, thr_t) GROUP BY slot ORDER BY slot \
+             ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap, \
+               job_id = coalesce(excluded.job_id, flow_slots.job_id), \
+               next_due = LEAST(flow_slots.next_due, \
+                 GREATEST(excluded.next_due, ceil(flow_slots.tat - flow_slots.thr_tolerance)::int8)), \
+               thr_interval = coalesce(excluded.thr_interval, flow_slots.thr_interval), \
+               thr_tolerance = coalesce(excluded.thr_tolerance, flow_slots.thr_tolerance)"
+        )
+    };
+}
+
+/// The condition under which a run `u` of a new event is created: its event was inserted (not
+/// a duplicate) and, for a job with a rate limit, `flow_rate_take` allows it (it records the
+/// creation, or the skip). `CASE` keeps that order: a duplicate event takes nothing.
+macro_rules! rate_taken {
+    () => {
+        "CASE WHEN u.event_id IN (SELECT id FROM ev) THEN (u.rate_key IS NULL OR \
+           flow_rate_take(u.event_id, u.job_id, u.rate_key, u.rate_limit, u.rate_period, u.at, u.rate_reason)) \
+         ELSE false END"
+    };
+}
+
+pub(super) const INSERT_EVENTS_SQL: &str = concat!("WITH ev AS ( \
        INSERT INTO events (id, name, payload, context, source, parent_run_id, timestamp, deliver_at, delivered_at) \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
                             $7::int8[], $8::int8[], $9::int8[]) \
@@ -163,23 +219,36 @@ pub(super) const INSERT_EVENTS_SQL: &str = "WITH ev AS ( \
        SELECT timestamp / 60000, pg_backend_pid() % 16, count(*) FROM ev GROUP BY 1 ORDER BY 1 \
        ON CONFLICT (minute, shard) DO UPDATE SET n = event_counts.n + excluded.n), \
      r AS ( \
-       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
-       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
-       FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[]) \
-            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) \
-       WHERE u.event_id IN (SELECT id FROM ev) ORDER BY u.ord \
-       RETURNING seq, job_id, run_at), \
-     q AS (INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, run_at FROM r) \
-     SELECT id FROM ev";
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
+       FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[], $16::text[], $17::text[], \
+                   $22::text[], $23::int4[], $24::int8[], $25::text[], $29::int8[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, \
+                                 rate_key, rate_limit, rate_period, rate_reason, expires_at, ord) \
+       WHERE ", rate_taken!(), " ORDER BY u.ord \
+       RETURNING id, seq, job_id, run_at, slot_a, slot_b, event_id), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at) \
+       SELECT r.seq, r.job_id, r.run_at, r.slot_a, r.slot_b, u.expires_at FROM r \
+       JOIN unnest($10::text[], $29::int8[]) AS u(id, expires_at) ON u.id = r.id), \
+     s AS (", flow_slots_sql!("$18", "$19", "$20", "$21", "$27", "$28"), ") \
+     SELECT id, true FROM ev UNION ALL SELECT id, false FROM r WHERE job_id = ANY($26::text[])");
 
-/// Inserts runs (scheduled events being delivered) and their queue rows.
-pub(super) const INSERT_RUNS_SQL: &str = "WITH r AS ( \
-       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
-       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at \
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[]) \
-            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, ord) ORDER BY u.ord \
-       RETURNING seq, job_id, run_at) \
-     INSERT INTO run_queue (seq, job_id, run_at) SELECT seq, job_id, run_at FROM r";
+/// Inserts runs (scheduled events being delivered), their queue rows and their slots' rows.
+pub(super) const INSERT_RUNS_SQL: &str = concat!("WITH r AS ( \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::text[], $8::text[], \
+                   $13::text[], $14::int4[], $15::int8[], $16::text[], $19::int8[]) \
+            WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, \
+                                 rate_key, rate_limit, rate_period, rate_reason, expires_at, ord) \
+       WHERE u.rate_key IS NULL OR \
+         flow_rate_take(u.event_id, u.job_id, u.rate_key, u.rate_limit, u.rate_period, u.at, u.rate_reason) \
+       ORDER BY u.ord \
+       RETURNING id, seq, job_id, run_at, slot_a, slot_b), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at) \
+       SELECT r.seq, r.job_id, r.run_at, r.slot_a, r.slot_b, u.expires_at FROM r \
+       JOIN unnest($1::text[], $19::int8[]) AS u(id, expires_at) ON u.id = r.id) \
+     ", flow_slots_sql!("$9", "$10", "$11", "$12", "$17", "$18"));
 
 /// A new run id: time-ordered, so ids sort by creation (as on SQLite).
 pub(super) fn new_run_id() -> String {
@@ -202,6 +271,54 @@ pub(super) struct NewRuns {
     pub(super) versions: Vec<String>,
     pub(super) max_attempts: Vec<i32>,
     pub(super) at: Vec<i64>,
+    pub(super) slot_a: Vec<Option<String>>,
+    pub(super) slot_b: Vec<Option<String>>,
+    /// The `flow_slots` rows to create or update (slot, owning job, capacity, due time).
+    pub(super) slots: FlowSlotRows,
+    /// Rate limits of the runs (key, limit, period, reason; `None` without one).
+    pub(super) rate_key: Vec<Option<String>>,
+    pub(super) rate_limit: Vec<Option<i32>>,
+    pub(super) rate_period: Vec<Option<i64>>,
+    pub(super) rate_reason: Vec<Option<String>>,
+    /// The jobs with a rate limit among the runs, and those runs: the insert returns the ones
+    /// it created (the others were over the limit).
+    pub(super) rated_jobs: Vec<String>,
+    pub(super) rated_runs: HashSet<String>,
+    /// When each run expires unstarted (its job's start timeout), ms.
+    pub(super) expires: Vec<Option<i64>>,
+}
+
+/// Rows of `flow_slots` written with new runs: `$16 … $19` of [`INSERT_EVENTS_SQL`].
+#[derive(Default)]
+pub(super) struct FlowSlotRows {
+    pub(super) slot: Vec<String>,
+    pub(super) job: Vec<Option<String>>,
+    pub(super) cap: Vec<i32>,
+    pub(super) due: Vec<Option<i64>>,
+    /// A throttled first slot's spacing of starts and tolerance, ms.
+    pub(super) thr_interval: Vec<Option<f64>>,
+    pub(super) thr_tolerance: Vec<Option<f64>>,
+}
+
+impl FlowSlotRows {
+    fn add(&mut self, job: &str, s: &RunSlots, now: i64) {
+        let cap = |c: u32| i32::try_from(c).unwrap_or(i32::MAX);
+        self.slot.push(s.a.clone());
+        self.job.push(Some(job.to_string()));
+        self.cap.push(cap(s.cap_a));
+        self.due.push(Some(now));
+        self.thr_interval.push(s.throttle.map(|t| t.0));
+        self.thr_tolerance.push(s.throttle.map(|t| t.1));
+        if let Some((b, c)) = &s.b {
+            self.slot.push(b.clone());
+            self.job
+                .push(b.starts_with("job:").then(|| job.to_string()));
+            self.cap.push(cap(*c));
+            self.due.push(None);
+            self.thr_interval.push(None);
+            self.thr_tolerance.push(None);
+        }
+    }
 }
 
 impl NewRuns {
@@ -209,16 +326,45 @@ impl NewRuns {
     pub(super) fn fan_out(
         &mut self,
         triggers: &Triggers,
-        event_id: &str,
-        name: &str,
-        payload: &Value,
+        event: &EventFields<'_>,
         now: i64,
     ) -> Vec<String> {
         let mut ids = Vec::new();
-        for job in triggers.matching(name, payload) {
+        for job in triggers.matching(event.name, event.payload) {
             let id = new_run_id();
+            let slots = job.run_slots(event);
+            match &job.rate_limit {
+                Some(rate) => {
+                    let key = rate.key_of(event);
+                    self.rate_reason.push(Some(rate.reason(&key)));
+                    self.rate_key.push(Some(key));
+                    self.rate_limit
+                        .push(Some(i32::try_from(rate.limit).unwrap_or(i32::MAX)));
+                    self.rate_period
+                        .push(Some(i64::try_from(rate.period_ms).unwrap_or(i64::MAX)));
+                    if !self.rated_jobs.contains(&job.id) {
+                        self.rated_jobs.push(job.id.clone());
+                    }
+                    self.rated_runs.insert(id.clone());
+                }
+                None => {
+                    self.rate_key.push(None);
+                    self.rate_limit.push(None);
+                    self.rate_period.push(None);
+                    self.rate_reason.push(None);
+                }
+            }
+            if let Some(s) = &slots {
+                self.slots.add(&job.id, s, now);
+            }
+            self.slot_a.push(slots.as_ref().map(|s| s.a.clone()));
+            self.slot_b.push(slots.and_then(|s| s.b).map(|(b, _)| b));
+            self.expires.push(
+                job.start_timeout
+                    .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
+            );
             self.ids.push(id.clone());
-            self.event_ids.push(event_id.to_string());
+            self.event_ids.push(event.id.to_string());
             self.job_ids.push(job.id.clone());
             self.versions.push(job.version.clone());
             self.max_attempts
@@ -228,6 +374,13 @@ impl NewRuns {
         }
         ids
     }
+}
+
+/// What an insert created: events, and runs of rate-limited jobs.
+#[derive(Default)]
+pub(super) struct Created {
+    events: HashSet<String>,
+    rated_runs: HashSet<String>,
 }
 
 /// A batch of events ready to insert: the columns of the new ones (the first of each id) and of
@@ -288,9 +441,14 @@ impl<'a> PreparedEvents<'a> {
             p.deliver.push(ev.deliver_at);
             p.delivered.push(immediate.then_some(ev.now));
             if immediate {
-                p.run_ids[i] = p
-                    .runs
-                    .fan_out(triggers, &ev.id, &ev.name, &ev.payload, ev.now);
+                let fields = EventFields {
+                    id: &ev.id,
+                    name: &ev.name,
+                    payload: &ev.payload,
+                    context: ev.context.as_ref(),
+                    source: &ev.source,
+                };
+                p.run_ids[i] = p.runs.fan_out(triggers, &fields, ev.now);
                 p.wake |= !p.run_ids[i].is_empty();
             } else {
                 p.wake = true;
@@ -300,7 +458,7 @@ impl<'a> PreparedEvents<'a> {
     }
 
     /// The parameters of [`INSERT_EVENTS_SQL`].
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 15] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 29] {
         [
             &self.ids,
             &self.names,
@@ -317,6 +475,20 @@ impl<'a> PreparedEvents<'a> {
             &self.runs.versions,
             &self.runs.max_attempts,
             &self.runs.at,
+            &self.runs.slot_a,
+            &self.runs.slot_b,
+            &self.runs.slots.slot,
+            &self.runs.slots.job,
+            &self.runs.slots.cap,
+            &self.runs.slots.due,
+            &self.runs.rate_key,
+            &self.runs.rate_limit,
+            &self.runs.rate_period,
+            &self.runs.rate_reason,
+            &self.runs.rated_jobs,
+            &self.runs.slots.thr_interval,
+            &self.runs.slots.thr_tolerance,
+            &self.runs.expires,
         ]
     }
 
@@ -345,17 +517,23 @@ impl<'a> PreparedEvents<'a> {
             .collect()
     }
 
-    /// The ids the insert created, from its rows, and the ids that existed before (to look up).
-    pub(super) fn created(&self, rows: &[Row]) -> Result<(HashSet<String>, Vec<String>)> {
-        let created: HashSet<String> = rows
-            .iter()
-            .map(|r| r.try_get::<_, String>(0))
-            .collect::<Result<_, _>>()?;
+    /// What the insert created, from its rows (event ids, and the runs of rate-limited jobs),
+    /// and the event ids that existed before (to look up).
+    pub(super) fn created(&self, rows: &[Row]) -> Result<(Created, Vec<String>)> {
+        let mut created = Created::default();
+        for r in rows {
+            let id: String = r.try_get(0)?;
+            if r.try_get::<_, bool>(1)? {
+                created.events.insert(id);
+            } else {
+                created.rated_runs.insert(id);
+            }
+        }
         let existing = self
             .batch
             .iter()
             .enumerate()
-            .filter(|(i, row)| !(self.candidate[*i] && created.contains(&row.event.id)))
+            .filter(|(i, row)| !(self.candidate[*i] && created.events.contains(&row.event.id)))
             .map(|(_, row)| row.event.id.clone())
             .collect();
         Ok((created, existing))
@@ -364,11 +542,20 @@ impl<'a> PreparedEvents<'a> {
     /// What each row did: the new events as inserted, the others as `stored` holds them.
     pub(super) fn finish(
         self,
-        created: &HashSet<String>,
+        created: &Created,
         stored: &HashMap<String, StoredEvent>,
     ) -> Result<Vec<Inserted>> {
         let t = crate::model::ms_to_time;
         let mut run_ids = self.run_ids;
+        // Runs over their job's rate limit were not created.
+        if !self.runs.rated_runs.is_empty() {
+            for ids in &mut run_ids {
+                ids.retain(|id| {
+                    !self.runs.rated_runs.contains(id) || created.rated_runs.contains(id)
+                });
+            }
+        }
+        let created = &created.events;
         self.batch
             .iter()
             .enumerate()
@@ -443,7 +630,7 @@ pub(super) async fn insert_events<C: GenericClient>(
     rows(c, LOCK_SHARED_SQL, &[&prepared.names()]).await?;
     let inserted = rows(c, INSERT_EVENTS_SQL, &prepared.params()).await?;
     let (created, existing) = prepared.created(&inserted)?;
-    let resumed = on_events(c, &prepared.delivered(&created)).await?;
+    let resumed = on_events(c, &prepared.delivered(&created.events)).await?;
     let stored = events_by_ids(c, &existing).await?;
     let wake = prepared.wake || resumed > 0;
     Ok((prepared.finish(&created, &stored)?, wake))

@@ -35,13 +35,20 @@ pub(super) fn cancel_queued(
     url: &str,
     now: i64,
 ) -> Result<u64> {
+    // The queue of runs without slots by its index; runs in slots' queues (a limited job's) by
+    // the job's runs.
     let mut stmt = ctx.conn.prepare_cached(
         "UPDATE runs INDEXED BY runs_runnable SET status = 'cancelled', finished_at = ?2, error = ?3 \
-         WHERE job_id = ?1 AND status = 'queued'",
+         WHERE job_id = ?1 AND status = 'queued' AND slot_a IS NULL",
+    )?;
+    let mut slotted = ctx.conn.prepare_cached(
+        "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 \
+         WHERE job_id = ?1 AND status = 'queued' AND slot_a IS NOT NULL",
     )?;
     let mut n = 0;
     for job in jobs {
-        let cancelled = stmt.execute(params![job, now, removed_message(job, url)])?;
+        let cancelled = stmt.execute(params![job, now, removed_message(job, url)])?
+            + slotted.execute(params![job, now, removed_message(job, url)])?;
         ctx.tally.run(now, job, "cancelled", cancelled as i64);
         n += cancelled as u64;
     }

@@ -2,48 +2,127 @@
 //! operation of the writer), cancelling a scheduled event, delivering due ones, pruning finished
 //! ones with their runs, and reading an event with its runs and children.
 
-use rusqlite::params;
-use serde_json::Value;
+use rusqlite::{params, OptionalExtension};
 
 use super::rows::{
     event_by_id, event_from_row, json_text, new_run_id, run_from_row, EVENT_COLUMNS, RUN_COLUMNS,
 };
 use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
-use crate::model::StoredEvent;
+use crate::model::{EventFields, RateLimit, RunSlots, StoredEvent};
+use crate::store::events::Skipped;
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
 
-/// Creates one queued run per matching job. Returns the run ids.
+/// Creates one queued run per matching job, with the slots of a job's concurrency limits
+/// (their rows in `flow_slots` created or given the definition's capacity, the job's own slot
+/// marked due). Returns the run ids.
 pub(super) fn fanout(
     ctx: &mut WriteCtx<'_>,
-    event_id: &str,
-    name: &str,
-    payload: &Value,
+    event: &EventFields<'_>,
     now: i64,
 ) -> Result<Vec<String>> {
-    let jobs = ctx.triggers.matching(name, payload);
+    let jobs = ctx.triggers.matching(event.name, event.payload);
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
     let mut stmt = ctx.conn.prepare_cached(
-        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6)",
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6, ?7, ?8, ?9)",
     )?;
     let mut ids = Vec::with_capacity(jobs.len());
     for job in jobs {
+        if let Some(rate) = &job.rate_limit {
+            if !rate_take(ctx.conn, rate, &job.id, event, now)? {
+                continue;
+            }
+        }
         let id = new_run_id();
+        let slots = job.run_slots(event);
         stmt.execute(params![
             id,
-            event_id,
+            event.id,
             job.id,
             job.version,
             job.retry.max_attempts,
-            now
+            now,
+            slots.as_ref().map(|s| s.a.as_str()),
+            slots
+                .as_ref()
+                .and_then(|s| s.b.as_ref())
+                .map(|b| b.0.as_str()),
+            job.start_timeout
+                .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
         ])?;
+        if let Some(s) = &slots {
+            flow_slots_put(ctx.conn, s, &job.id, now)?;
+        }
         ids.push(id);
     }
     ctx.wake = true;
     Ok(ids)
+}
+
+/// Whether `event` may create a run of `job` under its rate limit at `now`: records the
+/// creation in `flow_rates`, or the skip in `event_skips` (see `0021_flow_rate_limit.sql`).
+fn rate_take(
+    conn: &rusqlite::Connection,
+    rate: &RateLimit,
+    job: &str,
+    event: &EventFields<'_>,
+    now: i64,
+) -> Result<bool> {
+    let key = rate.key_of(event);
+    let hits: Vec<i64> = conn
+        .prepare_cached("SELECT hits FROM flow_rates WHERE job_id = ?1 AND key = ?2")?
+        .query_row(params![job, key], |r| r.get::<_, String>(0))
+        .optional()?
+        .map(|t| serde_json::from_str(&t).map_err(|e| Error::Corrupt(e.to_string())))
+        .transpose()?
+        .unwrap_or_default();
+    let (allowed, kept) = rate.take(&hits, now);
+    let kept = serde_json::to_string(&kept).map_err(|e| Error::Corrupt(e.to_string()))?;
+    conn.prepare_cached(
+        "INSERT INTO flow_rates (job_id, key, hits) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (job_id, key) DO UPDATE SET hits = excluded.hits",
+    )?
+    .execute(params![job, key, kept])?;
+    if !allowed {
+        conn.prepare_cached(
+            "INSERT INTO event_skips (event_id, job_id, reason) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![event.id, job, rate.reason(&key)])?;
+    }
+    Ok(allowed)
+}
+
+/// Creates or updates the slot rows of a new run due at `now` (see `0020_flow_concurrency.sql`):
+/// the first slot is due at `now`, or for a throttled one when its next start is allowed.
+fn flow_slots_put(conn: &rusqlite::Connection, s: &RunSlots, job: &str, now: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO flow_slots (slot, job_id, cap, running, next_due, thr_interval, thr_tolerance) \
+         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6) \
+         ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap, job_id = excluded.job_id, \
+           next_due = min(coalesce(next_due, max(excluded.next_due, coalesce(CAST(tat - thr_tolerance AS INTEGER) + (tat - thr_tolerance > CAST(tat - thr_tolerance AS INTEGER)), 0))), \
+             max(excluded.next_due, coalesce(CAST(tat - thr_tolerance AS INTEGER) + (tat - thr_tolerance > CAST(tat - thr_tolerance AS INTEGER)), 0))), \
+           thr_interval = excluded.thr_interval, thr_tolerance = excluded.thr_tolerance",
+    )?
+    .execute(params![
+        s.a,
+        job,
+        s.cap_a,
+        now,
+        s.throttle.map(|t| t.0),
+        s.throttle.map(|t| t.1)
+    ])?;
+    if let Some((b, cap)) = &s.b {
+        let owner = b.starts_with("job:").then_some(job);
+        conn.prepare_cached(
+            "INSERT INTO flow_slots (slot, job_id, cap, running) VALUES (?1, ?2, ?3, 0) \
+             ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap WHERE cap <> excluded.cap",
+        )?
+        .execute(params![b, owner, cap])?;
+    }
+    Ok(())
 }
 
 /// Inserts one event (and, when immediate, its runs) inside the caller's write operation.
@@ -87,7 +166,14 @@ pub(super) fn insert_event(
         if super::waits::on_event(ctx.conn, &ev.id, &ev.name, &ev.payload, ev.now, ev.now)? > 0 {
             ctx.wake = true;
         }
-        fanout(ctx, &ev.id, &ev.name, &ev.payload, ev.now)?
+        let fields = EventFields {
+            id: &ev.id,
+            name: &ev.name,
+            payload: &ev.payload,
+            context: ev.context.as_ref(),
+            source: &ev.source,
+        };
+        fanout(ctx, &fields, ev.now)?
     } else {
         Vec::new()
     };
@@ -167,17 +253,28 @@ impl SqliteStore {
     /// See [`crate::store::Store::events_deliver_due`].
     pub async fn events_deliver_due(&self, now: i64, limit: usize) -> Result<usize> {
         self.write(move |ctx| {
-            let due: Vec<(String, String, String)> = ctx
+            type Due = (String, String, String, Option<String>, String);
+            let due: Vec<Due> = ctx
                 .conn
                 .prepare_cached(
-                    "SELECT id, name, payload FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
+                    "SELECT id, name, payload, context, source FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
                      AND deliver_at <= ?1 ORDER BY deliver_at LIMIT ?2",
                 )?
-                .query_map(params![now, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .query_map(params![now, limit as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
                 .collect::<rusqlite::Result<_>>()?;
-            for (id, name, payload) in &due {
+            for (id, name, payload, context, source) in &due {
                 let payload = json_text(payload)?;
-                fanout(ctx, id, name, &payload, now)?;
+                let context = context.as_deref().map(json_text).transpose()?;
+                let fields = EventFields {
+                    id,
+                    name,
+                    payload: &payload,
+                    context: context.as_ref(),
+                    source,
+                };
+                fanout(ctx, &fields, now)?;
                 if super::waits::on_event(ctx.conn, id, name, &payload, now, now)? > 0 {
                     ctx.wake = true;
                 }
@@ -249,6 +346,7 @@ impl SqliteStore {
             )?;
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             super::search::forget(ctx.conn, &list)?;
+            ctx.conn.execute("DELETE FROM event_skips WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             ctx.conn.execute("DELETE FROM events WHERE id IN (SELECT value FROM json_each(?1))", [&list])?;
             Ok(ids.len())
         })
@@ -280,7 +378,23 @@ impl SqliteStore {
             while let Some(r) = rows.next()? {
                 children.push(event_from_row(c, r)?);
             }
-            Ok(Some(EventDetail { event, runs, children }))
+            let skipped = c
+                .prepare_cached(
+                    "SELECT job_id, reason FROM event_skips WHERE event_id = ?1 ORDER BY job_id",
+                )?
+                .query_map([&id], |r| {
+                    Ok(Skipped {
+                        job_id: r.get(0)?,
+                        reason: r.get(1)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(Some(EventDetail {
+                event,
+                runs,
+                children,
+                skipped,
+            }))
         })
         .await
     }

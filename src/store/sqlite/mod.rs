@@ -17,6 +17,7 @@
 mod ended;
 mod endpoints;
 mod events;
+mod flow;
 mod jobs;
 mod nodes;
 mod query;
@@ -66,6 +67,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("0013_job_paused.sql")),
     (14, include_str!("0014_search.sql")),
     (16, include_str!("0016_lean_run_indexes.sql")),
+    (20, include_str!("0020_flow_concurrency.sql")),
+    (21, include_str!("0021_flow_rate_limit.sql")),
+    (22, include_str!("0022_flow_throttle.sql")),
+    (23, include_str!("0023_flow_start_timeout.sql")),
     (30, include_str!("0030_event_waits.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
     (41, include_str!("0041_node_details.sql")),

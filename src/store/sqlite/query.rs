@@ -204,7 +204,8 @@ fn runs_sql(q: &RunQuery) -> (String, Vec<SqlValue>) {
         // Queued and running runs are as many as the queue holds: read them off the queue and
         // lease indexes and sort them, rather than walk the whole history newest first.
         index = match status {
-            RunStatus::Queued if q.event_id.is_none() => "INDEXED BY runs_runnable",
+            // Queued runs are in two queues: without slots, and in their slots' queues.
+            RunStatus::Queued if q.event_id.is_none() => QUEUED_RUNS,
             RunStatus::Running if q.event_id.is_none() => "INDEXED BY runs_leased",
             _ => "",
         };
@@ -247,9 +248,20 @@ fn run_counts_of(conn: &Connection, ids: &[String]) -> Result<HashMap<String, Ru
     Ok(counts)
 }
 
-/// Queued runs per job, counted on the queue index (which carries the job): no row is read.
-const QUEUED_BY_JOB: &str =
-    "SELECT job_id, count(*) FROM runs INDEXED BY runs_runnable WHERE status = 'queued' GROUP BY job_id";
+/// Queued runs per job, counted on the two queue indexes (which carry the job): no row is read.
+const QUEUED_BY_JOB: &str = "SELECT job_id, sum(n) FROM ( \
+       SELECT job_id, count(*) AS n FROM runs INDEXED BY runs_runnable \
+         WHERE status = 'queued' AND slot_a IS NULL GROUP BY job_id \
+       UNION ALL SELECT job_id, count(*) FROM runs INDEXED BY runs_slot_queue \
+         WHERE status = 'queued' AND slot_a IS NOT NULL GROUP BY job_id) GROUP BY job_id";
+
+/// The runs of a list of queued runs: the queue of runs without slots and the slots' queues
+/// (`0020_flow_concurrency.sql`), read off their indexes.
+const QUEUED_RUNS: &str =
+    "AS runs JOIN (SELECT seq AS queued_seq FROM runs INDEXED BY runs_runnable \
+         WHERE status = 'queued' AND slot_a IS NULL \
+       UNION ALL SELECT seq FROM runs INDEXED BY runs_slot_queue \
+         WHERE status = 'queued' AND slot_a IS NOT NULL) ON queued_seq = runs.seq";
 
 /// Running runs per job, counted on the lease index.
 const RUNNING_BY_JOB: &str =
@@ -296,11 +308,17 @@ fn queue_depth_at(conn: &Connection, now: i64) -> Result<QueueDepth> {
     };
     Ok(QueueDepth {
         ready: count(
-            "SELECT count(*) FROM runs WHERE status = 'queued' AND run_at <= ?1",
+            "SELECT (SELECT count(*) FROM runs INDEXED BY runs_runnable \
+               WHERE status = 'queued' AND slot_a IS NULL AND run_at <= ?1) \
+             + (SELECT count(*) FROM runs INDEXED BY runs_slot_queue \
+               WHERE status = 'queued' AND slot_a IS NOT NULL AND run_at <= ?1)",
             &[&now],
         )?,
         delayed: count(
-            "SELECT count(*) FROM runs WHERE status = 'queued' AND run_at > ?1",
+            "SELECT (SELECT count(*) FROM runs INDEXED BY runs_runnable \
+               WHERE status = 'queued' AND slot_a IS NULL AND run_at > ?1) \
+             + (SELECT count(*) FROM runs INDEXED BY runs_slot_queue \
+               WHERE status = 'queued' AND slot_a IS NOT NULL AND run_at > ?1)",
             &[&now],
         )?,
         running: count("SELECT count(*) FROM runs WHERE status = 'running'", &[])?,
@@ -374,7 +392,7 @@ impl SqliteStore {
     pub async fn jobs_list(&self, now: i64) -> Result<Vec<JobSummary>> {
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused \
+                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms \
                  FROM jobs ORDER BY id",
             )?;
             let mut rows = stmt.query([])?;
@@ -390,6 +408,18 @@ impl SqliteStore {
                     max_attempts: r.get(5)?,
                     timeout_ms: u64::try_from(r.get::<_, i64>(6)?).unwrap_or(0),
                     concurrency: r.get(7)?,
+                    concurrency_limits: crate::store::jobs::limits_of(
+                        r.get::<_, Option<String>>(10)?.as_deref(),
+                    ),
+                    rate_limit: r
+                        .get::<_, Option<String>>(11)?
+                        .and_then(|t| serde_json::from_str(&t).ok()),
+                    throttle: r
+                        .get::<_, Option<String>>(12)?
+                        .and_then(|t| serde_json::from_str(&t).ok()),
+                    start_timeout_ms: r
+                        .get::<_, Option<i64>>(13)?
+                        .and_then(|t| u64::try_from(t).ok()),
                     updated_at: ms_to_time(r.get(8)?),
                     paused: r.get(9)?,
                 });

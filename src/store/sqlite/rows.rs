@@ -27,7 +27,10 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
             filter: r.get(4)?,
             max_attempts: r.get(5)?,
             timeout_ms: r.get(6)?,
-            concurrency: r.get(7)?,
+            concurrency_limits: r.get(7)?,
+            rate_limit: r.get(8)?,
+            throttle: r.get(9)?,
+            start_timeout_ms: r.get(10)?,
         })
     })?;
     rows.map(|row| row?.into_spec()).collect()

@@ -8,11 +8,14 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
+use super::flow::ClaimRow;
 use super::rows::{json_text, opt_json, run_from_row, RUN_COLUMNS};
 use super::writer::{Commit, Guard, WriteCtx};
 use super::SqliteStore;
 use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus, StepKind, StepStatus};
-use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Result, RunDetail};
+use crate::store::{
+    ClaimParams, ClaimedRun, Completion, Error, Finish, FlowGroup, Lease, Result, RunDetail,
+};
 
 /// The runs a claim takes: runnable runs of the given jobs (`?4`, a JSON array), oldest due first,
 /// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so
@@ -25,9 +28,22 @@ use crate::store::{ClaimParams, ClaimedRun, Completion, Error, Finish, Lease, Re
 pub(super) const CLAIM_SELECT: &str =
     "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
      FROM runs r INDEXED BY runs_runnable JOIN events e ON e.id = r.event_id \
-     WHERE r.status = 'queued' AND r.run_at <= ?1 AND r.job_id IN (SELECT value FROM json_each(?2) \
+     WHERE r.status = 'queued' AND r.slot_a IS NULL AND r.run_at <= ?1 \
+       AND (r.expires_at IS NULL OR r.expires_at > ?1 OR r.started_at IS NOT NULL) AND r.job_id IN (SELECT value FROM json_each(?2) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
      ORDER BY r.run_at, r.seq LIMIT ?3";
+
+/// The rows a fenced final update wrote (0 or 1), from whether it returned a row; a run that
+/// held slots wakes the workers, whose claims may now take the run its slot held back.
+fn freed(wake: &mut bool, had_slot: Option<bool>) -> usize {
+    if had_slot == Some(true) {
+        *wake = true;
+    }
+    usize::from(had_slot.is_some())
+}
+
+/// The error of a run cancelled because it did not start within its job's start timeout.
+pub(super) const EXPIRED: &str = "expired before it started";
 
 /// A completion that ends the run, with the rows its fenced update wrote (1 while the lease
 /// held): counted for `job` when written.
@@ -118,7 +134,7 @@ pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resul
     let n = ctx
         .conn
         .prepare_cached(
-            "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
+            "UPDATE runs SET status = 'queued', run_at = ?2, finished_at = NULL, expires_at = NULL, max_attempts = MAX(max_attempts, attempt + 1) \
              WHERE id = ?1 AND status IN ('failed', 'cancelled')",
         )?
         .execute(params![id, now])?;
@@ -155,7 +171,7 @@ pub(super) fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: 
 /// The earliest queued run of a job list (`?1`, JSON array). `INDEXED BY`: see
 /// [`CLAIM_SELECT`]; without it this walks every run the jobs ever had.
 pub(super) const NEXT_RUN_SQL: &str =
-    "SELECT run_at FROM runs INDEXED BY runs_runnable WHERE status = 'queued' \
+    "SELECT run_at FROM runs INDEXED BY runs_runnable WHERE status = 'queued' AND slot_a IS NULL \
      AND job_id IN (SELECT value FROM json_each(?1) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) ORDER BY run_at LIMIT 1";
 
@@ -163,22 +179,32 @@ impl SqliteStore {
     /// See [`crate::store::Store::runs_claim`].
     pub async fn runs_claim(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>> {
         let token: i64 = rand::random::<i64>() & i64::MAX;
-        let groups: Vec<(String, usize)> = p
+        let groups: Vec<(String, usize, Option<FlowGroup>)> = p
             .groups
             .iter()
             .filter(|g| g.limit > 0 && !g.jobs.is_empty())
-            .map(|g| (serde_json::to_string(&g.jobs).unwrap_or_default(), g.limit))
+            .map(|g| {
+                let jobs = match &g.flow {
+                    Some(_) => g.jobs[0].clone(),
+                    None => serde_json::to_string(&g.jobs).unwrap_or_default(),
+                };
+                (jobs, g.limit, g.flow.clone())
+            })
             .collect();
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        type Row = (i64, String, String, String, u32, u32, String, String);
         let now = p.now;
         // Committed without waiting for the disk: see `Commit::Lazy`.
-        let claimed: Vec<Row> = self.write_synced(Guard::Savepoint, Commit::Lazy, move |ctx| {
+        let claimed: Vec<ClaimRow> = self.write_synced(Guard::Savepoint, Commit::Lazy, move |ctx| {
             let mut claimed = Vec::new();
-            for (jobs, limit) in &groups {
-                let rows: Vec<Row> = ctx
+            for (jobs, limit, flow) in &groups {
+                if let Some(flow) = flow {
+                    let take = super::flow::claim_flow(ctx.conn, jobs, flow, *limit, &p, token)?;
+                    claimed.extend(take);
+                    continue;
+                }
+                let rows: Vec<ClaimRow> = ctx
                     .conn
                     .prepare_cached(CLAIM_SELECT)?
                     .query_map(params![p.now, jobs, *limit as i64], |r| {
@@ -227,10 +253,10 @@ impl SqliteStore {
                 // Whether the lease still held (the run was written), and the job of a run that
                 // reached a final state, for the per-minute counts.
                 let (outcome, held_lease, finished, error): (_, bool, Option<&str>, _) = match &c.finish {
-                    Finish::Succeeded(output) => final_outcome("succeeded", ctx.conn.prepare_cached(
+                    Finish::Succeeded(output) => final_outcome("succeeded", freed(&mut ctx.wake, ctx.conn.prepare_cached(
                         "UPDATE runs SET status = 'succeeded', finished_at = ?3, output = ?4, error = NULL, lease_until = NULL, lease_token = NULL \
-                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
-                    )?.execute(params![c.run_id, c.token, c.finished_at, output.to_string()])?, &c.job_id, None),
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING slot_a IS NOT NULL",
+                    )?.query_row(params![c.run_id, c.token, c.finished_at, output.to_string()], |r| r.get(0)).optional()?), &c.job_id, None),
                     Finish::Retry { error, at } => {
                         ctx.wake = true;
                         let n = ctx.conn.prepare_cached(
@@ -239,10 +265,10 @@ impl SqliteStore {
                         )?.execute(params![c.run_id, c.token, at, error])?;
                         ("retrying", n == 1, None, Some(error.as_str()))
                     }
-                    Finish::Failed(error) => final_outcome("failed", ctx.conn.prepare_cached(
+                    Finish::Failed(error) => final_outcome("failed", freed(&mut ctx.wake, ctx.conn.prepare_cached(
                         "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
-                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running'",
-                    )?.execute(params![c.run_id, c.token, c.finished_at, error])?, &c.job_id, Some(error.as_str())),
+                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING slot_a IS NOT NULL",
+                    )?.query_row(params![c.run_id, c.token, c.finished_at, error], |r| r.get(0)).optional()?), &c.job_id, Some(error.as_str())),
                     Finish::Wait { key, until, since, event } => {
                         // Back to the queue, due when the wait is; the attempt does not count.
                         let n = ctx.conn.prepare_cached(
@@ -382,6 +408,31 @@ impl SqliteStore {
         .await
     }
 
+    /// See [`crate::store::Store::runs_expire`].
+    pub async fn runs_expire(&self, now: i64) -> Result<usize> {
+        self.write(move |ctx| {
+            let expired: Vec<(String, String)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT id, job_id FROM runs INDEXED BY runs_expiring \
+                     WHERE status = 'queued' AND expires_at IS NOT NULL AND started_at IS NULL \
+                       AND expires_at <= ?1 ORDER BY expires_at LIMIT 1000",
+                )?
+                .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut cancel = ctx.conn.prepare_cached(
+                "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 WHERE id = ?1 AND status = 'queued'",
+            )?;
+            for (id, job) in &expired {
+                if cancel.execute(params![id, now, EXPIRED])? == 1 {
+                    ctx.tally.run(now, job, "cancelled", 1);
+                }
+            }
+            Ok(expired.len())
+        })
+        .await
+    }
+
     /// See [`crate::store::Store::run_cancel`].
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
         self.write(move |ctx| run_cancel_one(ctx, &id, now)).await
@@ -422,10 +473,14 @@ impl SqliteStore {
     pub async fn runs_next_due(&self, jobs: Vec<String>) -> Result<Option<i64>> {
         let jobs = serde_json::to_string(&jobs).unwrap_or_default();
         self.read(move |c| {
-            let run: Option<i64> = c
+            let plain: Option<i64> = c
                 .prepare_cached(NEXT_RUN_SQL)?
                 .query_row([&jobs], |r| r.get(0))
                 .optional()?;
+            let run = match (plain, super::flow::next_due(c, &jobs)?) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let event: Option<i64> = c
                 .prepare_cached(
                     "SELECT min(deliver_at) FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL",
@@ -479,7 +534,9 @@ impl SqliteStore {
                 .collect::<rusqlite::Result<_>>()?;
             let steps = super::steps::steps_of(c, &id)?;
             let wait = super::waits::pending(c, &id)?;
-            Ok(Some(RunDetail::new(run, logs, attempts, steps).with_wait(wait)))
+            let mut detail = RunDetail::new(run, logs, attempts, steps).with_wait(wait);
+            detail.waiting_for = super::flow::waiting_for(c, &detail.run)?;
+            Ok(Some(detail))
         })
         .await
     }

@@ -1,0 +1,161 @@
+//! Concurrency limits on SQLite: the claim of a limited job's runs through its slots (see
+//! `0020_flow_concurrency.sql` and `model::flow`). The counts of running runs per slot are kept
+//! by that migration's triggers; this claim reads only slots with room and a due run, so a key
+//! at its limit costs it nothing however many runs it holds back.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::model::throttle::admit;
+use crate::store::runs::SlotState;
+use crate::store::{ClaimParams, FlowGroup, Result};
+
+/// A claimed run as the claim reads it: seq, id, event, job, attempt, max attempts, event name,
+/// payload text.
+pub(super) type ClaimRow = (i64, String, String, String, u32, u32, String, String);
+
+/// The due queued runs of one slot, oldest first, at most `?3`, read with their events.
+const SLOT_RUNS: &str =
+    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
+     FROM runs r INDEXED BY runs_slot_queue JOIN events e ON e.id = r.event_id \
+     WHERE r.slot_a = ?1 AND r.status = 'queued' AND r.slot_a IS NOT NULL AND r.run_at <= ?2 \
+       AND (r.expires_at IS NULL OR r.expires_at > ?2 OR r.started_at IS NOT NULL) \
+     ORDER BY r.run_at, r.seq LIMIT ?3";
+
+/// Slots of job `?1` with room and a due run, in due order, at most `?3`.
+const FREE_SLOTS: &str = "SELECT slot, cap - running, thr_interval, thr_tolerance, tat \
+     FROM flow_slots INDEXED BY flow_slots_free \
+     WHERE job_id = ?1 AND next_due IS NOT NULL AND running < cap AND next_due <= ?2 \
+     ORDER BY next_due LIMIT ?3";
+
+/// Claims up to `limit` due runs of limited job `job` inside the caller's write: from each slot
+/// with room (in due order) at most its room, and in all at most the second slot's room. The
+/// triggers count each taken run in its slots; each slot read gets its exact next due time.
+pub(super) fn claim_flow(
+    conn: &Connection,
+    job: &str,
+    flow: &FlowGroup,
+    limit: usize,
+    p: &ClaimParams,
+    token: i64,
+) -> Result<Vec<ClaimRow>> {
+    let paused: bool = conn
+        .prepare_cached("SELECT paused FROM jobs WHERE id = ?1")?
+        .query_row([job], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false);
+    if paused {
+        return Ok(Vec::new());
+    }
+    let mut budget = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut room_b = budget;
+    if let Some(b) = &flow.second_slot {
+        let room: Option<i64> = conn
+            .prepare_cached("SELECT cap - running FROM flow_slots WHERE slot = ?1")?
+            .query_row([b], |r| r.get(0))
+            .optional()?;
+        room_b = room.unwrap_or(0);
+        if room_b <= 0 {
+            return Ok(Vec::new());
+        }
+    }
+    type Free = (String, i64, Option<f64>, Option<f64>, Option<f64>);
+    let slots: Vec<Free> = conn
+        .prepare_cached(FREE_SLOTS)?
+        .query_map(params![job, p.now, budget], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut claimed = Vec::new();
+    let mut take = conn.prepare_cached(
+        "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
+         WHERE seq = ?1",
+    )?;
+    for (slot, room, interval, tolerance, tat) in slots {
+        let mut n = room.min(budget).min(room_b);
+        let now = p.now as f64;
+        if let (Some(interval), Some(tolerance)) = (interval, tolerance) {
+            n = admit(tat, now, interval, tolerance, n).0;
+        }
+        let rows: Vec<ClaimRow> = conn
+            .prepare_cached(SLOT_RUNS)?
+            .query_map(params![slot, p.now, n], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let taken = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+        for row in rows {
+            take.execute(params![row.0, p.now, p.lease_until, token, p.node])?;
+            budget -= 1;
+            room_b -= 1;
+            claimed.push(row);
+        }
+        // The throttle's next start: the slot is due again no earlier than that.
+        let (tat, not_before) = match (interval, tolerance) {
+            (Some(interval), Some(tolerance)) => {
+                let tat = admit(tat, now, interval, tolerance, taken).1;
+                (Some(tat), Some((tat - tolerance).ceil() as i64))
+            }
+            _ => (tat, None),
+        };
+        conn.prepare_cached(
+            "UPDATE flow_slots SET tat = ?2, next_due = max((SELECT min(run_at) FROM runs INDEXED BY runs_slot_queue \
+               WHERE slot_a = ?1 AND status = 'queued' AND slot_a IS NOT NULL), coalesce(?3, 0)) WHERE slot = ?1",
+        )?
+        .execute(params![slot, tat, not_before])?;
+        if budget <= 0 || room_b <= 0 {
+            break;
+        }
+    }
+    Ok(claimed)
+}
+
+/// What holds queued run `run` back, from its slots (see `crate::store::runs::waiting_for`).
+pub(super) fn waiting_for(conn: &Connection, run: &crate::model::Run) -> Result<Option<String>> {
+    if run.status != crate::model::RunStatus::Queued {
+        return Ok(None);
+    }
+    let slots: Option<(Option<String>, Option<String>)> = conn
+        .prepare_cached("SELECT slot_a, slot_b FROM runs WHERE id = ?1")?
+        .query_row([&run.id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((Some(a), b)) = slots else {
+        return Ok(None);
+    };
+    let state = |slot: &str| -> Result<Option<SlotState>> {
+        Ok(conn
+            .prepare_cached(
+                "SELECT cap, running, tat - thr_tolerance FROM flow_slots WHERE slot = ?1",
+            )?
+            .query_row([slot], |r| {
+                Ok(SlotState {
+                    slot: slot.to_string(),
+                    cap: r.get(0)?,
+                    running: r.get(1)?,
+                    next_start: r.get::<_, Option<f64>>(2)?.map(|t| t.ceil() as i64),
+                })
+            })
+            .optional()?)
+    };
+    let a = state(&a)?;
+    let b = b.map(|b| state(&b)).transpose()?.flatten();
+    Ok(crate::store::runs::waiting_for(run, a.as_ref(), b.as_ref()))
+}
+
+/// The earliest due time among the slots of `jobs` (a JSON array) with room, if any.
+pub(super) fn next_due(conn: &Connection, jobs: &str) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT min(next_due) FROM flow_slots INDEXED BY flow_slots_free \
+             WHERE job_id IN (SELECT value FROM json_each(?1)) AND next_due IS NOT NULL AND running < cap",
+        )?
+        .query_row([jobs], |r| r.get(0))?)
+}

@@ -1,0 +1,380 @@
+//! Behaviour suite: concurrency limits across nodes (`model::flow`, issue 26). Several `Store`s
+//! on one database claim runs of limited jobs through their slots: no key, job or group is ever
+//! over its limit, a slot freed (a completion, a wait, a lease that expired and was rescued) is
+//! used by the next claim, and a key holding a backlog does not hold back the other keys.
+
+use std::collections::HashMap;
+
+use flare::model::flow::Concurrency;
+use flare::store::{ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, NewEvent, Store};
+use flare::ConcurrencyLimit;
+use futures::future::join_all;
+use serde_json::json;
+
+use crate::backend_tests;
+use crate::fixture::{nodes, spec};
+use crate::support::TestDb;
+
+/// A job `send` on `msg.sent` limited by `limits`.
+async fn define(store: &Store, limits: &[ConcurrencyLimit]) -> Concurrency {
+    let mut s = spec("send", "msg.sent", 3);
+    s.concurrency = Concurrency::new(limits).unwrap();
+    let c = s.concurrency.clone();
+    store.job_define(s).await.unwrap();
+    c
+}
+
+fn claim(c: &Concurrency, now: i64, limit: usize, node: &str) -> ClaimParams {
+    ClaimParams {
+        node: Some(node.into()),
+        now,
+        lease_until: now + 30_000,
+        groups: vec![ClaimGroup {
+            jobs: vec!["send".into()],
+            limit,
+            flow: Some(flare::store::FlowGroup {
+                second_slot: c.second_slot("send").map(|(s, _)| s),
+            }),
+        }],
+    }
+}
+
+async fn send(store: &Store, n: usize, customer: &str, now: i64) {
+    for i in 0..n {
+        store
+            .event_insert(NewEvent {
+                id: format!("evt_{customer}_{i}_{now}"),
+                name: "msg.sent".into(),
+                payload: json!({"customer": customer, "i": i}),
+                context: None,
+                source: "api".into(),
+                parent_run_id: None,
+                deliver_at: None,
+                now,
+            })
+            .await
+            .unwrap();
+    }
+}
+
+fn done(run: &ClaimedRun, at: i64, finish: Finish) -> Completion {
+    Completion {
+        run_id: run.id.clone(),
+        job_id: run.job_id.clone(),
+        token: run.token,
+        attempt: run.attempt,
+        started_at: run.started_at,
+        finished_at: at,
+        finish,
+        logs: Vec::new(),
+    }
+}
+
+fn customers(runs: &[ClaimedRun]) -> HashMap<String, usize> {
+    let mut by = HashMap::new();
+    for r in runs {
+        *by.entry(r.payload["customer"].as_str().unwrap_or("?").to_string())
+            .or_default() += 1;
+    }
+    by
+}
+
+async fn per_key_and_group_limits_hold_across_nodes_racing_to_claim(db: TestDb) {
+    let stores = nodes(&db).await;
+    let c = define(
+        &stores[0],
+        &[
+            ConcurrencyLimit::key(1, "event.payload.customer"),
+            ConcurrencyLimit::group(3, "mail-api"),
+        ],
+    )
+    .await;
+    for who in ["a", "b", "c", "d", "e"] {
+        send(&stores[0], 4, who, 1_000).await;
+    }
+    // Every node claims as much as it may, at once: 3 in all (the group), each another key.
+    let got: Vec<ClaimedRun> = join_all(
+        stores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s.runs_claim(claim(&c, 2_000, 10, &format!("n{i}")))),
+    )
+    .await
+    .into_iter()
+    .flat_map(Result::unwrap)
+    .collect();
+    assert_eq!(got.len(), 3, "the group's limit: {:?}", customers(&got));
+    assert!(
+        customers(&got).values().all(|n| *n == 1),
+        "{:?}",
+        customers(&got)
+    );
+    // Full: nothing more, from any node.
+    for s in &stores {
+        assert!(s
+            .runs_claim(claim(&c, 2_001, 10, "x"))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    // One finishes: its slot is taken by the next claim, by a key not running.
+    stores[1]
+        .runs_complete(vec![done(&got[0], 2_100, Finish::Succeeded(json!(1)))])
+        .await
+        .unwrap();
+    let next = stores[2]
+        .runs_claim(claim(&c, 2_200, 10, "n2"))
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 1);
+    let running: Vec<&str> = got[1..]
+        .iter()
+        .map(|r| r.payload["customer"].as_str().unwrap())
+        .collect();
+    let key = next[0].payload["customer"].as_str().unwrap();
+    assert!(
+        !running.contains(&key),
+        "{key} was already running: {running:?}"
+    );
+    // Runs of one key start in the order they were created.
+    let mut order: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut note = |runs: &[ClaimedRun]| {
+        for r in runs {
+            order
+                .entry(r.payload["customer"].as_str().unwrap().to_string())
+                .or_default()
+                .push(r.payload["i"].as_u64().unwrap());
+        }
+    };
+    note(&got);
+    note(&next);
+    let mut current = vec![got[1].clone(), got[2].clone(), next[0].clone()];
+    for step in 0..40 {
+        let at = 3_000 + step * 100;
+        let finished: Vec<Completion> = current
+            .iter()
+            .map(|r| done(r, at, Finish::Succeeded(json!(1))))
+            .collect();
+        stores[0].runs_complete(finished).await.unwrap();
+        current = stores[step as usize % 4]
+            .runs_claim(claim(&c, at + 1, 10, "n"))
+            .await
+            .unwrap();
+        assert!(current.len() <= 3);
+        assert!(customers(&current).values().all(|n| *n == 1));
+        note(&current);
+        if current.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(order.len(), 5);
+    for (key, seen) in order {
+        assert_eq!(
+            seen,
+            [0, 1, 2, 3],
+            "key {key}: every run once, in creation order"
+        );
+    }
+}
+
+async fn a_key_at_its_limit_does_not_hold_back_other_keys(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let c = define(
+        &store,
+        &[ConcurrencyLimit::key(1, "event.payload.customer")],
+    )
+    .await;
+    send(&store, 300, "busy", 1_000).await;
+    send(&store, 1, "quiet", 1_001).await;
+    let queued = store
+        .runs_list(flare::store::RunQuery {
+            status: Some(flare::RunStatus::Queued),
+            limit: 500,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        queued.items.len(),
+        301,
+        "queued runs in slots' queues are listed"
+    );
+    let first = store.runs_claim(claim(&c, 2_000, 1, "n")).await.unwrap();
+    assert_eq!(customers(&first), HashMap::from([("busy".to_string(), 1)]));
+    // `busy` is at its limit with 299 behind it; a claim of one still finds `quiet` at once.
+    let second = store.runs_claim(claim(&c, 2_001, 1, "n")).await.unwrap();
+    assert_eq!(
+        customers(&second),
+        HashMap::from([("quiet".to_string(), 1)])
+    );
+    assert!(store
+        .runs_claim(claim(&c, 2_002, 10, "n"))
+        .await
+        .unwrap()
+        .is_empty());
+    // A queued run of `busy` says what holds it; the running one says nothing.
+    let held = queued
+        .items
+        .iter()
+        .find(|r| r.run.id != first[0].id && r.run.id != second[0].id)
+        .unwrap();
+    let d = store.run_detail(&held.run.id).await.unwrap().unwrap();
+    assert_eq!(
+        d.waiting_for.as_deref(),
+        Some("concurrency: 1 of 1 running for key busy")
+    );
+    let running = store.run_detail(&first[0].id).await.unwrap().unwrap();
+    assert_eq!(running.waiting_for, None);
+    let jobs = store
+        .jobs_list(chrono::DateTime::from_timestamp_millis(3_000).unwrap())
+        .await
+        .unwrap();
+    let send_job = jobs.iter().find(|j| j.job.id == "send").unwrap();
+    assert_eq!((send_job.queued, send_job.running), (299, 2));
+}
+
+async fn a_waiting_run_holds_no_slot_and_a_whole_job_limit_counts_every_key(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let c = define(
+        &store,
+        &[
+            ConcurrencyLimit::key(2, "event.payload.customer"),
+            ConcurrencyLimit::job(2),
+        ],
+    )
+    .await;
+    send(&store, 3, "a", 1_000).await;
+    send(&store, 1, "b", 1_500).await;
+    let got = store.runs_claim(claim(&c, 2_000, 10, "n")).await.unwrap();
+    assert_eq!(got.len(), 2, "the job's limit of 2");
+    assert_eq!(customers(&got), HashMap::from([("a".to_string(), 2)]));
+    // One suspends on a wait until 10 s: it frees its slots, and another run takes them.
+    let waiting = &got[0];
+    store
+        .runs_complete(vec![done(
+            waiting,
+            2_100,
+            Finish::Wait {
+                key: "pause".into(),
+                until: 10_000,
+                since: 2_100,
+                event: None,
+            },
+        )])
+        .await
+        .unwrap();
+    let next = store.runs_claim(claim(&c, 2_200, 10, "n")).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_ne!(next[0].id, waiting.id);
+    // At 10 s the waiting run is due, but the job is at its limit: it waits for a slot.
+    assert!(store
+        .runs_claim(claim(&c, 10_000, 10, "n"))
+        .await
+        .unwrap()
+        .is_empty());
+    store
+        .runs_complete(vec![done(&next[0], 10_100, Finish::Succeeded(json!(1)))])
+        .await
+        .unwrap();
+    // The freed slot goes to the run due first: `b`'s, due since 1.5 s, before the wait's 10 s.
+    let b = store.runs_claim(claim(&c, 10_200, 1, "n")).await.unwrap();
+    assert_eq!(customers(&b), HashMap::from([("b".to_string(), 1)]));
+    store
+        .runs_complete(vec![done(&b[0], 10_300, Finish::Succeeded(json!(1)))])
+        .await
+        .unwrap();
+    let resumed = store.runs_claim(claim(&c, 10_400, 1, "n")).await.unwrap();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(resumed[0].id, waiting.id);
+}
+
+async fn a_lost_lease_holds_its_slot_until_the_rescuer_returns_it(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let c = define(
+        &store,
+        &[ConcurrencyLimit::key(1, "event.payload.customer")],
+    )
+    .await;
+    send(&store, 2, "a", 1_000).await;
+    // Its worker dies holding the run (lease until 32 s).
+    let got = store
+        .runs_claim(claim(&c, 2_000, 10, "dead"))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(store
+        .runs_claim(claim(&c, 20_000, 10, "n"))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.runs_rescue(20_000).await.unwrap(),
+        0,
+        "lease still valid"
+    );
+    assert!(store
+        .runs_claim(claim(&c, 31_000, 10, "n"))
+        .await
+        .unwrap()
+        .is_empty());
+    // Past the lease the rescuer queues it again (due now) and the slot is free: the run due
+    // first (the second, due since 1 s) takes it, then the rescued one.
+    assert_eq!(store.runs_rescue(33_000).await.unwrap(), 1);
+    let second = store.runs_claim(claim(&c, 33_001, 10, "n")).await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].id, got[0].id);
+    store
+        .runs_complete(vec![done(&second[0], 33_100, Finish::Succeeded(json!(1)))])
+        .await
+        .unwrap();
+    let again = store.runs_claim(claim(&c, 33_200, 10, "n")).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id, got[0].id);
+    assert_eq!(again[0].attempt, 2);
+}
+
+async fn a_key_that_does_not_evaluate_is_the_key_null(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let c = define(
+        &store,
+        &[ConcurrencyLimit::key(1, "event.payload.customer")],
+    )
+    .await;
+    for i in 0..2 {
+        store
+            .event_insert(NewEvent {
+                id: format!("evt_nokey_{i}"),
+                name: "msg.sent".into(),
+                payload: json!({"other": i}),
+                context: None,
+                source: "api".into(),
+                parent_run_id: None,
+                deliver_at: None,
+                now: 1_000,
+            })
+            .await
+            .unwrap();
+    }
+    // Both runs share the key `null`: one at a time.
+    assert_eq!(
+        store
+            .runs_claim(claim(&c, 2_000, 10, "n"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(store
+        .runs_claim(claim(&c, 2_001, 10, "n"))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+backend_tests!(
+    per_key_and_group_limits_hold_across_nodes_racing_to_claim,
+    a_key_at_its_limit_does_not_hold_back_other_keys,
+    a_waiting_run_holds_no_slot_and_a_whole_job_limit_counts_every_key,
+    a_lost_lease_holds_its_slot_until_the_rescuer_returns_it,
+    a_key_that_does_not_evaluate_is_the_key_null,
+);
