@@ -155,32 +155,7 @@ impl PgStore {
             super::waits::on_events(&tx, &events).await?
         };
         if !runs.ids.is_empty() {
-            exec(
-                &tx,
-                INSERT_RUNS_SQL,
-                &[
-                    &runs.ids,
-                    &runs.event_ids,
-                    &runs.job_ids,
-                    &runs.versions,
-                    &runs.max_attempts,
-                    &runs.at,
-                    &runs.slot_a,
-                    &runs.slot_b,
-                    &runs.slots.slot,
-                    &runs.slots.job,
-                    &runs.slots.cap,
-                    &runs.slots.due,
-                    &runs.rate_key,
-                    &runs.rate_limit,
-                    &runs.rate_period,
-                    &runs.rate_reason,
-                    &runs.slots.thr_interval,
-                    &runs.slots.thr_tolerance,
-                    &runs.expires,
-                ],
-            )
-            .await?;
+            exec(&tx, INSERT_RUNS_SQL, &runs.params()).await?;
         }
         tx.commit().await?;
         if !runs.ids.is_empty() || resumed > 0 {

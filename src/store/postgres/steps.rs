@@ -329,21 +329,19 @@ impl PgStore {
             &[&now],
         )
         .await?;
-        let child = super::writer::new_run_id();
-        let max_attempts = i32::try_from(job.retry.max_attempts).unwrap_or(i32::MAX);
-        super::rows::exec(
-            &tx,
-            super::writer::INSERT_RUNS_SQL,
-            &[
-                &vec![child.as_str()],
-                &vec![event_id.as_str()],
-                &vec![job.id.as_str()],
-                &vec![job.version.as_str()],
-                &vec![max_attempts],
-                &vec![now],
-            ],
-        )
-        .await?;
+        // The child is queued like any run of its job: its concurrency slots, rate limit and
+        // start timeout apply.
+        let source = format!("job:{}", lease.run_id);
+        let fields = crate::model::EventFields {
+            id: &event_id,
+            name: crate::model::wait::INVOKE_EVENT,
+            payload: &payload,
+            context: None,
+            source: &source,
+        };
+        let mut runs = super::writer::NewRuns::default();
+        let child = runs.add(&job, &fields, now);
+        super::rows::exec(&tx, super::writer::INSERT_RUNS_SQL, &runs.params()).await?;
         tx.commit().await?;
         self.wake();
         Ok(Some(child))

@@ -329,50 +329,86 @@ impl NewRuns {
         event: &EventFields<'_>,
         now: i64,
     ) -> Vec<String> {
-        let mut ids = Vec::new();
-        for job in triggers.matching(event.name, event.payload) {
-            let id = new_run_id();
-            let slots = job.run_slots(event);
-            match &job.rate_limit {
-                Some(rate) => {
-                    let key = rate.key_of(event);
-                    self.rate_reason.push(Some(rate.reason(&key)));
-                    self.rate_key.push(Some(key));
-                    self.rate_limit
-                        .push(Some(i32::try_from(rate.limit).unwrap_or(i32::MAX)));
-                    self.rate_period
-                        .push(Some(i64::try_from(rate.period_ms).unwrap_or(i64::MAX)));
-                    if !self.rated_jobs.contains(&job.id) {
-                        self.rated_jobs.push(job.id.clone());
-                    }
-                    self.rated_runs.insert(id.clone());
+        triggers
+            .matching(event.name, event.payload)
+            .into_iter()
+            .map(|job| self.add(&job, event, now))
+            .collect()
+    }
+
+    /// Adds one queued run of `job` for `event` (its flow-control slots, rate limit and start
+    /// timeout as the job sets them); returns its id.
+    pub(super) fn add(
+        &mut self,
+        job: &crate::model::JobSpec,
+        event: &EventFields<'_>,
+        now: i64,
+    ) -> String {
+        let id = new_run_id();
+        let slots = job.run_slots(event);
+        match &job.rate_limit {
+            Some(rate) => {
+                let key = rate.key_of(event);
+                self.rate_reason.push(Some(rate.reason(&key)));
+                self.rate_key.push(Some(key));
+                self.rate_limit
+                    .push(Some(i32::try_from(rate.limit).unwrap_or(i32::MAX)));
+                self.rate_period
+                    .push(Some(i64::try_from(rate.period_ms).unwrap_or(i64::MAX)));
+                if !self.rated_jobs.contains(&job.id) {
+                    self.rated_jobs.push(job.id.clone());
                 }
-                None => {
-                    self.rate_key.push(None);
-                    self.rate_limit.push(None);
-                    self.rate_period.push(None);
-                    self.rate_reason.push(None);
-                }
+                self.rated_runs.insert(id.clone());
             }
-            if let Some(s) = &slots {
-                self.slots.add(&job.id, s, now);
+            None => {
+                self.rate_key.push(None);
+                self.rate_limit.push(None);
+                self.rate_period.push(None);
+                self.rate_reason.push(None);
             }
-            self.slot_a.push(slots.as_ref().map(|s| s.a.clone()));
-            self.slot_b.push(slots.and_then(|s| s.b).map(|(b, _)| b));
-            self.expires.push(
-                job.start_timeout
-                    .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
-            );
-            self.ids.push(id.clone());
-            self.event_ids.push(event.id.to_string());
-            self.job_ids.push(job.id.clone());
-            self.versions.push(job.version.clone());
-            self.max_attempts
-                .push(i32::try_from(job.retry.max_attempts).unwrap_or(i32::MAX));
-            self.at.push(now);
-            ids.push(id);
         }
-        ids
+        if let Some(s) = &slots {
+            self.slots.add(&job.id, s, now);
+        }
+        self.slot_a.push(slots.as_ref().map(|s| s.a.clone()));
+        self.slot_b.push(slots.and_then(|s| s.b).map(|(b, _)| b));
+        self.expires.push(
+            job.start_timeout
+                .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
+        );
+        self.ids.push(id.clone());
+        self.event_ids.push(event.id.to_string());
+        self.job_ids.push(job.id.clone());
+        self.versions.push(job.version.clone());
+        self.max_attempts
+            .push(i32::try_from(job.retry.max_attempts).unwrap_or(i32::MAX));
+        self.at.push(now);
+        id
+    }
+
+    /// The parameters of [`INSERT_RUNS_SQL`].
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 19] {
+        [
+            &self.ids,
+            &self.event_ids,
+            &self.job_ids,
+            &self.versions,
+            &self.max_attempts,
+            &self.at,
+            &self.slot_a,
+            &self.slot_b,
+            &self.slots.slot,
+            &self.slots.job,
+            &self.slots.cap,
+            &self.slots.due,
+            &self.rate_key,
+            &self.rate_limit,
+            &self.rate_period,
+            &self.rate_reason,
+            &self.slots.thr_interval,
+            &self.slots.thr_tolerance,
+            &self.expires,
+        ]
     }
 }
 

@@ -25,41 +25,53 @@ pub(super) fn fanout(
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let mut stmt = ctx.conn.prepare_cached(
-        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6, ?7, ?8, ?9)",
-    )?;
     let mut ids = Vec::with_capacity(jobs.len());
     for job in jobs {
-        if let Some(rate) = &job.rate_limit {
-            if !rate_take(ctx.conn, rate, &job.id, event, now)? {
-                continue;
-            }
-        }
-        let id = new_run_id();
-        let slots = job.run_slots(event);
-        stmt.execute(params![
-            id,
-            event.id,
-            job.id,
-            job.version,
-            job.retry.max_attempts,
-            now,
-            slots.as_ref().map(|s| s.a.as_str()),
-            slots
-                .as_ref()
-                .and_then(|s| s.b.as_ref())
-                .map(|b| b.0.as_str()),
-            job.start_timeout
-                .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
-        ])?;
-        if let Some(s) = &slots {
-            flow_slots_put(ctx.conn, s, &job.id, now)?;
-        }
-        ids.push(id);
+        ids.extend(run_insert(ctx.conn, &job, event, now)?);
     }
     ctx.wake = true;
     Ok(ids)
+}
+
+/// Queues one run of `job` for `event`, with the flow control its job sets (concurrency slots,
+/// rate limit, start timeout); `None` when the rate limit skips it. For a fan-out and for an
+/// invoked child alike.
+pub(super) fn run_insert(
+    conn: &rusqlite::Connection,
+    job: &crate::model::JobSpec,
+    event: &EventFields<'_>,
+    now: i64,
+) -> Result<Option<String>> {
+    if let Some(rate) = &job.rate_limit {
+        if !rate_take(conn, rate, &job.id, event, now)? {
+            return Ok(None);
+        }
+    }
+    let id = new_run_id();
+    let slots = job.run_slots(event);
+    conn.prepare_cached(
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        id,
+        event.id,
+        job.id,
+        job.version,
+        job.retry.max_attempts,
+        now,
+        slots.as_ref().map(|s| s.a.as_str()),
+        slots
+            .as_ref()
+            .and_then(|s| s.b.as_ref())
+            .map(|b| b.0.as_str()),
+        job.start_timeout
+            .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
+    ])?;
+    if let Some(s) = &slots {
+        flow_slots_put(conn, s, &job.id, now)?;
+    }
+    Ok(Some(id))
 }
 
 /// Whether `event` may create a run of `job` under its rate limit at `now`: records the

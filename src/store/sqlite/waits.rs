@@ -9,7 +9,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::rows::{json_text, new_run_id, opt_json};
+use super::rows::{json_text, opt_json};
 use super::writer::Guard;
 use super::SqliteStore;
 use crate::model::wait::{
@@ -344,7 +344,8 @@ impl SqliteStore {
             id: job_id,
         })?;
         let event_id = format!("{}-invoke-{key}", lease.run_id);
-        let payload = payload.to_string();
+        let payload_value = payload;
+        let payload = payload_value.to_string();
         self.write(move |ctx| {
             let held = ctx
                 .conn
@@ -378,15 +379,18 @@ impl SqliteStore {
                 return Ok(child);
             }
             ctx.tally.events(now, 1);
-            let child = new_run_id();
-            ctx.conn
-                .prepare_cached(
-                    "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
-                     VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6)",
-                )?
-                .execute(params![child, event_id, job.id, job.version, job.retry.max_attempts, now])?;
+            // The child is queued like any run of its job: its flow control applies.
+            let source = format!("job:{}", lease.run_id);
+            let fields = crate::model::EventFields {
+                id: &event_id,
+                name: INVOKE_EVENT,
+                payload: &payload_value,
+                context: None,
+                source: &source,
+            };
+            let child = super::events::run_insert(ctx.conn, &job, &fields, now)?;
             ctx.wake = true;
-            Ok(Some(child))
+            Ok(child)
         })
         .await
     }
