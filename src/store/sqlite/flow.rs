@@ -5,9 +5,11 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::rows::new_run_id;
 use crate::model::throttle::admit;
+use crate::model::{EventFields, RateLimit, RunSlots};
 use crate::store::runs::SlotState;
-use crate::store::{ClaimParams, FlowGroup, Result};
+use crate::store::{ClaimParams, Error, FlowGroup, Result};
 
 /// A claimed run as the claim reads it: seq, id, event, job, attempt, max attempts, event name,
 /// payload text.
@@ -158,4 +160,108 @@ pub(super) fn next_due(conn: &Connection, jobs: &str) -> Result<Option<i64>> {
              WHERE job_id IN (SELECT value FROM json_each(?1)) AND next_due IS NOT NULL AND running < cap",
         )?
         .query_row([jobs], |r| r.get(0))?)
+}
+
+/// Queues one run of `job` for `event`, with the flow control its job sets (concurrency slots,
+/// rate limit, start timeout); `None` when the rate limit skips it. For a fan-out and for an
+/// invoked child alike.
+pub(super) fn run_insert(
+    conn: &rusqlite::Connection,
+    job: &crate::model::JobSpec,
+    event: &EventFields<'_>,
+    now: i64,
+) -> Result<Option<String>> {
+    if let Some(rate) = &job.rate_limit {
+        if !rate_take(conn, rate, &job.id, event, now)? {
+            return Ok(None);
+        }
+    }
+    let id = new_run_id();
+    let slots = job.run_slots(event);
+    conn.prepare_cached(
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        id,
+        event.id,
+        job.id,
+        job.version,
+        job.retry.max_attempts,
+        now,
+        slots.as_ref().map(|s| s.a.as_str()),
+        slots
+            .as_ref()
+            .and_then(|s| s.b.as_ref())
+            .map(|b| b.0.as_str()),
+        job.start_timeout
+            .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
+    ])?;
+    if let Some(s) = &slots {
+        flow_slots_put(conn, s, &job.id, now)?;
+    }
+    Ok(Some(id))
+}
+
+/// Whether `event` may create a run of `job` under its rate limit at `now`: records the
+/// creation in `flow_rates`, or the skip in `event_skips` (see `0021_flow_rate_limit.sql`).
+fn rate_take(
+    conn: &rusqlite::Connection,
+    rate: &RateLimit,
+    job: &str,
+    event: &EventFields<'_>,
+    now: i64,
+) -> Result<bool> {
+    let key = rate.key_of(event);
+    let hits: Vec<i64> = conn
+        .prepare_cached("SELECT hits FROM flow_rates WHERE job_id = ?1 AND key = ?2")?
+        .query_row(params![job, key], |r| r.get::<_, String>(0))
+        .optional()?
+        .map(|t| serde_json::from_str(&t).map_err(|e| Error::Corrupt(e.to_string())))
+        .transpose()?
+        .unwrap_or_default();
+    let (allowed, kept) = rate.take(&hits, now);
+    let kept = serde_json::to_string(&kept).map_err(|e| Error::Corrupt(e.to_string()))?;
+    conn.prepare_cached(
+        "INSERT INTO flow_rates (job_id, key, hits) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (job_id, key) DO UPDATE SET hits = excluded.hits",
+    )?
+    .execute(params![job, key, kept])?;
+    if !allowed {
+        conn.prepare_cached(
+            "INSERT INTO event_skips (event_id, job_id, reason) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![event.id, job, rate.reason(&key)])?;
+    }
+    Ok(allowed)
+}
+
+/// Creates or updates the slot rows of a new run due at `now` (see `0020_flow_concurrency.sql`):
+/// the first slot is due at `now`, or for a throttled one when its next start is allowed.
+fn flow_slots_put(conn: &rusqlite::Connection, s: &RunSlots, job: &str, now: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO flow_slots (slot, job_id, cap, running, next_due, thr_interval, thr_tolerance) \
+         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6) \
+         ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap, job_id = excluded.job_id, \
+           next_due = min(coalesce(next_due, max(excluded.next_due, coalesce(CAST(tat - thr_tolerance AS INTEGER) + (tat - thr_tolerance > CAST(tat - thr_tolerance AS INTEGER)), 0))), \
+             max(excluded.next_due, coalesce(CAST(tat - thr_tolerance AS INTEGER) + (tat - thr_tolerance > CAST(tat - thr_tolerance AS INTEGER)), 0))), \
+           thr_interval = excluded.thr_interval, thr_tolerance = excluded.thr_tolerance",
+    )?
+    .execute(params![
+        s.a,
+        job,
+        s.cap_a,
+        now,
+        s.throttle.map(|t| t.0),
+        s.throttle.map(|t| t.1)
+    ])?;
+    if let Some((b, cap)) = &s.b {
+        let owner = b.starts_with("job:").then_some(job);
+        conn.prepare_cached(
+            "INSERT INTO flow_slots (slot, job_id, cap, running) VALUES (?1, ?2, ?3, 0) \
+             ON CONFLICT (slot) DO UPDATE SET cap = excluded.cap WHERE cap <> excluded.cap",
+        )?
+        .execute(params![b, owner, cap])?;
+    }
+    Ok(())
 }

@@ -388,7 +388,7 @@ impl SqliteStore {
                 context: None,
                 source: &source,
             };
-            let child = super::events::run_insert(ctx.conn, &job, &fields, now)?;
+            let child = super::flow::run_insert(ctx.conn, &job, &fields, now)?;
             ctx.wake = true;
             Ok(child)
         })
