@@ -449,13 +449,7 @@ impl PgStore {
                     r.try_get::<_, String>(0)
                 })
                 .collect::<Result<_, _>>()?;
-            if retry || freed {
-                self.wake();
-            }
-            if freed {
-                // Slots are free: every process's claim may now take a run they held back.
-                super::flow::notify(&client).await?;
-            }
+            self.after_end(&client, retry, freed).await?;
             return Ok(held);
         }
         // A run failed for good: its `flare/run.failed` commits with it.
@@ -477,14 +471,19 @@ impl PgStore {
         let now = completions.iter().map(|c| c.finished_at).max().unwrap_or(0);
         let woken = send_ended(&tx, self.triggers(), &ended, false, now).await?;
         tx.commit().await?;
-        if retry || woken || freed {
+        self.after_end(&client, retry || woken, freed).await?;
+        Ok(held)
+    }
+
+    /// Wakes this process's workers (runs due, slots freed), and every process's if slots freed.
+    async fn after_end<C: GenericClient>(&self, client: &C, wake: bool, freed: bool) -> Result<()> {
+        if wake || freed {
             self.wake();
         }
         if freed {
-            // Slots are free: every process's claim may now take a run they held back.
-            super::flow::notify(&client).await?;
+            super::flow::notify(client).await?;
         }
-        Ok(held)
+        Ok(())
     }
 
     /// See [`crate::store::Store::runs_heartbeat`].
