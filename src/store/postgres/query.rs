@@ -395,6 +395,36 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// See [`crate::store::Store::run_counts`].
+    pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
+        let conn = self.conn().await?;
+        let c = &conn;
+        let mut counts = HashMap::new();
+        // From the stored states and the queue's leases (not the view, whose join a stale plan
+        // can turn into a nested loop over every run): a running run is stored as queued.
+        for r in rows(
+            c,
+            "SELECT status, count(*) FROM runs GROUP BY status \
+             UNION ALL SELECT 'running', count(*) FROM run_queue WHERE lease_until IS NOT NULL",
+            &[],
+        )
+        .await?
+        {
+            let s: String = r.try_get(0)?;
+            if let Some(st) = RunStatus::parse(&s) {
+                counts.insert(st, count_of(&r, 1)?);
+            }
+        }
+        let running = counts.get(&RunStatus::Running).copied().unwrap_or(0);
+        if let Some(queued) = counts.get_mut(&RunStatus::Queued) {
+            *queued = queued.saturating_sub(running);
+        }
+        counts.retain(|_, n| *n > 0);
+        Ok(counts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,17 +14,17 @@
 //! Every writer locks a run's queue row before its run row, so two statements never wait for
 //! each other in opposite orders.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use deadpool_postgres::GenericClient;
 
 use super::ended::send_ended;
 use super::rows::{
-    count_of, exec, json_text, opt_json, rows, run_from_row, triggers_refresh, u32_of, LogColumns,
+    exec, json_text, opt_json, rows, run_from_row, triggers_refresh, u32_of, LogColumns,
     RUN_COLUMNS,
 };
 use super::{PgStore, GENERIC_PLAN_NO_WAIT};
-use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus};
+use crate::model::{ms_to_time, Attempt, Level, LogLine};
 use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, FlowGroup, Lease, Result, RunDetail,
     Triggers,
@@ -773,33 +773,5 @@ impl PgStore {
         let mut detail = RunDetail::new(run, logs, attempts, steps).with_wait(wait);
         detail.waiting_for = super::flow::waiting_for(c, &detail.run).await?;
         Ok(Some(detail))
-    }
-
-    /// See [`crate::store::Store::run_counts`].
-    pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
-        let conn = self.conn().await?;
-        let c = &conn;
-        let mut counts = HashMap::new();
-        // From the stored states and the queue's leases (not the view, whose join a stale plan
-        // can turn into a nested loop over every run): a running run is stored as queued.
-        for r in rows(
-            c,
-            "SELECT status, count(*) FROM runs GROUP BY status \
-             UNION ALL SELECT 'running', count(*) FROM run_queue WHERE lease_until IS NOT NULL",
-            &[],
-        )
-        .await?
-        {
-            let s: String = r.try_get(0)?;
-            if let Some(st) = RunStatus::parse(&s) {
-                counts.insert(st, count_of(&r, 1)?);
-            }
-        }
-        let running = counts.get(&RunStatus::Running).copied().unwrap_or(0);
-        if let Some(queued) = counts.get_mut(&RunStatus::Queued) {
-            *queued = queued.saturating_sub(running);
-        }
-        counts.retain(|_, n| *n > 0);
-        Ok(counts)
     }
 }

@@ -504,6 +504,25 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// See [`crate::store::Store::run_counts`].
+    pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
+        self.read(|c| {
+            let mut counts = HashMap::new();
+            let mut stmt = c.prepare_cached("SELECT status, count(*) FROM runs GROUP BY status")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let s: String = r.get(0)?;
+                if let Some(st) = RunStatus::parse(&s) {
+                    counts.insert(st, r.get::<_, u64>(1)?);
+                }
+            }
+            Ok(counts)
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,8 +3,6 @@
 //! (fenced by the lease token), heartbeat, release, rescue, cancel, retry, bulk actions; and the
 //! reads of one run (its detail, the next due time, counts by state).
 
-use std::collections::HashMap;
-
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
@@ -12,7 +10,7 @@ use super::flow::ClaimRow;
 use super::rows::{json_text, opt_json, run_from_row, RUN_COLUMNS};
 use super::writer::{Commit, Guard, WriteCtx};
 use super::SqliteStore;
-use crate::model::{ms_to_time, Attempt, Level, LogLine, RunStatus, StepKind, StepStatus};
+use crate::model::{ms_to_time, Attempt, Level, LogLine, StepKind, StepStatus};
 use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, FlowGroup, Lease, Result, RunDetail,
 };
@@ -537,23 +535,6 @@ impl SqliteStore {
             let mut detail = RunDetail::new(run, logs, attempts, steps).with_wait(wait);
             detail.waiting_for = super::flow::waiting_for(c, &detail.run)?;
             Ok(Some(detail))
-        })
-        .await
-    }
-
-    /// See [`crate::store::Store::run_counts`].
-    pub async fn run_counts(&self) -> Result<HashMap<RunStatus, u64>> {
-        self.read(|c| {
-            let mut counts = HashMap::new();
-            let mut stmt = c.prepare_cached("SELECT status, count(*) FROM runs GROUP BY status")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let s: String = r.get(0)?;
-                if let Some(st) = RunStatus::parse(&s) {
-                    counts.insert(st, r.get::<_, u64>(1)?);
-                }
-            }
-            Ok(counts)
         })
         .await
     }
