@@ -9,6 +9,7 @@ pub mod delay;
 pub mod event;
 pub mod flow;
 pub mod job;
+mod period;
 pub mod rate;
 pub mod retry;
 pub mod run;

@@ -6,13 +6,11 @@
 use serde_json::{json, Value};
 
 use super::cel::{CelKey, EventFields};
+use super::period::{check_period, WindowJson};
+pub use super::period::{MAX_PERIOD_MS, MIN_PERIOD_MS};
 
 /// Most runs a rate limit may allow per period (the store keeps that many times per key).
 pub const MAX_RATE_LIMIT: u32 = 1_000;
-/// Shortest period, ms.
-pub const MIN_PERIOD_MS: u64 = 1_000;
-/// Longest period, ms (7 days).
-pub const MAX_PERIOD_MS: u64 = 7 * 86_400_000;
 /// The key of a rate limit without one: the whole job.
 pub const WHOLE_JOB: &str = "*";
 
@@ -41,29 +39,9 @@ pub struct RateLimit {
 impl RateLimitSpec {
     /// Reads `{"limit", "periodMs", "key"?}`; errors name the field under `field`.
     pub fn from_json(v: &Value, field: &str) -> Result<Self, String> {
-        let Value::Object(o) = v else {
-            return Err(format!(
-                "{field}: an object {{\"limit\", \"periodMs\", \"key\"}}"
-            ));
-        };
-        if let Some(other) = o
-            .keys()
-            .find(|k| !["limit", "periodMs", "key"].contains(&k.as_str()))
-        {
-            return Err(format!(
-                "{field}.{other}: unknown field (limit, periodMs, key)"
-            ));
-        }
-        let whole = |name: &str| {
-            o.get(name)
-                .and_then(Value::as_u64)
-                .ok_or_else(|| format!("{field}.{name}: a whole number"))
-        };
-        let key = match o.get("key") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => return Err(format!("{field}.key: a string")),
-        };
+        let o = WindowJson::read(v, field, &["limit", "periodMs", "key"])?;
+        let key = o.key()?;
+        let whole = |name: &str| o.whole(name);
         Ok(Self {
             limit: u32::try_from(whole("limit")?).unwrap_or(u32::MAX),
             period_ms: whole("periodMs")?,
@@ -80,12 +58,7 @@ impl RateLimitSpec {
                 self.limit
             ));
         }
-        if !(MIN_PERIOD_MS..=MAX_PERIOD_MS).contains(&self.period_ms) {
-            return Err(format!(
-                "rateLimit.periodMs: must be from {MIN_PERIOD_MS} (1 s) to {MAX_PERIOD_MS} (7 days), got {}",
-                self.period_ms
-            ));
-        }
+        check_period("rateLimit", self.period_ms)?;
         let key = self
             .key
             .as_deref()

@@ -10,13 +10,11 @@
 use serde_json::{json, Value};
 
 use super::cel::CelKey;
+use super::period::{check_period, WindowJson};
+pub use super::period::{MAX_PERIOD_MS, MIN_PERIOD_MS};
 
 /// Most starts per period.
 pub const MAX_THROTTLE_LIMIT: u32 = 100_000;
-/// Shortest period, ms.
-pub const MIN_PERIOD_MS: u64 = 1_000;
-/// Longest period, ms (7 days).
-pub const MAX_PERIOD_MS: u64 = 7 * 86_400_000;
 
 /// A throttle as written (the `Job` builder, an endpoint's `throttle`), before checking.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,33 +45,12 @@ pub struct Throttle {
 impl ThrottleSpec {
     /// Reads `{"limit", "periodMs", "key"?, "burst"?}`; errors name the field under `field`.
     pub fn from_json(v: &Value, field: &str) -> Result<Self, String> {
-        let Value::Object(o) = v else {
-            return Err(format!(
-                "{field}: an object {{\"limit\", \"periodMs\", \"key\", \"burst\"}}"
-            ));
-        };
-        if let Some(other) = o
-            .keys()
-            .find(|k| !["limit", "periodMs", "key", "burst"].contains(&k.as_str()))
-        {
-            return Err(format!(
-                "{field}.{other}: unknown field (limit, periodMs, key, burst)"
-            ));
-        }
-        let whole = |name: &str| {
-            o.get(name)
-                .and_then(Value::as_u64)
-                .ok_or_else(|| format!("{field}.{name}: a whole number"))
-        };
-        let key = match o.get("key") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => return Err(format!("{field}.key: a string")),
-        };
-        let burst = match o.get("burst") {
-            None | Some(Value::Null) => 1,
-            Some(_) => u32::try_from(whole("burst")?).unwrap_or(u32::MAX),
-        };
+        let o = WindowJson::read(v, field, &["limit", "periodMs", "key", "burst"])?;
+        let key = o.key()?;
+        let whole = |name: &str| o.whole(name);
+        let burst = o
+            .whole_opt("burst")?
+            .map_or(1, |b| u32::try_from(b).unwrap_or(u32::MAX));
         Ok(Self {
             limit: u32::try_from(whole("limit")?).unwrap_or(u32::MAX),
             period_ms: whole("periodMs")?,
@@ -91,12 +68,7 @@ impl ThrottleSpec {
                 self.limit
             ));
         }
-        if !(MIN_PERIOD_MS..=MAX_PERIOD_MS).contains(&self.period_ms) {
-            return Err(format!(
-                "throttle.periodMs: must be from {MIN_PERIOD_MS} (1 s) to {MAX_PERIOD_MS} (7 days), got {}",
-                self.period_ms
-            ));
-        }
+        check_period("throttle", self.period_ms)?;
         if self.burst == 0 || self.burst > self.limit {
             return Err(format!(
                 "throttle.burst: must be from 1 to the limit ({}), got {}",
