@@ -242,6 +242,17 @@ async fn filters_live_in_the_url_and_bad_ones_are_explained() {
         3,
         "upload, its child, reminder"
     );
+    // A time as the tables print it ("… UTC", a space before the clock) filters the same way, and
+    // the form shows it back in that format.
+    let printed = format!("{} UTC", later.format("%Y-%m-%d %H:%M:%S"));
+    let copied = f
+        .page(&format!("/events?from={}", printed.replace(' ', "+")))
+        .await;
+    assert_eq!(rows(&copied, "data-event-id"), rows(&from, "data-event-id"));
+    assert!(
+        copied.contains(&format!("value=\"{}\"", later.format("%Y-%m-%d %H:%M:%S"))),
+        "the From input shows the time as the table prints it"
+    );
 
     for (uri, named) in [
         ("/events?status=bogus", "status"),

@@ -160,8 +160,8 @@ pub async fn list(
                     }
                 }
             }
-            label { "From (UTC) " input type="datetime-local" step="1" name="from" value=[shown_from.map(page::input_time)]; }
-            label { "To (UTC) " input type="datetime-local" step="1" name="to" value=[shown.to.map(page::input_time)]; }
+            label { "From (UTC) " (page::time_input("from", shown_from)) }
+            label { "To (UTC) " (page::time_input("to", shown.to)) }
             label.grow { "Payload contains " input type="search" name="q" maxlength=(MAX_SEARCH_CHARS) value=[shown.q.as_deref()] placeholder="text in the payload JSON"; }
             button type="submit" { "Filter" }
             a.clear href="/events" { "Clear" }

@@ -246,11 +246,11 @@ impl Params {
         }
     }
 
-    /// A time: RFC 3339, or a `datetime-local` value (`2024-05-01T12:00`) read as UTC.
+    /// A time: RFC 3339, or a time as the pages show it (`2024-05-01 12:00:00 UTC`) read as UTC.
     pub fn time(&self, key: &str) -> Result<Option<DateTime<Utc>>, PageError> {
         self.parse(
             key,
-            "a UTC time such as 2024-05-01T12:00 or 2024-05-01T12:00:00Z",
+            "a UTC time such as 2024-05-01 12:00:00 or 2024-05-01T12:00:00Z",
             parse_time,
         )
     }
@@ -265,20 +265,44 @@ impl Params {
     }
 }
 
-/// Reads RFC 3339 or a `datetime-local` value (minutes or seconds) as UTC.
+/// Reads RFC 3339, or a date and time (minutes or seconds, `T` or a space between them, an optional
+/// trailing `UTC` as the pages print it) as UTC: a time copied from any table filters by it.
 pub fn parse_time(v: &str) -> Option<DateTime<Utc>> {
+    let v = v.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(v) {
         return Some(t.with_timezone(&Utc));
     }
-    ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"]
-        .iter()
-        .find_map(|f| NaiveDateTime::parse_from_str(v, f).ok())
-        .map(|n| n.and_utc())
+    let v = v.strip_suffix("UTC").map_or(v, str::trim_end);
+    [
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+    ]
+    .iter()
+    .find_map(|f| NaiveDateTime::parse_from_str(v, f).ok())
+    .map(|n| n.and_utc())
 }
 
-/// A time as a `datetime-local` input value.
+/// A time as a filter input's value: the format the pages print times in, without the zone the
+/// input's label names.
 pub fn input_time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S").to_string()
+    t.format(TIME_FORMAT).to_string()
+}
+
+/// How the pages print a time (always UTC, which they say).
+const TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
+
+/// A filter input for a UTC time. A plain text field in the pages' own format rather than a
+/// `datetime-local` control: the browser shows that one in its locale (a 12-hour clock, the
+/// month first) with a picker whose "now" is the browser's zone, so it disagreed with its "UTC"
+/// label and with every time on the page.
+pub fn time_input(name: &str, value: Option<DateTime<Utc>>) -> Markup {
+    html! {
+        input.time type="text" name=(name) value=[value.map(input_time)]
+            placeholder="2024-05-01 12:00:00" pattern=r"\s*\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?(\s*UTC|Z)?\s*"
+            title="a UTC time as the tables show it, e.g. 2024-05-01 12:00:00";
+    }
 }
 
 /// A query string (`?a=1&b=2`, values encoded) of the pairs whose value is present.
@@ -297,7 +321,7 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
 /// A time for a table cell: `2024-05-01 12:00:05`, UTC, with the full RFC 3339 form on hover.
 pub fn time(t: DateTime<Utc>) -> Markup {
     html! {
-        time datetime=(t.to_rfc3339()) title=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S")) span.tz { " UTC" } }
+        time datetime=(t.to_rfc3339()) title=(t.to_rfc3339()) { (t.format(TIME_FORMAT)) span.tz { " UTC" } }
     }
 }
 
@@ -423,16 +447,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_read_rfc3339_and_datetime_local_as_utc() {
+    fn times_read_rfc3339_and_printed_times_as_utc() {
         let want = parse_time("2024-05-01T12:00:00Z");
         assert!(want.is_some());
         assert_eq!(parse_time("2024-05-01T12:00"), want);
         assert_eq!(parse_time("2024-05-01T14:00:00+02:00"), want);
         assert_eq!(
             parse_time("2024-05-01T12:00:00").map(input_time),
-            Some("2024-05-01T12:00:00".into())
+            Some("2024-05-01 12:00:00".into())
         );
+        // As the tables print it, copied with its zone.
+        assert_eq!(parse_time("2024-05-01 12:00:00 UTC"), want);
+        assert_eq!(parse_time(" 2024-05-01 12:00 "), want);
         assert_eq!(parse_time("yesterday"), None);
+        assert_eq!(parse_time("2024-05-01 12:00:00 CET"), None);
     }
 
     #[test]
