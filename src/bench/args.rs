@@ -76,6 +76,11 @@ pub struct Args {
     /// `i` has the key `i % keys`); 0: no limit.
     #[arg(long, default_value_t = 0)]
     pub keys: usize,
+    /// Drain: also queue this many runs of a second job whose one key is at its limit of 1 (its
+    /// running run never ends while the drain lasts), so the claim has a held backlog to pass
+    /// over (head-of-line blocking); 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub held: usize,
     /// Concurrent senders in the end-to-end scenario.
     #[arg(long, default_value_t = 64)]
     pub e2e_senders: usize,

@@ -10,6 +10,9 @@
 //! `--claim-batch`) is started, and the clock runs from its start until the store counts every run
 //! `succeeded`. With `--keys K` the job has a concurrency limit of 1 per key over K keys (event
 //! `i` has the key `i % K`): the runs are claimed through their keys' slots (`model::flow`).
+//! With `--held H` a second job, limited to 1 run at once on a single key, has H runs queued
+//! behind one that does not end while the drain lasts: the drain then measures how much a backlog
+//! held at its limit costs other jobs (it must not be rescanned by every claim).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -22,7 +25,11 @@ use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
 use super::scenarios::{count, engine_config, noop_job, EVENT};
 use crate::store::NewEvent;
-use crate::{Client, ConcurrencyLimit, Job, RunStatus};
+use crate::{event_trigger, Client, ConcurrencyLimit, Io, Job, JobError, RunStatus};
+
+/// The held job of `--held` and its event.
+const HELD_JOB: &str = "bench-held";
+const HELD_EVENT: &str = "bench.held";
 
 /// Events stored per transaction while seeding.
 const SEED_BATCH: usize = 5_000;
@@ -44,9 +51,26 @@ fn drain_job(keys: usize, on_start: impl Fn(&serde_json::Value) + Send + Sync + 
     job.concurrency_limit(ConcurrencyLimit::key(1, "event.payload.k"))
 }
 
+/// The job of `--held`: one run at once on a single key; a run lasts an hour (the drain's end
+/// aborts it), so every other run of it stays queued behind the key's limit.
+fn held_job() -> Job {
+    Job::new(HELD_JOB, "Benchmark held backlog", "1.0.0")
+        .trigger(event_trigger(HELD_EVENT))
+        .concurrency_limit(ConcurrencyLimit::key(1, "'one'"))
+        .run(|_: serde_json::Value, _io: Io| async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<_, JobError>(serde_json::Value::Null)
+        })
+}
+
 /// Stores `n` events with workers off (event `i` with the key `i % keys`); returns the seconds
 /// it took.
 async fn seed(client: &Client, n: usize, keys: usize) -> Result<f64, Error> {
+    seed_events(client, EVENT, n, keys).await
+}
+
+/// Stores `n` events named `name` in batches (event `i` with the key `i % keys`).
+async fn seed_events(client: &Client, name: &str, n: usize, keys: usize) -> Result<f64, Error> {
     let start = Instant::now();
     let mut from = 0;
     while from < n {
@@ -54,8 +78,8 @@ async fn seed(client: &Client, n: usize, keys: usize) -> Result<f64, Error> {
         let now = client.clock().now_ms();
         let batch = (from..to)
             .map(|i| NewEvent {
-                id: format!("evt_drain_{i:08}"),
-                name: EVENT.to_string(),
+                id: format!("evt_{}_{i:08}", name.replace('.', "_")),
+                name: name.to_string(),
                 payload: json!({ "i": i, "k": i % keys.max(1) }),
                 context: None,
                 source: "api".into(),
@@ -74,25 +98,35 @@ async fn measure(args: &Args, url: &str, pb: &ProgressBar) -> Result<Sample, Err
     let n = args.events;
     let seeder = Client::builder(url).workers(false).connect().await?;
     seeder.register_job(drain_job(args.keys, |_| {})).await?;
+    if args.held > 0 {
+        seeder.register_job(held_job()).await?;
+        seed_events(&seeder, HELD_EVENT, args.held, 1).await?;
+    }
     let seed_secs = seed(&seeder, n, args.keys).await?;
     let queued = count(&seeder.store().run_counts().await?, RunStatus::Queued);
-    if queued != n as u64 {
+    if queued != (n + args.held) as u64 {
         seeder.shutdown().await;
         return Err(Error::Stalled(format!(
-            "{n} events were stored but {queued} runs are queued"
+            "{} events were stored but {queued} runs are queued",
+            n + args.held
         )));
     }
 
     let started = Arc::new(AtomicUsize::new(0));
     let s = Arc::clone(&started);
     let start = Instant::now();
-    let worker = Client::builder(url)
-        .config(engine_config(args))
-        .connect()
-        .await?;
+    let mut config = engine_config(args);
+    if args.held > 0 {
+        // The held job's one running run is aborted at the end, not waited for.
+        config.shutdown_grace = Duration::from_millis(100);
+    }
+    let worker = Client::builder(url).config(config).connect().await?;
     worker.define_job(drain_job(args.keys, move |_| {
         s.fetch_add(1, Ordering::Relaxed);
     }))?;
+    if args.held > 0 {
+        worker.define_job(held_job())?;
+    }
     let limit = Duration::from_secs(120).max(Duration::from_millis(n as u64));
     // Counting every run is a scan of the table: only once every run has started.
     let waited = loop {
@@ -115,6 +149,7 @@ async fn measure(args: &Args, url: &str, pb: &ProgressBar) -> Result<Sample, Err
     let elapsed = waited?;
     Ok(Sample::from([
         ("events", n as f64),
+        ("held", args.held as f64),
         ("seed_secs", seed_secs),
         ("seed_events_per_s", n as f64 / seed_secs),
         ("secs", elapsed.as_secs_f64()),

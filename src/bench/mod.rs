@@ -118,6 +118,7 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
         for backend in backends {
             let settings = serde_json::json!({
                 "store": backend.name(), "events": args.events, "engine": engine, "keys": args.keys,
+                "held": args.held,
             });
             let mut samples = Vec::new();
             for rep in 0..reps {
@@ -132,16 +133,7 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
                 &args,
                 Figure::new(
                     "drain",
-                    if args.keys > 0 {
-                        format!(
-                            "{}, {} events, 1 at once per key over {} keys",
-                            backend.name(),
-                            args.events,
-                            args.keys
-                        )
-                    } else {
-                        format!("{}, {} events", backend.name(), args.events)
-                    },
+                    drain_label(&args, backend.name()),
                     settings,
                     samples,
                 ),
@@ -368,4 +360,16 @@ fn bar(message: String, len: Option<u64>) -> ProgressBar {
     pb.set_message(message);
     pb.enable_steady_tick(Duration::from_millis(200));
     pb
+}
+
+/// The drain figure's label: its store, size, and flow control.
+fn drain_label(args: &Args, store: &str) -> String {
+    let mut label = format!("{store}, {} events", args.events);
+    if args.keys > 0 {
+        label += &format!(", 1 at once per key over {} keys", args.keys);
+    }
+    if args.held > 0 {
+        label += &format!(", beside {} runs held by one key at its limit", args.held);
+    }
+    label
 }
