@@ -25,7 +25,8 @@
 #
 # Env: PEERS_DIR (default /work/shared/bench/peers), PEERS_WORK, RUNS (1), PEERS (peer[:variant]
 # entries, default "graphile-worker graphile-worker:batched pg-boss:batched10 bullmq
-# apalis:pubsub-poll"), and the peers' own knobs, passed through: N (20000),
+# apalis:pubsub-poll"; also `graphile-keyed`, ours: graphile-worker draining N jobs over KEYS
+# queue names, KEYS=0 for none — see benchmarks/graphile-keyed.mjs), and the peers' own knobs, passed through: N (20000),
 # CONCURRENCY, PRODUCERS, BULK_BATCH, LAT_RATE, LAT_SECONDS, DRAIN_TIMEOUT_S, RUN_TIMEOUT_S (300 s
 # per run), PGURL (per peer default), REDIS_PORT.
 set -euo pipefail
@@ -46,6 +47,7 @@ out="$repo/benchmarks/results/$stamp-peers.jsonl"
 mkdir -p "$work/lib" "$work/apalis/src"
 cp "$src"/*.mjs "$src"/package.json "$src"/package-lock.json "$work/"
 cp "$src"/lib/*.mjs "$work/lib/"
+cp "$repo"/benchmarks/graphile-keyed.mjs "$work/"   # ours: graphile-worker's queue_name per key
 cp "$src"/apalis/Cargo.toml "$work/apalis/"
 [ -f "$src/apalis/Cargo.lock" ] && cp "$src/apalis/Cargo.lock" "$work/apalis/"
 cp -r "$src"/apalis/src/. "$work/apalis/src/"
@@ -88,10 +90,11 @@ for entry in $peers; do
   [ "$peer" != "$entry" ] && variant="${entry#*:}"
   case "$peer" in
     graphile-worker) cmd=("$NODE" graphile_worker.mjs) ;;
+    graphile-keyed) cmd=("$NODE" graphile-keyed.mjs) ;;   # KEYS=0|10000: plain or keyed drain
     pg-boss) cmd=("$NODE" pg_boss.mjs) ;;
     bullmq) cmd=("$NODE" bullmq.mjs) ;;
     apalis) cmd=(apalis/target/release/apalis-peer-bench) ;;
-    *) echo "unknown peer $peer (graphile-worker, pg-boss, bullmq, apalis)" >&2; exit 2 ;;
+    *) echo "unknown peer $peer (graphile-worker, graphile-keyed, pg-boss, bullmq, apalis)" >&2; exit 2 ;;
   esac
   for i in $(seq "$runs"); do
     echo "# $entry run $i/$runs" >&2
