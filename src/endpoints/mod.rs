@@ -31,6 +31,7 @@ pub mod protocol;
 mod registry;
 mod reports;
 mod seed;
+pub mod step_answer;
 pub mod stepped;
 mod target;
 pub mod trigger_dev_v2;

@@ -3,8 +3,8 @@
 //!
 //! A run request carries the run's stored steps (key → output or error); the endpoint runs the
 //! job from the top, returning stored results for the steps they name, and answers with what it
-//! reached: completed `run` steps, then possibly one request Flare carries out (a `sleep`, events
-//! to send), or the final output or error. One attempt is a loop of such calls:
+//! reached ([`super::step_answer`] reads it): completed `run` steps, then possibly one request
+//! Flare carries out, or the final output or error. One attempt is a loop of such calls:
 //!
 //! - **`run` steps** are recorded at once ([`Steps::record`]: fenced by the lease; a step already
 //!   stored as succeeded keeps its first result, so an endpoint that answers a step twice — a
@@ -16,337 +16,45 @@
 //! - **`sendEvent`** sends its events as chained events of the run, each with the id
 //!   `<run id>-<step key>-<event key>`, so sending again sends nothing twice; the step's output is
 //!   `{"ids": [...]}`.
-//! - **Non-determinism**: a key answered as another kind of step than it is stored as means the
-//!   job's code changed under the run; the run fails at once saying so. (A stored step that no
-//!   longer comes back can only be seen by the SDK, which answers a fatal error: the document.)
-//! - **Progress**: an answer without an outcome must reach a step that is not stored yet;
-//!   otherwise calling again would get the same answer, and the run fails saying so.
 //! - **`waitForEvent`** is the engine's durable wait for an event (`Steps::wait_for_event`, what
 //!   `io.wait_for_event` does): the execution suspends holding no slot until the first matching
 //!   event sent after the wait was reached, or its timeout; the store records the step's result
 //!   (the event `{id, name, payload, timestamp}`, or `null` on timeout) and the next call sends it.
 //!   A wait still pending when the run executes again (its timeout passed) is not sent: the
 //!   endpoint answers it again, and the engine ends it with `null` (or suspends again).
-//! - `invoke` and `callback` are reserved: refused as not supported yet.
+//! - **`invoke`** is `io.invoke` (`Steps::invoke_with`): a run of that one job, started once per
+//!   key, waited for holding no slot. The next call sends the child's output as the step's
+//!   `output`, or its failure (or the timeout) as the step's `error`, which the SDK throws as a
+//!   step error (the job's retry policy sees it; the child's outcome stays the step's). An unknown
+//!   job fails the run.
+//! - **`callback`** is `io.callback`, in two answers, since the job needs the URL before it
+//!   waits: `callback` creates the token (stored with its wait at once, so a post that comes
+//!   early is kept) and Flare calls again with `{"callback": {token, path, deadline}}`; the job
+//!   hands the URL on, then answers `waitForCallback` with the same key, which suspends until the
+//!   post (its JSON body is the step's `output`) or the deadline (`null`).
+//! - **Non-determinism**: a key answered as another kind of step than it is stored as means the
+//!   job's code changed under the run; the run fails at once saying so. (A stored step that no
+//!   longer comes back can only be seen by the SDK, which answers a fatal error: the document.)
+//! - **Progress**: an answer without an outcome must reach a step that is not stored yet;
+//!   otherwise calling again would get the same answer, and the run fails saying so.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::protocol::{parse_event, parse_events, parse_logs, RunRequest, MAX_EVENTS};
+use super::protocol::RunRequest;
+use super::step_answer::{op_name, parse_answer, Op};
 use super::target::Target;
-use crate::client::SendEvent;
-use crate::engine::steps::MAX_STEP_KEY_LEN;
+use crate::clock::ms_to_time;
 use crate::io::Io;
-use crate::model::wait::MAX_WAIT_TEXT_LEN;
-use crate::model::{JobError, Level, StepKind, StepStatus};
-
-/// Most steps one answer may report.
-pub const MAX_STEPS_PER_ANSWER: usize = 100;
+use crate::model::{JobError, Step, StepKind, StepStatus};
 
 /// Most calls in one attempt (each answer must make progress: a step or the outcome).
 pub const MAX_CALLS_PER_ATTEMPT: usize = 1_000;
 
-/// Longest `sleep`: ten years.
-pub const MAX_SLEEP_MS: u64 = 10 * 365 * 86_400_000;
-
-/// The step kinds reserved for later versions of Flare (refused with a clear error today).
-pub const COMING_OPS: [&str; 2] = ["invoke", "callback"];
-
-/// What one reported step asks for.
-#[derive(Debug)]
-pub enum Op {
-    /// A `run` step's result: its output, or its error.
-    Run(Result<Value, String>),
-    /// Sleep until a time (ms), or for a duration (ms) from when Flare first reads it.
-    Sleep {
-        /// Due time, ms since the epoch.
-        until: Option<i64>,
-        /// Or a duration, ms.
-        duration_ms: Option<u64>,
-    },
-    /// Events to send, each with its key within the step.
-    SendEvent(Vec<(String, SendEvent)>),
-    /// Wait for an event (see [`crate::Io::wait_for_event`]).
-    WaitForEvent {
-        /// The event name waited for.
-        event: String,
-        /// `payload.<field>`: equal in the run's event and the incoming one.
-        match_path: Option<String>,
-        /// A CEL condition over `event` and `async`.
-        condition: Option<String>,
-        /// At most this long, ms.
-        timeout_ms: u64,
-    },
-}
-
-impl Op {
-    fn kind(&self) -> StepKind {
-        match self {
-            Op::Run(_) => StepKind::Task,
-            Op::Sleep { .. } => StepKind::Wait,
-            Op::SendEvent(_) => StepKind::Event,
-            Op::WaitForEvent { .. } => StepKind::EventWait,
-        }
-    }
-}
-
-/// The protocol's name for a stored kind.
-fn op_name(kind: StepKind) -> &'static str {
-    match kind {
-        StepKind::Task => "run",
-        StepKind::Wait => "sleep",
-        StepKind::Event => "sendEvent",
-        StepKind::EventWait => "waitForEvent",
-        // Protocol v2 reserves these ("coming"); a Rust job's steps of these kinds are named alike.
-        StepKind::Invoke => "invoke",
-        StepKind::Callback => "callback",
-    }
-}
-
-/// A version-2 `run` answer.
-#[derive(Debug, Default)]
-pub struct SteppedAnswer {
-    /// The steps it reached, in order.
-    pub steps: Vec<(String, Op)>,
-    /// `Ok(output)` or `Err((message, retry))`; `None`: call again (or carry out the request).
-    pub outcome: Option<Result<Value, (String, bool)>>,
-    /// Log lines.
-    pub logs: Vec<(Level, String, Option<Value>)>,
-    /// Chained events, as version 1 has them.
-    pub events: Vec<(String, SendEvent)>,
-}
-
-/// Reads a version-2 `run` answer, or what is wrong with it.
-pub fn parse_answer(answer: Value) -> Result<SteppedAnswer, String> {
-    let Value::Object(fields) = answer else {
-        return Err(
-            "the answer must be a JSON object with \"steps\", \"output\" or \"error\"".into(),
-        );
-    };
-    let mut out = SteppedAnswer::default();
-    let (mut output, mut error, mut retry) = (None, None, true);
-    for (key, value) in fields {
-        match key.as_str() {
-            "output" => output = Some(value),
-            "error" => match value {
-                Value::String(s) if !s.is_empty() => error = Some(s),
-                _ => return Err("\"error\" must be a non-empty string".into()),
-            },
-            "retry" => match value {
-                Value::Bool(b) => retry = b,
-                _ => return Err("\"retry\" must be true or false".into()),
-            },
-            "steps" => out.steps = parse_steps(value)?,
-            "logs" => out.logs = parse_logs(value)?,
-            "events" => out.events = parse_events(value)?,
-            other => {
-                return Err(format!(
-                    "unknown field {other:?} in the answer (expected steps, output or error, and optionally retry, logs, events)"
-                ))
-            }
-        }
-    }
-    out.outcome = match (output, error) {
-        (Some(_), Some(_)) => {
-            return Err("the answer has both \"output\" and \"error\"; give one".into())
-        }
-        (Some(v), None) => Some(Ok(v)),
-        (None, Some(e)) => Some(Err((e, retry))),
-        (None, None) if out.steps.is_empty() => {
-            return Err("the answer has neither \"steps\" nor \"output\" nor \"error\"".into())
-        }
-        (None, None) => None,
-    };
-    if let Some((i, (key, _))) = out
-        .steps
-        .iter()
-        .enumerate()
-        .find(|(_, (_, op))| !matches!(op, Op::Run(_)))
-    {
-        if i + 1 != out.steps.len() || out.outcome.is_some() {
-            return Err(format!(
-                "steps[{i}] ({key:?}) suspends the run: it must be the answer's last step, without \"output\" or \"error\""
-            ));
-        }
-    }
-    Ok(out)
-}
-
-fn parse_steps(value: Value) -> Result<Vec<(String, Op)>, String> {
-    let Value::Array(steps) = value else {
-        return Err("\"steps\" must be an array".into());
-    };
-    if steps.len() > MAX_STEPS_PER_ANSWER {
-        return Err(format!(
-            "an answer may report at most {MAX_STEPS_PER_ANSWER} steps"
-        ));
-    }
-    let mut keys = HashSet::new();
-    let mut out = Vec::with_capacity(steps.len());
-    for (i, step) in steps.into_iter().enumerate() {
-        let Value::Object(f) = step else {
-            return Err(format!(
-                "steps[{i}] must be an object {{\"key\", \"op\", …}}"
-            ));
-        };
-        let (key, op) = parse_step(f).map_err(|e| format!("steps[{i}]: {e}"))?;
-        if !keys.insert(key.clone()) {
-            return Err(format!(
-                "steps[{i}]: the key {key:?} is answered twice; step keys are unique within a run"
-            ));
-        }
-        out.push((key, op));
-    }
-    Ok(out)
-}
-
-fn parse_step(mut f: Map<String, Value>) -> Result<(String, Op), String> {
-    let key = match f.remove("key") {
-        Some(Value::String(s))
-            if !s.is_empty() && s.len() <= MAX_STEP_KEY_LEN && crate::store::storable(&s) =>
-        {
-            s
-        }
-        _ => {
-            return Err(format!(
-                "\"key\" must be a string of 1-{MAX_STEP_KEY_LEN} bytes without NUL"
-            ))
-        }
-    };
-    let op = match f.remove("op") {
-        Some(Value::String(s)) => s,
-        _ => return Err(format!("step {key:?}: \"op\" must be a string")),
-    };
-    let allowed: &[&str] = match op.as_str() {
-        "run" => &["output", "error"],
-        "sleep" => &["until", "durationMs"],
-        "sendEvent" => &["events"],
-        "waitForEvent" => &["event", "match", "if", "timeoutMs"],
-        o if COMING_OPS.contains(&o) => {
-            return Err(format!(
-                "step {key:?}: {o:?} steps are not supported by this version of Flare yet"
-            ))
-        }
-        o => {
-            return Err(format!(
-                "step {key:?}: unknown op {o:?} (expected run, sleep, sendEvent or waitForEvent)"
-            ))
-        }
-    };
-    if let Some(k) = f.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(format!("step {key:?} ({op}): unknown field {k:?}"));
-    }
-    let parsed = match op.as_str() {
-        "run" => match (f.remove("output"), f.remove("error")) {
-            (Some(v), None) => Op::Run(Ok(v)),
-            (None, Some(Value::String(e))) if !e.is_empty() => Op::Run(Err(e)),
-            (None, Some(_)) => {
-                return Err(format!(
-                    "step {key:?}: \"error\" must be a non-empty string"
-                ))
-            }
-            _ => {
-                return Err(format!(
-                    "step {key:?}: a run step has exactly one of \"output\" or \"error\""
-                ))
-            }
-        },
-        "sleep" => match (f.remove("until"), f.remove("durationMs")) {
-            (Some(at), None) => {
-                let at = at
-                    .as_str()
-                    .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-                    .ok_or_else(|| {
-                        format!("step {key:?}: \"until\" must be an RFC 3339 time such as 2030-01-01T09:00:00Z")
-                    })?;
-                Op::Sleep {
-                    until: Some(at.timestamp_millis()),
-                    duration_ms: None,
-                }
-            }
-            (None, Some(ms)) => match ms.as_u64() {
-                Some(ms) if ms <= MAX_SLEEP_MS => Op::Sleep {
-                    until: None,
-                    duration_ms: Some(ms),
-                },
-                _ => {
-                    return Err(format!(
-                        "step {key:?}: \"durationMs\" must be a whole number of ms, at most {MAX_SLEEP_MS} (ten years)"
-                    ))
-                }
-            },
-            _ => {
-                return Err(format!(
-                    "step {key:?}: a sleep has exactly one of \"until\" or \"durationMs\""
-                ))
-            }
-        },
-        "waitForEvent" => parse_wait_for_event(&key, f)?,
-        _ => {
-            let Some(Value::Array(events)) = f.remove("events") else {
-                return Err(format!("step {key:?}: \"events\" must be an array"));
-            };
-            if events.is_empty() || events.len() > MAX_EVENTS {
-                return Err(format!(
-                    "step {key:?}: \"events\" holds 1 to {MAX_EVENTS} events"
-                ));
-            }
-            let mut keys = HashSet::new();
-            let mut sends = Vec::with_capacity(events.len());
-            for (i, event) in events.into_iter().enumerate() {
-                let Value::Object(e) = event else {
-                    return Err(format!("step {key:?}: events[{i}] must be an object"));
-                };
-                let (k, send) =
-                    parse_event(i, e).map_err(|e| format!("step {key:?}: events[{i}]: {e}"))?;
-                if !keys.insert(k.clone()) {
-                    return Err(format!(
-                        "step {key:?}: events[{i}]: the key {k:?} is used twice"
-                    ));
-                }
-                sends.push((k, send));
-            }
-            Op::SendEvent(sends)
-        }
-    };
-    Ok((key, parsed))
-}
-
-fn parse_wait_for_event(key: &str, mut f: Map<String, Value>) -> Result<Op, String> {
-    let event = match f.remove("event") {
-        Some(Value::String(s)) if crate::model::validate_event_name(&s).is_ok() => s,
-        _ => {
-            return Err(format!(
-                "step {key:?}: \"event\" must be the name of the event waited for, such as \"invoice.paid\""
-            ))
-        }
-    };
-    let text = |field: &str, v: Option<Value>| match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_WAIT_TEXT_LEN => Ok(Some(s)),
-        _ => Err(format!(
-            "step {key:?}: {field:?} must be a string of 1-{MAX_WAIT_TEXT_LEN} bytes"
-        )),
-    };
-    let match_path = text("match", f.remove("match"))?;
-    let condition = text("if", f.remove("if"))?;
-    let timeout_ms = match f.remove("timeoutMs").map(|v| v.as_u64()) {
-        Some(Some(ms)) if ms <= MAX_SLEEP_MS => ms,
-        _ => {
-            return Err(format!(
-                "step {key:?}: \"timeoutMs\" must be a whole number of ms, at most {MAX_SLEEP_MS} (ten years)"
-            ))
-        }
-    };
-    Ok(Op::WaitForEvent {
-        event,
-        match_path,
-        condition,
-        timeout_ms,
-    })
-}
+/// A callback made in this run: its token, when it was made and its deadline (ms).
+type Handle = (String, i64, i64);
 
 /// One attempt of a version-2 endpoint job: calls until the endpoint answers an outcome, a sleep
 /// suspends the execution, or something fails.
@@ -361,12 +69,24 @@ pub(crate) async fn execute(
     let steps = io.steps();
     let clock = &target.clock;
     let stored: Vec<_> = steps.stored().await?.values().cloned().collect();
-    // What the endpoint is told of each stored step, and the kind it is stored as.
+    // What the endpoint is told of each stored step, the kind it is stored as, and the callbacks
+    // still waiting for their post.
     let mut done: Map<String, Value> = Map::new();
     let mut kinds: HashMap<String, StepKind> = HashMap::new();
+    let mut callbacks: HashMap<String, Handle> = HashMap::new();
     for step in stored {
         kinds.insert(step.key.clone(), step.kind);
         match (step.kind, step.status) {
+            (StepKind::Callback, _) => {
+                let (told, handle) = callback_told(&step);
+                if let Some(handle) = handle {
+                    callbacks.insert(step.key.clone(), handle);
+                }
+                done.insert(step.key, told);
+            }
+            (StepKind::Invoke, StepStatus::Succeeded) => {
+                done.insert(step.key.clone(), invoke_told(&step.key, step.output));
+            }
             (_, StepStatus::Succeeded) => {
                 done.insert(step.key, json!({ "output": step.output }));
             }
@@ -444,8 +164,20 @@ pub(crate) async fn execute(
                         op_name(op.kind())
                     )));
                 }
+            } else if matches!(op, Op::WaitForCallback) {
+                return Err(JobError::fatal(format!(
+                    "step {key:?}: waitForCallback for a key that is no callback step: the job must make the callback (a callback step of the same key) first"
+                )));
             }
-            if done.get(&key).is_some_and(|d| d.get("output").is_some()) {
+            let told = done.get(&key);
+            let over = match op {
+                // A callback is made once; its wait is over once it has an output.
+                Op::Callback { .. } => told.is_some(),
+                // An invoked run's outcome, an output or an error, is final.
+                Op::Invoke { .. } => told.is_some(),
+                _ => told.is_some_and(|d| d.get("output").is_some()),
+            };
+            if over {
                 // Answered twice: the stored result stays.
                 continue;
             }
@@ -474,10 +206,7 @@ pub(crate) async fn execute(
                     done.insert(key, told);
                 }
                 Op::Sleep { until, duration_ms } => {
-                    let until = until.unwrap_or_else(|| {
-                        let ms = i64::try_from(duration_ms.unwrap_or(0)).unwrap_or(i64::MAX / 2);
-                        now.saturating_add(ms)
-                    });
+                    let until = until.unwrap_or_else(|| now.saturating_add(ms(duration_ms)));
                     // Suspends the execution unless `until` has passed.
                     steps.wait_until(&key, until).await;
                     done.insert(key, json!({ "output": null }));
@@ -512,18 +241,51 @@ pub(crate) async fn execute(
                             &event,
                             match_path.as_deref(),
                             condition.as_deref(),
-                            i64::try_from(timeout_ms).unwrap_or(i64::MAX / 2),
+                            ms(Some(timeout_ms)),
                         )
                         .await
-                        .map_err(|e| {
-                            if e.is_retryable() {
-                                e
-                            } else {
-                                JobError::fatal(format!("step {key:?}: {}", e.message()))
-                            }
-                        })?;
+                        .map_err(|e| step_fatal(&key, e))?;
                     let output = serde_json::to_value(waited).unwrap_or(Value::Null);
                     done.insert(key, json!({ "output": output }));
+                }
+                Op::Invoke {
+                    job,
+                    payload,
+                    timeout_ms,
+                } => {
+                    // Starts the child once per key, then suspends until it ended (or timed out).
+                    let mut told = steps
+                        .invoke_with(
+                            std::slice::from_ref(&key),
+                            &job,
+                            vec![payload],
+                            ms(Some(timeout_ms)),
+                            |key, ended| Ok(invoke_told(key, ended)),
+                        )
+                        .await
+                        .map_err(|e| step_fatal(&key, e))?;
+                    done.insert(key, told.pop().unwrap_or_default());
+                }
+                Op::Callback { timeout_ms } => {
+                    let (token, since, until) = steps
+                        .callback(&key, ms(Some(timeout_ms)))
+                        .await
+                        .map_err(|e| step_fatal(&key, e))?;
+                    done.insert(key.clone(), json!({ "callback": made(&token, until) }));
+                    callbacks.insert(key, (token, since, until));
+                }
+                Op::WaitForCallback => {
+                    let Some((token, since, until)) = callbacks.get(&key).cloned() else {
+                        return Err(JobError::fatal(format!(
+                            "step {key:?}: the callback's token is not known; the run cannot wait for it"
+                        )));
+                    };
+                    // Suspends the execution unless the deadline passed.
+                    let body = steps.callback_wait(&key, &token, since, until).await?;
+                    done.insert(
+                        key,
+                        json!({ "callback": made(&token, until), "output": body }),
+                    );
                 }
             }
         }
@@ -545,123 +307,96 @@ pub(crate) async fn execute(
     )))
 }
 
+/// A duration in ms as the engine takes it.
+fn ms(duration_ms: Option<u64>) -> i64 {
+    i64::try_from(duration_ms.unwrap_or(0)).unwrap_or(i64::MAX / 2)
+}
+
+/// A step's error that no retry fixes (a bad match, an unknown job) names the step; others (the
+/// store, a lost lease) fail the attempt as they are.
+fn step_fatal(key: &str, e: JobError) -> JobError {
+    if e.is_retryable() {
+        e
+    } else {
+        JobError::fatal(format!("step {key:?}: {}", e.message()))
+    }
+}
+
+/// What the endpoint is told of a callback: its token, the path Flare takes its post at, and
+/// its deadline.
+fn made(token: &str, until: i64) -> Value {
+    json!({
+        "token": token,
+        "path": format!("/callbacks/{token}"),
+        "deadline": deadline(until),
+    })
+}
+
+fn deadline(until: i64) -> String {
+    ms_to_time(until).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// What the endpoint is told of a stored callback step, and its handle while it still waits. A
+/// posted callback's output is `{"body", "token"}`; one past its deadline is `null` (the token
+/// is no longer known then: only the deadline is told).
+fn callback_told(step: &Step) -> (Value, Option<Handle>) {
+    let since = step.started_at.timestamp_millis();
+    let until = step.wait_until.map_or(since, |t| t.timestamp_millis());
+    let output = step.output.clone().unwrap_or(Value::Null);
+    let token = output["token"].as_str().unwrap_or_default().to_string();
+    let callback = if token.is_empty() {
+        json!({ "deadline": deadline(until) })
+    } else {
+        made(&token, until)
+    };
+    if step.status == StepStatus::Succeeded {
+        let body = output.get("body").cloned().unwrap_or(Value::Null);
+        return (json!({ "callback": callback, "output": body }), None);
+    }
+    (json!({ "callback": callback }), Some((token, since, until)))
+}
+
+/// What the endpoint is told of an invoked run that ended: its output, or why it did not succeed
+/// (`ended` is `{runId, status, output, error}`, or `null` when it did not end in time).
+fn invoke_told(key: &str, ended: Option<Value>) -> Value {
+    let ended = ended.unwrap_or(Value::Null);
+    if ended.is_null() {
+        return json!({
+            "error": format!("invoke {key:?}: the invoked run did not end before the timeout")
+        });
+    }
+    if ended["status"] == "succeeded" {
+        return json!({ "output": ended["output"] });
+    }
+    json!({
+        "error": format!(
+            "invoke {key:?}: run {} {}: {}",
+            ended["runId"].as_str().unwrap_or("?"),
+            ended["status"].as_str().unwrap_or("ended"),
+            ended["error"].as_str().unwrap_or("no error given")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn answers_report_steps_then_a_request_or_the_outcome() {
-        let a = parse_answer(json!({"steps": [
-            {"key": "a", "op": "run", "output": {"n": 1}},
-            {"key": "b", "op": "run", "output": null},
-            {"key": "c", "op": "run", "error": "boom"},
-            {"key": "nap", "op": "sleep", "durationMs": 1000}
-        ]}))
-        .expect("valid");
-        assert_eq!(a.steps.len(), 4);
-        assert!(a.outcome.is_none());
-        assert!(matches!(a.steps[1].1, Op::Run(Ok(Value::Null))));
-        assert!(matches!(a.steps[2].1, Op::Run(Err(ref e)) if e == "boom"));
-        let a =
-            parse_answer(json!({"steps": [{"key": "a", "op": "run", "output": 1}], "output": 2}))
-                .expect("valid");
-        assert!(matches!(a.outcome, Some(Ok(_))));
-        let a = parse_answer(json!({"steps": [{"key": "s", "op": "sendEvent",
-            "events": [{"name": "a.b", "payload": {}}, {"name": "a.c", "key": "k"}]}]}))
-        .expect("valid");
-        assert!(matches!(&a.steps[0].1, Op::SendEvent(e) if e[0].0 == "0" && e[1].0 == "k"));
-        let a = parse_answer(
-            json!({"steps": [{"key": "s", "op": "sleep", "until": "2030-01-01T00:00:00Z"}]}),
-        )
-        .expect("valid");
-        assert!(matches!(a.steps[0].1, Op::Sleep { until: Some(_), .. }));
-        let a = parse_answer(json!({"steps": [{"key": "w", "op": "waitForEvent",
-            "event": "invoice.paid", "match": "payload.invoiceId", "if": "async.payload.n > 1",
-            "timeoutMs": 60000}]}))
-        .expect("valid");
-        assert!(
-            matches!(&a.steps[0].1, Op::WaitForEvent { event, match_path: Some(m), condition: Some(_), timeout_ms: 60_000 }
-            if event == "invoice.paid" && m == "payload.invoiceId")
+    fn an_invoked_run_is_told_as_its_output_or_an_error() {
+        let ok =
+            json!({"runId": "run_1", "status": "succeeded", "output": {"n": 2}, "error": null});
+        assert_eq!(invoke_told("k", Some(ok)), json!({"output": {"n": 2}}));
+        let failed = json!({"runId": "run_1", "status": "failed", "output": null, "error": "boom"});
+        assert_eq!(
+            invoke_told("k", Some(failed)),
+            json!({"error": "invoke \"k\": run run_1 failed: boom"})
         );
-    }
-
-    #[test]
-    fn bad_answers_say_what_is_wrong() {
-        let cases = [
-            (json!({}), "neither"),
-            (json!({"steps": "x"}), "must be an array"),
-            (json!({"steps": [{"op": "run", "output": 1}]}), "\"key\""),
-            (json!({"steps": [{"key": "a", "op": "run"}]}), "exactly one"),
-            (
-                json!({"steps": [{"key": "a", "op": "run", "output": 1, "error": "x"}]}),
-                "exactly one",
-            ),
-            (json!({"steps": [{"key": "a", "op": "fly"}]}), "unknown op"),
-            (
-                json!({"steps": [{"key": "a", "op": "callback"}]}),
-                "not supported by this version",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "waitForEvent", "timeoutMs": 5}]}),
-                "\"event\" must be the name",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "waitForEvent", "event": "x.y"}]}),
-                "\"timeoutMs\"",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "waitForEvent", "event": "x.y", "timeoutMs": 5, "match": 3}]}),
-                "\"match\" must be a string",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "waitForEvent", "event": "x.y", "timeoutMs": 5, "timeout": 5}]}),
-                "unknown field \"timeout\"",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "waitForEvent", "event": "x.y", "timeoutMs": 5}, {"key": "b", "op": "run", "output": 1}]}),
-                "last step",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "invoke"}]}),
-                "not supported by this version",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "sleep", "until": "tomorrow"}]}),
-                "RFC 3339",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "sleep", "durationMs": -1}]}),
-                "durationMs",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "sleep", "durationMs": 5, "x": 1}]}),
-                "unknown field \"x\"",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "sendEvent", "events": []}]}),
-                "1 to 100",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "run", "output": 1}, {"key": "a", "op": "run", "output": 2}]}),
-                "answered twice",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "sleep", "durationMs": 5}, {"key": "b", "op": "run", "output": 2}]}),
-                "last step",
-            ),
-            (
-                json!({"steps": [{"key": "a", "op": "sleep", "durationMs": 5}], "output": 1}),
-                "last step",
-            ),
-            (json!({"output": 1, "error": "x"}), "both"),
-            (
-                json!({"output": 1, "result": 1}),
-                "unknown field \"result\"",
-            ),
-        ];
-        for (answer, expected) in cases {
-            let err = parse_answer(answer.clone()).expect_err(&answer.to_string());
-            assert!(err.contains(expected), "{answer}: {err}");
+        for timed_out in [None, Some(Value::Null)] {
+            let told = invoke_told("k", timed_out);
+            assert!(told["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("timeout")));
         }
     }
 }

@@ -344,6 +344,22 @@ impl Steps {
         payloads: Vec<Value>,
         timeout_ms: i64,
     ) -> Result<Vec<Value>, JobError> {
+        self.invoke_with(keys, job_id, payloads, timeout_ms, |key, ended| {
+            invoked(key, job_id, ended)
+        })
+        .await
+    }
+
+    /// [`Self::invoke`], each ended child's stored outcome (`{runId, status, output, error}`;
+    /// `None`: timed out) read by `outcome` (an endpoint's steps tell it to the endpoint).
+    pub(crate) async fn invoke_with(
+        &self,
+        keys: &[String],
+        job_id: &str,
+        payloads: Vec<Value>,
+        timeout_ms: i64,
+        outcome: impl Fn(&str, Option<Value>) -> Result<Value, JobError>,
+    ) -> Result<Vec<Value>, JobError> {
         for key in keys {
             self.take_key(key)?;
         }
@@ -364,7 +380,7 @@ impl Steps {
         for (key, child) in keys.iter().zip(children) {
             let (since, until) = match stored.get(key) {
                 Some(step) if step.status == StepStatus::Succeeded => {
-                    outputs.push(invoked(key, job_id, step.output.clone())?);
+                    outputs.push(outcome(key, step.output.clone())?);
                     continue;
                 }
                 Some(step) => (
@@ -385,7 +401,7 @@ impl Steps {
                         return Err(JobError::from(format!("invoke {key:?} could not end: {e}")))
                     }
                 };
-                outputs.push(invoked(key, job_id, Some(ended))?);
+                outputs.push(outcome(key, Some(ended))?);
                 continue;
             }
             let child = child.unwrap_or_default();

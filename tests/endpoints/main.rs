@@ -7,7 +7,8 @@
 //!
 //! `fixture` holds the test application and the registry over a client; the other modules are
 //! the tests, by what they are about: `runs` (the `run` action's answers), `index` (the `index`
-//! action: bad, changed, conflicting), `nodes` (which node serves what), `api` (the JSON API), `steps` and `waits` (protocol version 2's durable steps).
+//! action: bad, changed, conflicting), `nodes` (which node serves what), `api` (the JSON API), `steps`, `waits`, `invoke` and `callbacks` (protocol version 2's durable
+//! steps).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,8 +16,10 @@
 mod support;
 
 mod api;
+mod callbacks;
 mod fixture;
 mod index;
+mod invoke;
 mod nodes;
 mod owners;
 mod runs;

@@ -2,8 +2,9 @@
 //! (it reads the request's stored steps and answers the next step it reaches). Steps stored at
 //! once and sent back, several in one answer; a sleep that holds no slot and resumes when due;
 //! events sent once per step; a failed step retried with the steps before it kept; a step answered
-//! twice stored once; a key answered as another kind failing the run; the coming kinds refused;
-//! version-1 requests unchanged.
+//! twice stored once; a key answered as another kind failing the run; a bad step refused
+//! naming its field; version-1 requests unchanged. (`invoke`: `invoke.rs`;
+//! `callback`: `callbacks.rs`.)
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +18,7 @@ use crate::fixture::{json_answer, registry, run_of, Answer, App, SECRET};
 use crate::support::{wait_for, TestDb};
 
 /// An index answer of protocol version 2 with `jobs`, and `run` answered by `run`.
-fn serving_v2(
+pub fn serving_v2(
     jobs: Vec<Value>,
     run: impl Fn(&Value) -> Answer + Send + Sync + 'static,
 ) -> impl Fn(&Value) -> Answer + Send + Sync + 'static {
@@ -30,7 +31,7 @@ fn serving_v2(
     }
 }
 
-fn job(id: &str, event: &str, max_attempts: u32) -> Value {
+pub fn job(id: &str, event: &str, max_attempts: u32) -> Value {
     json!({"id": id, "name": id, "version": "1.0.0", "trigger": {"event": event},
            "retry": {"maxAttempts": max_attempts, "minDelayMs": 1000, "maxDelayMs": 1000}})
 }
@@ -302,7 +303,7 @@ async fn a_sleep_until_a_time_waits_until_then_and_one_passed_does_not_wait(db: 
     client.shutdown().await;
 }
 
-async fn coming_step_kinds_and_bad_steps_fail_with_a_clear_error(db: TestDb) {
+async fn a_bad_step_fails_with_a_clear_error(db: TestDb) {
     let app = App::start(serving_v2(vec![job("wait", "a.wait", 1)], |_| {
         json_answer(json!({"steps": [{"key": "w", "op": "invoke", "job": "x"}]}))
     }))
@@ -314,7 +315,7 @@ async fn coming_step_kinds_and_bad_steps_fail_with_a_clear_error(db: TestDb) {
     assert_eq!(run.run.status, RunStatus::Failed);
     let error = run.run.error.unwrap_or_default();
     assert!(
-        error.contains("\"invoke\" steps are not supported by this version of Flare yet"),
+        error.contains("step \"w\": \"timeoutMs\" must be a whole number of ms"),
         "{error}"
     );
     client.shutdown().await;
@@ -342,6 +343,6 @@ backend_tests!(
     a_step_answered_twice_is_stored_once_and_changed_code_fails_the_run,
     events_answered_twice_are_sent_once_and_an_answer_must_make_progress,
     a_sleep_until_a_time_waits_until_then_and_one_passed_does_not_wait,
-    coming_step_kinds_and_bad_steps_fail_with_a_clear_error,
+    a_bad_step_fails_with_a_clear_error,
     version_one_requests_carry_no_steps,
 );
