@@ -15,10 +15,12 @@ import pytest
 
 from flare_sdk import (
     AsyncContext,
+    Callback,
     Context,
     SyncContext,
     Flare,
     NonRetriableError,
+    StepError,
     define_job,
     execute,
     request_handler,
@@ -249,6 +251,137 @@ def test_wait_for_event_suspends_with_the_wait_then_returns_the_stored_event_or_
     assert [w["key"] for w in timed_out.waits] == ["paid", "other"]
     resumed = run_job(pay, {}, steps={"paid": PAID})
     assert resumed.output == {"paid": {"invoiceId": "in_1", "amount": 12}, "other": None}
+
+
+@define_job("double", trigger={"event": "never.sent"})
+def double(ctx: SyncContext) -> Dict[str, int]:
+    return {"n": ctx.event.payload["n"] * 2}
+
+
+@define_job("boom", trigger={"event": "never.sent"})
+async def boom(ctx: AsyncContext) -> None:
+    raise NonRetriableError("boom went the child")
+
+
+@define_job("parent", trigger={"event": "parent.start"})
+async def parent(ctx: AsyncContext) -> Dict[str, Any]:
+    await ctx.step.run("before", lambda: 1)
+    try:
+        got = await ctx.step.invoke("call", job=boom if ctx.event.payload.get("job") == "boom" else "double", payload={"n": 21}, timeout="1h")
+    except StepError as e:
+        return {"failed": str(e), "key": e.key}
+    return {"got": got}
+
+
+@define_job("parent-sync", trigger={"event": "parent.start"})
+def parent_sync(ctx: SyncContext) -> Any:
+    return ctx.step.invoke("call", job=double, payload={"n": 1}, timeout=1000)
+
+
+def test_invoke_suspends_with_the_child_then_returns_its_output_or_raises_a_step_error() -> None:
+    assert execute(parent, request(job="parent")) == {
+        "steps": [
+            {"key": "before", "op": "run", "output": 1},
+            {"key": "call", "op": "invoke", "job": "double", "payload": {"n": 21}, "timeoutMs": 3_600_000},
+        ]
+    }
+    assert execute(parent, request({"before": {"output": 1}, "call": {"output": {"n": 42}}}, "parent")) == {"output": {"got": {"n": 42}}}
+    failed = execute(parent, request({"before": {"output": 1}, "call": {"error": "invoke 'call': run run_2 failed: boom"}}, "parent"))
+    assert failed == {"output": {"failed": "invoke 'call': run run_2 failed: boom", "key": "call"}}
+    # Not caught, the step error fails the attempt (retried by the job's policy).
+    assert execute(parent_sync, request({"call": {"error": "the child failed"}}, "parent-sync")) == {"error": "the child failed"}
+    assert execute(parent_sync, request(job="parent-sync"))["steps"] == [
+        {"key": "call", "op": "invoke", "job": "double", "payload": {"n": 1}, "timeoutMs": 1000}
+    ]
+
+    # run_job: a job given in jobs= runs; a mocked step returns its result; fail_steps raises.
+    ran = run_job(parent, {}, jobs=[double])
+    assert ran.output == {"got": {"n": 42}}
+    assert ran.invokes == [{"key": "call", "job": "double", "payload": {"n": 21}, "timeoutMs": 3_600_000}]
+    failing = run_job(parent, {"job": "boom"}, jobs=[double, boom])
+    assert "boom went the child" in failing.output["failed"]
+    assert run_job(parent, {}, steps={"call": {"n": 1}}).output == {"got": {"n": 1}}
+    assert run_job(parent, {}, fail_steps={"call": "timed out"}).output == {"failed": "timed out", "key": "call"}
+    assert "neither mocked nor given" in run_job(parent, {}).output["failed"]
+    down = run_job(parent, {}, fail_steps={"before": "down"}, jobs=[double])
+    assert down.error == "down" and down.steps == [{"key": "before", "op": "run", "error": "down"}]
+
+
+@define_job("approve", trigger={"event": "approval.asked"})
+async def approve(ctx: AsyncContext) -> Dict[str, Any]:
+    cb: Callback = await ctx.step.callback("ask", timeout="1d")
+    ctx.logger.info("made", url=cb.url)
+    mailed = await ctx.step.run("mail", lambda: cb.url)
+    answer = await ctx.step.wait_for_callback(cb)
+    return {"answer": answer, "mailed": mailed, "deadline": cb.deadline}
+
+
+@define_job("approve-sync", trigger={"event": "approval.asked"})
+def approve_sync(ctx: SyncContext) -> Any:
+    cb = ctx.step.callback("ask", timeout=1000)
+    return ctx.step.wait_for_callback(cb)
+
+
+def test_a_callback_is_made_told_with_its_url_then_waited_for() -> None:
+    assert execute(approve, request(job="approve")) == {"steps": [{"key": "ask", "op": "callback", "timeoutMs": 86_400_000}]}
+    callback = {"token": "cb_1", "path": "/callbacks/cb_1", "deadline": "2030-01-02T00:00:00.000Z"}
+    b = execute(approve, request({"ask": {"callback": callback}}, "approve"), base_url="https://flare.example.com/")
+    assert b == {
+        "steps": [
+            {"key": "mail", "op": "run", "output": "https://flare.example.com/callbacks/cb_1"},
+            {"key": "ask", "op": "waitForCallback"},
+        ],
+        "logs": [{"level": "info", "message": "made", "fields": {"url": "https://flare.example.com/callbacks/cb_1"}}],
+    }
+    stored = {"ask": {"callback": callback, "output": {"approved": True}}, "mail": {"output": "u"}}
+    assert execute(approve, request(stored, "approve")) == {
+        "output": {"answer": {"approved": True}, "mailed": "u", "deadline": "2030-01-02T00:00:00.000Z"}
+    }
+    late = {"ask": {"callback": {"deadline": callback["deadline"]}, "output": None}, "mail": {"output": "u"}}
+    assert execute(approve, request(late, "approve"))["output"]["answer"] is None
+    assert execute(approve_sync, request({"ask": {"callback": callback}}, "approve-sync")) == {
+        "steps": [{"key": "ask", "op": "waitForCallback"}]
+    }
+
+    @define_job("stray", trigger={"event": "a.b"})
+    def stray(ctx: SyncContext) -> Any:
+        return ctx.step.wait_for_callback(Callback(key="nowhere", token="", path="", url="", deadline=""))
+
+    d = execute(stray, request(job="stray"))
+    assert d["retry"] is False and "wait for what step.callback returned" in d["error"]
+
+    # run_job: an unmocked callback times out; a mocked one resumes with its body.
+    timed_out = run_job(approve, {}, base_url="http://flare.test")
+    assert timed_out.output["answer"] is None
+    assert timed_out.output["mailed"] == "http://flare.test/callbacks/cb_test_ask"
+    assert timed_out.callbacks == [{"key": "ask", "url": "http://flare.test/callbacks/cb_test_ask", "timeoutMs": 86_400_000}]
+    answered = run_job(approve, {}, steps={"ask": {"approved": True}}, base_url="http://flare.test")
+    assert answered.output["answer"] == {"approved": True}
+    assert answered.output["mailed"] == "http://flare.test/callbacks/cb_test_ask"
+
+
+def test_flow_control_settings_go_to_the_index() -> None:
+    @define_job(
+        "limited",
+        trigger={"event": "a.b"},
+        concurrency=[{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "openai"}],
+        throttle={"limit": 10, "periodMs": 60_000, "burst": 2},
+        rate_limit={"limit": 1, "periodMs": 3_600_000, "key": "event.payload.userId"},
+        start_timeout_ms=60_000,
+    )
+    def limited(ctx: Context) -> None:
+        return None
+
+    assert limited.index_entry() == {
+        "id": "limited",
+        "name": "limited",
+        "version": "1.0.0",
+        "trigger": {"event": "a.b"},
+        "concurrency": [{"limit": 1, "key": "event.payload.customerId"}, {"limit": 10, "group": "openai"}],
+        "throttle": {"limit": 10, "periodMs": 60_000, "burst": 2},
+        "rateLimit": {"limit": 1, "periodMs": 3_600_000, "key": "event.payload.userId"},
+        "startTimeoutMs": 60_000,
+    }
 
 
 def signed(body: bytes, secret: str = SECRET) -> Dict[str, str]:

@@ -1,15 +1,31 @@
 /**
  * One call of a job under protocol version 2 (docs/endpoints.md, "Protocol version 2"): the job
  * runs from the top; stored steps return their results; new `run` steps run and are reported; a
- * sleep, a wait for an event or a send stops the job there; the answer says what was reached.
+ * sleep, a wait, a send, a child run or a callback stops the job there; the answer says what was
+ * reached.
  */
 
 import { toMs } from "./duration.js";
-import { NonRetriableError } from "./job.js";
-import type { EventToSend, Job, JobContext, Logger, SentEvents, Step, WaitedEvent } from "./job.js";
+import { NonRetriableError, StepError } from "./job.js";
+import type { Callback, EventToSend, InvokeOptions, Job, JobContext, Logger, SentEvents, Step, WaitedEvent } from "./job.js";
 
-/** A stored step as the run request carries it. */
-export type StoredStep = { output: unknown } | { error: string };
+/** A callback as Flare tells it: `token` and `path` are absent once it timed out. */
+export interface StoredCallback {
+  token?: string;
+  path?: string;
+  deadline: string;
+}
+
+/**
+ * A stored step as the run request carries it: `output` once it completed; `error` for a `run`
+ * step whose last try failed (run it again) or an invoked run that did not succeed (throw it);
+ * `callback` for a callback made.
+ */
+export interface StoredStep {
+  output?: unknown;
+  error?: string;
+  callback?: StoredCallback;
+}
 
 /** The body of a version-2 `run` request. */
 export interface RunRequest {
@@ -28,7 +44,10 @@ export type ReportedStep =
   | { key: string; op: "sleep"; durationMs: number }
   | { key: string; op: "sleep"; until: string }
   | { key: string; op: "sendEvent"; events: Record<string, unknown>[] }
-  | { key: string; op: "waitForEvent"; event: string; match?: string; if?: string; timeoutMs: number };
+  | { key: string; op: "waitForEvent"; event: string; match?: string; if?: string; timeoutMs: number }
+  | { key: string; op: "invoke"; job: string; payload: unknown; timeoutMs: number }
+  | { key: string; op: "callback"; timeoutMs: number }
+  | { key: string; op: "waitForCallback" };
 
 /** A log line of an answer. */
 export interface LogLine {
@@ -52,6 +71,22 @@ export const MAX_STEPS_PER_ANSWER = 100;
 /** Reported outputs past this size (bytes of JSON) end the answer before the next new step,
  * well inside Flare's 1 MiB bound on an answer. */
 export const ANSWER_SOFT_LIMIT_BYTES = 512 * 1024;
+
+/** How to run one call (`serve`'s options; the testing helpers' mocks). */
+export interface ExecuteOptions {
+  /** Flare's address, the start of a callback's URL (default `FLARE_URL`, else `http://127.0.0.1:3000`). */
+  baseUrl?: string;
+  /** Testing: stored steps that no earlier call reached (log lines before them are not replayed ones). */
+  mocked?: ReadonlySet<string>;
+  /** Testing: steps that fail with this message (a `run` step's function is not called). */
+  failures?: Readonly<Record<string, string>>;
+}
+
+/** Flare's address as the SDK defaults it. */
+export function flareUrl(baseUrl?: string): string {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env ?? {};
+  return (baseUrl ?? env.FLARE_URL ?? "http://127.0.0.1:3000").replace(/\/+$/, "");
+}
 
 /** Thrown through the job's code to stop it at a step Flare carries out (sleep, wait, send). */
 class Suspend extends Error {
@@ -80,15 +115,19 @@ export function eventBody(e: EventToSend): Record<string, unknown> {
   return body;
 }
 
-/**
- * Runs `job` once for `request` and returns the answer. Never throws. `mocked` (testing) names
- * stored steps that no earlier call reached: log lines before them are not replayed ones.
- */
-export async function execute(job: Job<any, any>, request: RunRequest, mocked: ReadonlySet<string> = new Set()): Promise<RunAnswer> {
+/** Runs `job` once for `request` and returns the answer. Never throws. */
+export async function execute(job: Job<any, any>, request: RunRequest, options: ExecuteOptions = {}): Promise<RunAnswer> {
   const stored = request.steps ?? {};
-  const done = new Set(Object.keys(stored).filter((k) => "output" in (stored[k] as object)));
+  const mocked = options.mocked ?? new Set<string>();
+  const failures = options.failures ?? {};
+  const baseUrl = flareUrl(options.baseUrl);
+  // Steps reached in an earlier call: completed ones, and callbacks made.
+  const done = new Set(Object.keys(stored).filter((k) => "output" in (stored[k] as object) || (stored[k] as StoredStep).callback !== undefined));
   const reported: ReportedStep[] = [];
   const used = new Set<string>();
+  // Callbacks made (`step.callback`) and waited for in this call.
+  const callbacks = new Set<string>();
+  const waited = new Set<string>();
   const logs: LogLine[] = [];
   let suspended = false;
   let broken: string | undefined;
@@ -112,13 +151,27 @@ export async function execute(job: Job<any, any>, request: RunRequest, mocked: R
       // A new step: every completed one must have been reached before it.
       checkAllReached();
     }
-    if ((s === undefined || !("output" in s)) && (reported.length >= MAX_STEPS_PER_ANSWER || reportedBytes > ANSWER_SOFT_LIMIT_BYTES)) {
+    if (s === undefined || !("output" in s)) full();
+    return s;
+  };
+  const full = () => {
+    if (reported.length >= MAX_STEPS_PER_ANSWER || reportedBytes > ANSWER_SOFT_LIMIT_BYTES) {
       // This answer is full: Flare stores what it has and calls again, and this step runs then.
       suspended = true;
       throw new Suspend();
     }
-    return s;
   };
+  const fail = (why: string): never => {
+    broken = why;
+    throw new Nondeterminism(broken);
+  };
+  const handle = (key: string, c: StoredCallback | undefined): Callback => ({
+    key,
+    token: c?.token ?? "",
+    path: c?.path ?? "",
+    url: c?.path ? `${baseUrl}${c.path}` : "",
+    deadline: c?.deadline ?? "",
+  });
   const checkAllReached = () => {
     // Mocked steps (testing) may be mocked ahead of steps that run.
     const missed = [...done].filter((k) => !used.has(k) && !mocked.has(k));
@@ -136,6 +189,11 @@ export async function execute(job: Job<any, any>, request: RunRequest, mocked: R
   const step: Step = {
     async run<T>(key: string, fn: () => T | Promise<T>): Promise<Awaited<T>> {
       const s = take(key);
+      const failure = failures[key];
+      if (failure !== undefined) {
+        reported.push({ key, op: "run", error: failure });
+        throw new Error(failure);
+      }
       if (s !== undefined && "output" in s) return s.output as Awaited<T>;
       let value: Awaited<T>;
       try {
@@ -180,7 +238,35 @@ export async function execute(job: Job<any, any>, request: RunRequest, mocked: R
       const list = Array.isArray(events) ? events : [events];
       return suspend({ key, op: "sendEvent", events: list.map(eventBody) });
     },
-  };
+    async invoke<R>(key: string, options: InvokeOptions<unknown, R>): Promise<R> {
+      const s = take(key);
+      const failure = failures[key];
+      if (failure !== undefined) throw new StepError(key, failure);
+      if (s !== undefined && "output" in s) return s.output as R;
+      if (s?.error !== undefined) throw new StepError(key, s.error);
+      const id = typeof options?.job === "string" ? options.job : options?.job?.options?.id;
+      if (typeof id !== "string" || id.length === 0) throw new Error(`step ${key}: invoke needs the job to run (options.job)`);
+      return suspend({ key, op: "invoke", job: id, payload: options.payload === undefined ? null : options.payload, timeoutMs: toMs(options.timeout) });
+    },
+    async callback(key, options): Promise<Callback> {
+      const s = take(key);
+      callbacks.add(key);
+      if (s !== undefined && (s.callback !== undefined || "output" in s)) return handle(key, s.callback);
+      return suspend({ key, op: "callback", timeoutMs: toMs(options.timeout) });
+    },
+    async waitForCallback<T>(callback: Callback): Promise<T | null> {
+      if (suspended) throw new Suspend();
+      if (broken !== undefined) throw new Nondeterminism(broken);
+      const key = callback?.key;
+      if (!callbacks.has(key)) fail(`step.waitForCallback(${JSON.stringify(key)}): wait for what step.callback returned earlier in this run`);
+      if (waited.has(key)) fail(`step.waitForCallback(${JSON.stringify(key)}): this callback is waited for twice`);
+      waited.add(key);
+      const s = stored[key];
+      if (s !== undefined && "output" in s) return s.output as T | null;
+      full();
+      return suspend({ key, op: "waitForCallback" });
+    },
+  } as Step;
 
   const log =
     (level: LogLine["level"]) =>

@@ -3,7 +3,7 @@
  * `run` with what the job reached. Framework-free: the adapters in `serve.ts` feed it raw bodies.
  */
 
-import { execute, type RunRequest } from "./execute.js";
+import { execute, flareUrl, type RunRequest } from "./execute.js";
 import { indexEntry, type Job } from "./job.js";
 import { SignatureError, verify, type SignedHeaders } from "./signature.js";
 
@@ -22,6 +22,11 @@ export interface ServeOptions {
    * `process.env.FLARE_ENDPOINT_SECRET`.
    */
   secret?: string | string[];
+  /**
+   * Flare's address as the callers of `step.callback`'s URLs reach it (default
+   * `process.env.FLARE_URL`, else `http://127.0.0.1:3000`).
+   */
+  baseUrl?: string;
 }
 
 /** An HTTP answer, before any framework. */
@@ -54,6 +59,7 @@ export function createHandler(options: ServeOptions): Handler {
     jobs.set(job.options.id, job);
   }
   const index = { protocol: PROTOCOL_VERSION, jobs: options.jobs.map(indexEntry) };
+  const baseUrl = flareUrl(options.baseUrl);
   return async (body, header) => {
     const headers: SignedHeaders = {
       "webhook-id": header("webhook-id"),
@@ -76,6 +82,6 @@ export function createHandler(options: ServeOptions): Handler {
     if (request.action !== "run") return json(400, { error: `unknown action ${JSON.stringify(request.action)}` });
     const job = jobs.get(request.job?.id ?? "");
     if (job === undefined) return json(200, { error: `this endpoint serves no job ${JSON.stringify(request.job?.id)}`, retry: false });
-    return json(200, await execute(job, request as RunRequest));
+    return json(200, await execute(job, request as RunRequest, { baseUrl }));
   };
 }

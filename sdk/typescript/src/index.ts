@@ -9,15 +9,18 @@ export { Flare } from "./client.js";
 export type { ClientOptions, SendOptions, SendResult, SentEvent } from "./client.js";
 export { toMs } from "./duration.js";
 export { execute } from "./execute.js";
-export type { LogLine, ReportedStep, RunAnswer, RunRequest, StoredStep } from "./execute.js";
+export type { ExecuteOptions, LogLine, ReportedStep, RunAnswer, RunRequest, StoredCallback, StoredStep } from "./execute.js";
 export { createHandler, MAX_BODY_BYTES, PROTOCOL_VERSION } from "./handler.js";
 export type { Handler, HandlerResponse, ServeOptions } from "./handler.js";
-export { defineJob, indexEntry, NonRetriableError } from "./job.js";
+export { defineJob, indexEntry, NonRetriableError, StepError } from "./job.js";
 export type {
+  Callback,
+  ConcurrencyLimit,
   Duration,
   EventToSend,
   Filter,
   FlareEvent,
+  InvokeOptions,
   Job,
   JobContext,
   JobOptions,

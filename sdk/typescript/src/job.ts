@@ -75,6 +75,30 @@ export interface WaitedEvent<P = unknown> {
   timestamp: string;
 }
 
+/** What `step.invoke` runs: a job (its id, or the job itself to type its payload and output). */
+export interface InvokeOptions<P = unknown, R = unknown> {
+  /** The job to run: its id, or its definition (`defineJob`'s result) for typed payload and output. */
+  job: string | Job<P, R>;
+  /** The payload of its run (default `null`). */
+  payload?: P;
+  /** Wait at most this long (`"1h"`, or ms) for it to end; past it the step throws a {@link StepError}. */
+  timeout: Duration;
+}
+
+/** What `step.callback` makes: a URL that a `POST` of JSON answers, once, until its deadline. */
+export interface Callback {
+  /** The step's key (`step.waitForCallback` waits under it). */
+  key: string;
+  /** The unguessable token (empty once the callback timed out). */
+  token: string;
+  /** `/callbacks/<token>`: Flare's path for the post (empty once the callback timed out). */
+  path: string;
+  /** The URL to hand on: Flare's address (`baseUrl`, `FLARE_URL`) and `path`. */
+  url: string;
+  /** When Flare stops accepting the post (RFC 3339). */
+  deadline: string;
+}
+
 /** Durable steps: each result is stored by Flare and returned, not run again, on later calls. */
 export interface Step {
   /**
@@ -96,6 +120,27 @@ export interface Step {
   waitForEvent<P = unknown>(key: string, options: WaitForEventOptions): Promise<WaitedEvent<P> | null>;
   /** Sends events chained to this run, once however often the run is called. */
   sendEvent(key: string, events: EventToSend | EventToSend[]): Promise<SentEvents>;
+  /**
+   * Runs job `options.job` with `options.payload` (a run of that job alone, whose event's parent
+   * is this run) and returns its output once it succeeded. The run holds no slot meanwhile. Its
+   * failure, its cancellation or its not ending within `options.timeout` throws a
+   * {@link StepError}: caught, the job goes on; not caught, the attempt fails and the job's retry
+   * policy applies (the child is not run again: its outcome is this step's). An unknown job fails
+   * the run.
+   */
+  invoke<P, R>(key: string, options: InvokeOptions<P, R> & { job: Job<P, R> }): Promise<Awaited<R>>;
+  invoke<R = unknown>(key: string, options: InvokeOptions<unknown, R>): Promise<R>;
+  /**
+   * Makes the callback `key`: a URL (`callback.url`) that a `POST` of JSON to Flare answers, once,
+   * until `options.timeout` from now. Hand the URL on (in a `step.run`), then
+   * `step.waitForCallback(callback)`. A post that comes before the wait is kept.
+   */
+  callback(key: string, options: { timeout: Duration }): Promise<Callback>;
+  /**
+   * Waits durably (the run holds no slot) for the post to `callback`: returns its JSON body, or
+   * `null` once the callback's deadline passed.
+   */
+  waitForCallback<T = unknown>(callback: Callback): Promise<T | null>;
 }
 
 /** Log lines stored with the run's attempt (shown on Flare's dashboard). */
@@ -146,14 +191,46 @@ export interface JobOptions {
   retry?: Retry;
   /** How long one attempt may take, ms (default five minutes). */
   timeoutMs?: number;
-  /** Runs of this job at once, per Flare process. */
-  concurrency?: number;
+  /**
+   * Runs of this job executing at once across every Flare process: a number, a limit per value
+   * of a CEL key or shared by a group, or a list of two (docs/flow-control.md).
+   */
+  concurrency?: number | ConcurrencyLimit | ConcurrencyLimit[];
+  /** At most `limit` run starts per `periodMs` per key, `burst` at once; the others wait queued. */
+  throttle?: { limit: number; periodMs: number; key?: string; burst?: number };
+  /** At most `limit` runs created per `periodMs` per key; events beyond it start no run. */
+  rateLimit?: { limit: number; periodMs: number; key?: string };
+  /** A run not started this long (ms) after it became due is cancelled. */
+  startTimeoutMs?: number;
+}
+
+/** A concurrency limit: `{ limit: 1, key: "event.payload.customerId" }` or `{ limit: 10, group: "openai" }`. */
+export interface ConcurrencyLimit {
+  limit: number;
+  /** A CEL key over `event`: one limit per value. */
+  key?: string;
+  /** A name shared by the jobs that take their slots from one pool. */
+  group?: string;
 }
 
 /** A job: its definition and its function. */
 export interface Job<P = unknown, R = unknown> {
   readonly options: Readonly<JobOptions>;
   readonly fn: (ctx: JobContext<P>) => R | Promise<R>;
+}
+
+/**
+ * A step that failed as Flare reports it: an invoked job's run that failed, was cancelled or did
+ * not end in time. Not caught, it fails the attempt (the job's retry policy applies).
+ */
+export class StepError extends Error {
+  /** The step's key. */
+  readonly key: string;
+  constructor(key: string, message: string) {
+    super(message);
+    this.name = "StepError";
+    this.key = key;
+  }
 }
 
 /** An error that no retry can fix: the run fails at once, without the attempts left. */
@@ -200,6 +277,8 @@ export function indexEntry(job: Job<any, any>): Record<string, unknown> {
   };
   if (o.retry !== undefined) entry.retry = o.retry;
   if (o.timeoutMs !== undefined) entry.timeoutMs = o.timeoutMs;
-  if (o.concurrency !== undefined) entry.concurrency = o.concurrency;
+  for (const k of ["concurrency", "throttle", "rateLimit", "startTimeoutMs"] as const) {
+    if (o[k] !== undefined) entry[k] = o[k];
+  }
   return entry;
 }

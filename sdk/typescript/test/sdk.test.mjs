@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import { test } from "node:test";
 
-import { createHandler, defineJob, execute, Flare, NonRetriableError, serve, serveFetch, sign, toMs, verify } from "../dist/index.js";
+import { createHandler, defineJob, execute, Flare, indexEntry, NonRetriableError, serve, serveFetch, sign, StepError, toMs, verify } from "../dist/index.js";
 import { runJob } from "../dist/testing.js";
 
 const SECRET = "whsec_ZmxhcmUtZW5kcG9pbnQtZG9jcy1leGFtcGxlLWtleSE=";
@@ -165,6 +165,124 @@ test("waitForEvent suspends with the wait, then returns the stored event or null
   assert.deepEqual(timedOut.waits.map((w) => w.key), ["paid", "other"]);
   const resumed = await runJob(job, { event: { payload: {} }, steps: { paid: event } });
   assert.deepEqual(resumed.output, { paid: { invoiceId: "in_1", amount: 12 }, other: null });
+});
+
+const double = defineJob({ id: "double", trigger: { event: "never.sent" } }, ({ event }) => ({ n: event.payload.n * 2 }));
+const boom = defineJob({ id: "boom", trigger: { event: "never.sent" } }, () => {
+  throw new NonRetriableError("boom went the child");
+});
+const parent = defineJob({ id: "parent", trigger: { event: "parent.start" } }, async ({ event, step }) => {
+  await step.run("before", () => 1);
+  try {
+    const got = await step.invoke("call", { job: event.payload.job === "boom" ? boom : "double", payload: { n: 21 }, timeout: "1h" });
+    return { got };
+  } catch (e) {
+    if (!(e instanceof StepError)) throw e;
+    return { failed: e.message, key: e.key };
+  }
+});
+
+test("invoke suspends with the child to run, then returns its output or throws its error as a StepError", async () => {
+  const a = await execute(parent, request({}, "parent"));
+  assert.deepEqual(a, {
+    steps: [
+      { key: "before", op: "run", output: 1 },
+      { key: "call", op: "invoke", job: "double", payload: { n: 21 }, timeoutMs: 3_600_000 },
+    ],
+  });
+  const b = await execute(parent, request({ before: { output: 1 }, call: { output: { n: 42 } } }, "parent"));
+  assert.deepEqual(b, { output: { got: { n: 42 } } });
+  const c = await execute(parent, request({ before: { output: 1 }, call: { error: 'invoke "call": run run_2 failed: boom' } }, "parent"));
+  assert.deepEqual(c, { output: { failed: 'invoke "call": run run_2 failed: boom', key: "call" } });
+  // Not caught, the step error fails the attempt (retried by the job's policy).
+  const uncaught = defineJob({ id: "uncaught", trigger: { event: "a.b" } }, ({ step }) => step.invoke("call", { job: "double", timeout: 1000 }));
+  assert.deepEqual(await execute(uncaught, request({ call: { error: "the child failed" } }, "uncaught")), { error: "the child failed" });
+  assert.deepEqual((await execute(uncaught, request({}, "uncaught"))).steps, [{ key: "call", op: "invoke", job: "double", payload: null, timeoutMs: 1000 }]);
+  const noJob = defineJob({ id: "nojob", trigger: { event: "a.b" } }, ({ step }) => step.invoke("call", { job: "", timeout: 1 }));
+  assert.match((await execute(noJob, request({}, "nojob"))).error, /options\.job/);
+
+  // runJob: a job given in `jobs` runs; a mocked step returns its result; failSteps throws.
+  const ran = await runJob(parent, { event: { payload: {} }, jobs: [double] });
+  assert.deepEqual(ran.output, { got: { n: 42 } });
+  assert.deepEqual(ran.invokes, [{ key: "call", job: "double", payload: { n: 21 }, timeoutMs: 3_600_000 }]);
+  const failed = await runJob(parent, { event: { payload: { job: "boom" } }, jobs: [double, boom] });
+  assert.match(failed.output.failed, /boom went the child/);
+  const mocked = await runJob(parent, { event: { payload: {} }, steps: { call: { n: 1 } } });
+  assert.deepEqual(mocked.output, { got: { n: 1 } });
+  assert.deepEqual(mocked.invokes, []);
+  const forced = await runJob(parent, { event: { payload: {} }, failSteps: { call: "the child timed out" } });
+  assert.deepEqual(forced.output, { failed: "the child timed out", key: "call" });
+  const missing = await runJob(parent, { event: { payload: {} } });
+  assert.match(missing.output.failed, /neither mocked nor given to runJob/);
+  const failedStep = await runJob(parent, { event: { payload: {} }, failSteps: { before: "down" }, jobs: [double] });
+  assert.equal(failedStep.error, "down");
+  assert.deepEqual(failedStep.steps, [{ key: "before", op: "run", error: "down" }]);
+});
+
+const approve = defineJob({ id: "approve", trigger: { event: "approval.asked" } }, async ({ step, logger }) => {
+  const cb = await step.callback("ask", { timeout: "1d" });
+  logger.info("made", { url: cb.url });
+  const mailed = await step.run("mail", () => cb.url);
+  const answer = await step.waitForCallback(cb);
+  return { answer, mailed, deadline: cb.deadline };
+});
+
+test("callback is made, told with its URL, then waited for", async () => {
+  const a = await execute(approve, request({}, "approve"));
+  assert.deepEqual(a, { steps: [{ key: "ask", op: "callback", timeoutMs: 86_400_000 }] });
+  const callback = { token: "cb_1", path: "/callbacks/cb_1", deadline: "2030-01-02T00:00:00.000Z" };
+  const b = await execute(approve, request({ ask: { callback } }, "approve"), { baseUrl: "https://flare.example.com/" });
+  assert.deepEqual(b, {
+    steps: [
+      { key: "mail", op: "run", output: "https://flare.example.com/callbacks/cb_1" },
+      { key: "ask", op: "waitForCallback" },
+    ],
+    logs: [{ level: "info", message: "made", fields: { url: "https://flare.example.com/callbacks/cb_1" } }],
+  });
+  const stored = { ask: { callback, output: { approved: true } }, mail: { output: "https://flare.example.com/callbacks/cb_1" } };
+  const c = await execute(approve, request(stored, "approve"));
+  assert.deepEqual(c, { output: { answer: { approved: true }, mailed: "https://flare.example.com/callbacks/cb_1", deadline: "2030-01-02T00:00:00.000Z" } });
+  // Past its deadline Flare no longer knows the token: the wait returns null.
+  const late = await execute(approve, request({ ask: { callback: { deadline: callback.deadline }, output: null }, mail: { output: "u" } }, "approve"));
+  assert.deepEqual(late, { output: { answer: null, mailed: "u", deadline: callback.deadline } });
+
+  const stray = defineJob({ id: "stray", trigger: { event: "a.b" } }, ({ step }) => step.waitForCallback({ key: "nowhere", token: "", path: "", url: "", deadline: "" }));
+  const d = await execute(stray, request({}, "stray"));
+  assert.equal(d.retry, false);
+  assert.match(d.error, /wait for what step\.callback returned/);
+
+  // runJob: an unmocked callback times out; a mocked one resumes with its body.
+  const timedOut = await runJob(approve, { event: { payload: {} }, baseUrl: "http://flare.test" });
+  assert.equal(timedOut.output.answer, null);
+  assert.equal(timedOut.output.mailed, "http://flare.test/callbacks/cb_test_ask");
+  assert.deepEqual(timedOut.callbacks, [{ key: "ask", url: "http://flare.test/callbacks/cb_test_ask", timeoutMs: 86_400_000 }]);
+  const answered = await runJob(approve, { event: { payload: {} }, steps: { ask: { approved: true } }, baseUrl: "http://flare.test" });
+  assert.deepEqual(answered.output.answer, { approved: true });
+  assert.equal(answered.output.mailed, "http://flare.test/callbacks/cb_test_ask");
+});
+
+test("flow control settings go to the index", () => {
+  const job = defineJob(
+    {
+      id: "limited",
+      trigger: { event: "a.b" },
+      concurrency: [{ limit: 1, key: "event.payload.customerId" }, { limit: 10, group: "openai" }],
+      throttle: { limit: 10, periodMs: 60_000, burst: 2 },
+      rateLimit: { limit: 1, periodMs: 3_600_000, key: "event.payload.userId" },
+      startTimeoutMs: 60_000,
+    },
+    () => null,
+  );
+  assert.deepEqual(indexEntry(job), {
+    id: "limited",
+    name: "limited",
+    version: "1.0.0",
+    trigger: { event: "a.b" },
+    concurrency: [{ limit: 1, key: "event.payload.customerId" }, { limit: 10, group: "openai" }],
+    throttle: { limit: 10, periodMs: 60_000, burst: 2 },
+    rateLimit: { limit: 1, periodMs: 3_600_000, key: "event.payload.userId" },
+    startTimeoutMs: 60_000,
+  });
 });
 
 test("serve() answers index and run over node:http, and refuses unsigned requests", async () => {

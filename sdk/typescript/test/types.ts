@@ -1,6 +1,6 @@
 // Compile-only: the public types as a user writes them (checked by `tsc --noEmit`).
 import express from "express";
-import { defineJob, serve, serveFetch, Flare, type JobContext } from "../src/index.js";
+import { defineJob, serve, serveFetch, Flare, StepError, type Callback, type JobContext } from "../src/index.js";
 import { runJob } from "../src/testing.js";
 
 interface Signup {
@@ -33,3 +33,32 @@ export const tested: Promise<{ sent: boolean } | undefined> = runJob(welcome, { 
 export const waits: Promise<number> = runJob(welcome, { event: { payload: { email: "x", plan: "free" } } }).then((r) => r.waits[0]?.timeoutMs ?? 0);
 // @ts-expect-error a wait needs its timeout
 export const noTimeout = (s: JobContext["step"]) => s.waitForEvent("w", { event: "a.b" });
+
+export const child = defineJob<{ n: number }, { doubled: number }>({ id: "child", trigger: { event: "never.sent" } }, ({ event }) => ({
+  doubled: event.payload.n * 2,
+}));
+export const parent = defineJob(
+  { id: "parent", trigger: { event: "a.b" }, concurrency: { limit: 1, key: "event.payload.id" }, throttle: { limit: 1, periodMs: 1000 } },
+  async ({ step }) => {
+    // A job given as itself types the payload and the output.
+    const { doubled }: { doubled: number } = await step.invoke("typed", { job: child, payload: { n: 1 }, timeout: "1h" });
+    const loose = await step.invoke<{ ok: boolean }>("by-id", { job: "child", payload: { n: 2 }, timeout: 60_000 });
+    const ok: boolean = loose.ok;
+    const cb: Callback = await step.callback("approve", { timeout: "1d" });
+    const url: string = cb.url;
+    await step.run("mail", () => url);
+    const body = await step.waitForCallback<{ approved: boolean }>(cb);
+    const approved: boolean | undefined = body?.approved;
+    try {
+      await step.invoke("again", { job: "child", timeout: 1 });
+    } catch (e) {
+      if (e instanceof StepError) return { key: e.key };
+    }
+    return { doubled, ok, approved };
+  },
+);
+// @ts-expect-error the payload of a typed job is checked
+export const badPayload = (s: JobContext["step"]) => s.invoke("k", { job: child, payload: { n: "one" }, timeout: 1 });
+// @ts-expect-error a callback needs its timeout
+export const noCallbackTimeout = (s: JobContext["step"]) => s.callback("k", {});
+export const invokesListed: Promise<number> = runJob(parent, { event: { payload: null }, jobs: [child], failSteps: { again: "x" } }).then((r) => r.invokes.length + r.callbacks.length);

@@ -5,9 +5,22 @@ docs/endpoints.md). Define jobs with :func:`define_job`, serve them with :func:`
 
 from .client import Flare, FlareError
 from .duration import Duration, to_ms
-from .execute import AsyncContext, AsyncStep, Context, Event, Logger, RunInfo, Step, SyncContext, WaitedEvent, execute, execute_async
+from .execute import (
+    AsyncContext,
+    AsyncStep,
+    Callback,
+    Context,
+    Event,
+    Logger,
+    RunInfo,
+    Step,
+    SyncContext,
+    WaitedEvent,
+    execute,
+    execute_async,
+)
 from .handler import MAX_BODY_BYTES, PROTOCOL_VERSION, Handler
-from .job import Job, NonRetriableError, define_job
+from .job import Job, NonRetriableError, StepError, define_job
 from .serve import request_handler, serve_asgi, serve_http, serve_wsgi
 from .signature import TOLERANCE_SECONDS, SignatureError, sign, verify
 
@@ -17,6 +30,7 @@ __version__ = "2.0.0"
 __all__ = [
     "AsyncContext",
     "AsyncStep",
+    "Callback",
     "Context",
     "Duration",
     "Event",
@@ -31,6 +45,7 @@ __all__ = [
     "RunInfo",
     "SignatureError",
     "Step",
+    "StepError",
     "SyncContext",
     "TOLERANCE_SECONDS",
     "WaitedEvent",

@@ -1,8 +1,9 @@
 """One call of a job under protocol version 2 (docs/endpoints.md, "Protocol version 2").
 
 The job runs from the top; stored steps return their results; new ``run`` steps run and are
-reported; a sleep, a wait for an event or a send stops the job there (an exception derived from ``BaseException``,
-so ``except Exception`` in the job does not swallow it); the answer says what was reached.
+reported; a sleep, a wait, a send, a child run or a callback stops the job there (an exception
+derived from ``BaseException``, so ``except Exception`` in the job does not swallow it); the
+answer says what was reached.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Set, TypedDict, Union
 
 from .duration import Duration, to_ms
-from .job import Job, NonRetriableError
+from .job import Job, NonRetriableError, StepError
 
 MAX_STEPS_PER_ANSWER = 100
 """Most steps one answer reports (Flare's bound): past it the answer goes, and Flare calls again."""
@@ -36,6 +38,29 @@ class WaitedEvent(TypedDict):
     payload: Any
     timestamp: str
     """When it was sent (RFC 3339)."""
+
+
+@dataclass(frozen=True)
+class Callback:
+    """What ``step.callback`` makes: a URL that a ``POST`` of JSON answers, once, until its
+    deadline. Hand ``url`` on (in a ``step.run``), then ``step.wait_for_callback(callback)``."""
+
+    key: str
+    """The step's key."""
+    token: str
+    """The unguessable token (empty once the callback timed out)."""
+    path: str
+    """``/callbacks/<token>``: Flare's path for the post (empty once the callback timed out)."""
+    url: str
+    """The URL to hand on: Flare's address (``base_url``, ``FLARE_URL``) and ``path``."""
+    deadline: str
+    """When Flare stops accepting the post (RFC 3339)."""
+
+
+def flare_url(base_url: Optional[str] = None) -> str:
+    """Flare's address as the SDK defaults it: ``base_url``, else ``FLARE_URL``, else
+    ``http://127.0.0.1:3000``."""
+    return (base_url or os.environ.get("FLARE_URL") or "http://127.0.0.1:3000").rstrip("/")
 
 
 class _Suspend(BaseException):
@@ -77,11 +102,22 @@ def _iso(at: Union[datetime, str]) -> str:
 class _State:
     """What one call has seen and reported."""
 
-    def __init__(self, stored: Mapping[str, Mapping[str, Any]], mocked: Set[str]) -> None:
+    def __init__(
+        self,
+        stored: Mapping[str, Mapping[str, Any]],
+        mocked: Set[str],
+        failures: Mapping[str, str],
+        base_url: Optional[str],
+    ) -> None:
         self.stored = stored
-        self.done = {k for k, v in stored.items() if "output" in v}
+        # Steps reached in an earlier call: completed ones, and callbacks made.
+        self.done = {k for k, v in stored.items() if "output" in v or "callback" in v}
         self.mocked = mocked
+        self.failures = failures
+        self.base_url = flare_url(base_url)
         self.used: Set[str] = set()
+        self.callbacks: Set[str] = set()
+        self.waited: Set[str] = set()
         self.reported: List[Dict[str, Any]] = []
         self.logs: List[Dict[str, Any]] = []
         self.suspended = False
@@ -103,13 +139,19 @@ class _State:
         s = self.stored.get(key)
         if s is None:
             self.check_all_reached()
-        if (s is None or "output" not in s) and (
-            len(self.reported) >= MAX_STEPS_PER_ANSWER or self.reported_bytes > ANSWER_SOFT_LIMIT_BYTES
-        ):
+        if s is None or "output" not in s:
+            self.full()
+        return s
+
+    def full(self) -> None:
+        if len(self.reported) >= MAX_STEPS_PER_ANSWER or self.reported_bytes > ANSWER_SOFT_LIMIT_BYTES:
             # This answer is full: Flare stores what it has and calls again, and this step runs then.
             self.suspended = True
             raise _Suspend()
-        return s
+
+    def fail(self, why: str) -> None:
+        self.broken = why
+        raise _Nondeterminism(why)
 
     def check_all_reached(self) -> None:
         # Mocked steps (testing) may be mocked ahead of steps that run.
@@ -135,6 +177,13 @@ class _State:
         output = json.loads(text)
         self.reported.append({"key": key, "op": "run", "output": output})
         return output
+
+    def forced(self, key: str) -> None:
+        """A ``run`` step whose failure a test chose: reported, raised."""
+        failure = self.failures.get(key)
+        if failure is not None:
+            self.reported.append({"key": key, "op": "run", "error": failure})
+            raise RuntimeError(failure)
 
     def failed(self, key: str, e: BaseException) -> None:
         if not isinstance(e, (_Suspend, _Nondeterminism)):
@@ -175,6 +224,56 @@ class _State:
         self.suspend({"key": key, "op": "sendEvent", "events": [event_body(e) for e in items]})
         raise AssertionError("unreachable")
 
+    def invoke(self, key: str, job: Union[str, Job], payload: Any, timeout: Duration) -> Any:
+        s = self.take(key)
+        failure = self.failures.get(key)
+        if failure is not None:
+            raise StepError(key, failure)
+        if s is not None and "output" in s:
+            return s["output"]
+        if s is not None and s.get("error") is not None:
+            raise StepError(key, s["error"])
+        job_id = job if isinstance(job, str) else getattr(job, "id", None)
+        if not isinstance(job_id, str) or not job_id:
+            raise ValueError(f"step {key!r}: invoke needs the job to run (job=)")
+        self.suspend({"key": key, "op": "invoke", "job": job_id, "payload": payload, "timeoutMs": to_ms(timeout)})
+        raise AssertionError("unreachable")
+
+    def callback(self, key: str, timeout: Duration) -> Callback:
+        s = self.take(key)
+        self.callbacks.add(key)
+        if s is not None and ("callback" in s or "output" in s):
+            c = s.get("callback") or {}
+            path = c.get("path") or ""
+            return Callback(
+                key=key,
+                token=c.get("token") or "",
+                path=path,
+                url=self.base_url + path if path else "",
+                deadline=c.get("deadline") or "",
+            )
+        self.suspend({"key": key, "op": "callback", "timeoutMs": to_ms(timeout)})
+        raise AssertionError("unreachable")
+
+    def wait_for_callback(self, callback: Callback) -> Any:
+        if self.suspended:
+            raise _Suspend()
+        if self.broken is not None:
+            raise _Nondeterminism(self.broken)
+        key = getattr(callback, "key", None)
+        if key not in self.callbacks:
+            self.fail(f"step.wait_for_callback({key!r}): wait for what step.callback returned earlier in this run")
+        if key in self.waited:
+            self.fail(f"step.wait_for_callback({key!r}): this callback is waited for twice")
+        assert isinstance(key, str)
+        self.waited.add(key)
+        s = self.stored.get(key)
+        if s is not None and "output" in s:
+            return s["output"]
+        self.full()
+        self.suspend({"key": key, "op": "waitForCallback"})
+        raise AssertionError("unreachable")
+
 
 class Logger:
     """Log lines stored with the run's attempt (shown on Flare's dashboard)."""
@@ -213,6 +312,7 @@ class Step:
         """Runs ``fn`` as the step ``key`` (unique within the run); its result is stored and
         returned, not run again, on later calls. The result must be JSON."""
         s = self._state.take(key)
+        self._state.forced(key)
         if s is not None and "output" in s:
             return s["output"]
         try:
@@ -253,6 +353,26 @@ class Step:
         """Sends events chained to the run, once however often it is called: ``{"ids": [...]}``."""
         return self._state.send_event(key, events)
 
+    def invoke(self, key: str, *, job: Union[str, Job], payload: Any = None, timeout: Duration) -> Any:
+        """Runs job ``job`` (its id, or the :class:`Job`) with ``payload`` (a run of that job alone,
+        whose event's parent is this run) and returns its output once it succeeded; the run holds
+        no slot meanwhile. Its failure, its cancellation or its not ending within ``timeout``
+        raises a :class:`StepError`: caught, the job goes on; not caught, the attempt fails and the
+        job's retry policy applies (the child is not run again: its outcome is this step's). An
+        unknown job fails the run."""
+        return self._state.invoke(key, job, payload, timeout)
+
+    def callback(self, key: str, *, timeout: Duration) -> Callback:
+        """Makes the callback ``key``: a URL (``callback.url``) that a ``POST`` of JSON to Flare
+        answers, once, until ``timeout`` from now. Hand the URL on (in a ``step.run``), then
+        :meth:`wait_for_callback`. A post that comes before the wait is kept."""
+        return self._state.callback(key, timeout)
+
+    def wait_for_callback(self, callback: Callback) -> Any:
+        """Waits durably (the run holds no slot) for the post to ``callback``: returns its JSON
+        body, or ``None`` once the callback's deadline passed."""
+        return self._state.wait_for_callback(callback)
+
 
 class AsyncStep:
     """Durable steps of an ``async def`` job: await each."""
@@ -263,6 +383,7 @@ class AsyncStep:
     async def run(self, key: str, fn: Callable[[], Any]) -> Any:
         """As :meth:`Step.run`; ``fn`` may be sync or async."""
         s = self._state.take(key)
+        self._state.forced(key)
         if s is not None and "output" in s:
             return s["output"]
         try:
@@ -297,6 +418,18 @@ class AsyncStep:
     async def send_event(self, key: str, events: Union[EventToSend, Sequence[EventToSend]]) -> Dict[str, Any]:
         """As :meth:`Step.send_event`."""
         return self._state.send_event(key, events)
+
+    async def invoke(self, key: str, *, job: Union[str, Job], payload: Any = None, timeout: Duration) -> Any:
+        """As :meth:`Step.invoke`."""
+        return self._state.invoke(key, job, payload, timeout)
+
+    async def callback(self, key: str, *, timeout: Duration) -> Callback:
+        """As :meth:`Step.callback`."""
+        return self._state.callback(key, timeout)
+
+    async def wait_for_callback(self, callback: Callback) -> Any:
+        """As :meth:`Step.wait_for_callback`."""
+        return self._state.wait_for_callback(callback)
 
 
 @dataclass
@@ -377,12 +510,20 @@ def _answer(state: _State, outcome: Optional[BaseException], output: Any) -> Dic
     return a
 
 
-def execute(job: Job, request: Mapping[str, Any], mocked: Optional[Set[str]] = None) -> Dict[str, Any]:
+def execute(
+    job: Job,
+    request: Mapping[str, Any],
+    *,
+    base_url: Optional[str] = None,
+    mocked: Optional[Set[str]] = None,
+    failures: Optional[Mapping[str, str]] = None,
+) -> Dict[str, Any]:
     """Runs ``job`` once for the ``run`` request and returns the answer (an ``async def`` job in
-    its own event loop). Never raises for what the job does."""
+    its own event loop). Never raises for what the job does. ``base_url``: Flare's address, the
+    start of callbacks' URLs; ``mocked`` and ``failures`` are the testing helper's."""
     if job.is_async:
-        return asyncio.run(execute_async(job, request, mocked))
-    state = _State(request.get("steps") or {}, mocked or set())
+        return asyncio.run(execute_async(job, request, base_url=base_url, mocked=mocked, failures=failures))
+    state = _State(request.get("steps") or {}, mocked or set(), failures or {}, base_url)
     try:
         output = job.fn(_context(request, state, False))
     except (Exception, _Suspend, _Nondeterminism) as e:
@@ -390,11 +531,18 @@ def execute(job: Job, request: Mapping[str, Any], mocked: Optional[Set[str]] = N
     return _answer(state, None, output)
 
 
-async def execute_async(job: Job, request: Mapping[str, Any], mocked: Optional[Set[str]] = None) -> Dict[str, Any]:
+async def execute_async(
+    job: Job,
+    request: Mapping[str, Any],
+    *,
+    base_url: Optional[str] = None,
+    mocked: Optional[Set[str]] = None,
+    failures: Optional[Mapping[str, str]] = None,
+) -> Dict[str, Any]:
     """As :func:`execute`, in the running loop (a plain ``def`` job in a worker thread)."""
     if not job.is_async:
-        return await asyncio.to_thread(execute, job, request, mocked)
-    state = _State(request.get("steps") or {}, mocked or set())
+        return await asyncio.to_thread(execute, job, request, base_url=base_url, mocked=mocked, failures=failures)
+    state = _State(request.get("steps") or {}, mocked or set(), failures or {}, base_url)
     try:
         fn: Callable[[Context], Awaitable[Any]] = job.fn
         output = await fn(_context(request, state, True))

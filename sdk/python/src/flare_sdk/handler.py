@@ -30,9 +30,13 @@ def _json(status: int, value: Any) -> Response:
 
 class Handler:
     """Serves ``jobs``, verifying requests with ``secret`` (``whsec_…``; several while rotating;
-    default ``FLARE_ENDPOINT_SECRET``)."""
+    default ``FLARE_ENDPOINT_SECRET``). ``base_url`` is Flare's address as the callers of
+    ``step.callback``'s URLs reach it (default ``FLARE_URL``, else ``http://127.0.0.1:3000``)."""
 
-    def __init__(self, jobs: Sequence[Job], secret: Union[str, Sequence[str], None] = None) -> None:
+    def __init__(
+        self, jobs: Sequence[Job], secret: Union[str, Sequence[str], None] = None, base_url: Optional[str] = None
+    ) -> None:
+        self.base_url = base_url
         s = secret if secret is not None else os.environ.get("FLARE_ENDPOINT_SECRET")
         self.secrets = [s] if isinstance(s, str) else list(s or [])
         if not self.secrets:
@@ -72,7 +76,7 @@ class Handler:
         if isinstance(read[0], int):
             return read
         job, request = read
-        return _json(200, execute(job, request))
+        return _json(200, execute(job, request, base_url=self.base_url))
 
     async def handle_async(self, body: bytes, header: Headers) -> Response:
         """As :meth:`handle`, in the running event loop."""
@@ -80,4 +84,4 @@ class Handler:
         if isinstance(read[0], int):
             return read
         job, request = read
-        return _json(200, await execute_async(job, request))
+        return _json(200, await execute_async(job, request, base_url=self.base_url))

@@ -5,13 +5,23 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 JobFn = Callable[[Any], Any]
 
 
 class NonRetriableError(Exception):
     """An error that no retry can fix: the run fails at once, without the attempts left."""
+
+
+class StepError(Exception):
+    """A step that failed as Flare reports it: an invoked job's run that failed, was cancelled or
+    did not end in time. Not caught, it fails the attempt (the job's retry policy applies)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        """The step's key."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +35,10 @@ class Job:
     version: str = "1.0.0"
     retry: Optional[Mapping[str, Any]] = None
     timeout_ms: Optional[int] = None
-    concurrency: Optional[int] = None
+    concurrency: Any = None
+    throttle: Optional[Mapping[str, Any]] = None
+    rate_limit: Optional[Mapping[str, Any]] = None
+    start_timeout_ms: Optional[int] = None
     is_async: bool = field(default=False)
 
     def index_entry(self) -> Dict[str, Any]:
@@ -40,8 +53,14 @@ class Job:
             entry["retry"] = dict(self.retry)
         if self.timeout_ms is not None:
             entry["timeoutMs"] = self.timeout_ms
-        if self.concurrency is not None:
-            entry["concurrency"] = self.concurrency
+        for name, value in (
+            ("concurrency", self.concurrency),
+            ("throttle", self.throttle),
+            ("rateLimit", self.rate_limit),
+            ("startTimeoutMs", self.start_timeout_ms),
+        ):
+            if value is not None:
+                entry[name] = dict(value) if isinstance(value, Mapping) else value
         return entry
 
 
@@ -53,14 +72,20 @@ def define_job(
     version: str = "1.0.0",
     retry: Optional[Mapping[str, Any]] = None,
     timeout_ms: Optional[int] = None,
-    concurrency: Optional[int] = None,
+    concurrency: Union[int, Mapping[str, Any], Sequence[Mapping[str, Any]], None] = None,
+    throttle: Optional[Mapping[str, Any]] = None,
+    rate_limit: Optional[Mapping[str, Any]] = None,
+    start_timeout_ms: Optional[int] = None,
 ) -> Callable[[JobFn], Job]:
     """Defines a job with the decorated function.
 
     ``trigger`` is ``{"event": "user.created", "filter": {...}}`` or
     ``{"schedule": {"cron": "0 9 * * 1-5", "timezone": "Europe/Paris"}}`` /
     ``{"schedule": {"intervalSeconds": 300}}``; ``retry`` has ``maxAttempts``, ``minDelayMs``,
-    ``maxDelayMs``, ``factor``.
+    ``maxDelayMs``, ``factor``. Flow control (docs/flow-control.md): ``concurrency`` (a number,
+    ``{"limit": 1, "key": "event.payload.customerId"}``, ``{"limit": 10, "group": "openai"}``, or
+    a list of two), ``throttle`` (``{"limit", "periodMs", "key"?, "burst"?}``), ``rate_limit``
+    (``{"limit", "periodMs", "key"?}``), ``start_timeout_ms``.
     """
     if not re.fullmatch(r"[a-z0-9_-]{1,100}", id):
         raise ValueError(f"invalid job id {id!r}: use 1-100 characters of a-z 0-9 - _")
@@ -78,7 +103,10 @@ def define_job(
             version=version,
             retry=retry,
             timeout_ms=timeout_ms,
-            concurrency=concurrency,
+            concurrency=[dict(c) for c in concurrency] if isinstance(concurrency, (list, tuple)) else concurrency,
+            throttle=throttle,
+            rate_limit=rate_limit,
+            start_timeout_ms=start_timeout_ms,
             is_async=inspect.iscoroutinefunction(fn),
         )
 

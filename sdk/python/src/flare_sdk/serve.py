@@ -20,10 +20,13 @@ _TOO_LARGE = b'{"error": "the body is too large"}'
 _POST_ONLY = b'{"error": "Flare calls with POST"}'
 
 
-def serve_asgi(jobs: Sequence[Job], secret: Secret = None) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+def serve_asgi(
+    jobs: Sequence[Job], secret: Secret = None, base_url: Optional[str] = None
+) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI app: ``app.mount("/flare", serve_asgi([job]))`` in FastAPI or Starlette.
-    ``async def`` jobs run in the event loop, plain ``def`` jobs in a worker thread."""
-    handler = Handler(jobs, secret)
+    ``async def`` jobs run in the event loop, plain ``def`` jobs in a worker thread. ``base_url``:
+    Flare's address for callbacks' URLs (default ``FLARE_URL``)."""
+    handler = Handler(jobs, secret, base_url)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -52,10 +55,12 @@ def serve_asgi(jobs: Sequence[Job], secret: Secret = None) -> Callable[[Scope, R
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large"}
 
 
-def serve_wsgi(jobs: Sequence[Job], secret: Secret = None) -> Callable[[Dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+def serve_wsgi(
+    jobs: Sequence[Job], secret: Secret = None, base_url: Optional[str] = None
+) -> Callable[[Dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """A WSGI app: in Flask, ``DispatcherMiddleware(app.wsgi_app, {"/flare": serve_wsgi([job])})``;
     in Django, route to it from ``wsgi.py`` the same way."""
-    handler = Handler(jobs, secret)
+    handler = Handler(jobs, secret, base_url)
 
     def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         status, body = 405, _POST_ONLY
@@ -72,10 +77,12 @@ def serve_wsgi(jobs: Sequence[Job], secret: Secret = None) -> Callable[[Dict[str
     return app
 
 
-def request_handler(jobs: Sequence[Job], secret: Secret = None, path: Optional[str] = "/flare") -> Type[BaseHTTPRequestHandler]:
+def request_handler(
+    jobs: Sequence[Job], secret: Secret = None, path: Optional[str] = "/flare", base_url: Optional[str] = None
+) -> Type[BaseHTTPRequestHandler]:
     """A ``BaseHTTPRequestHandler`` class for the standard library's ``http.server``, answering
     ``POST path`` (any path when ``None``) and 404 elsewhere."""
-    handler = Handler(jobs, secret)
+    handler = Handler(jobs, secret, base_url)
 
     class FlareRequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: Flare reuses its connections
@@ -101,11 +108,16 @@ def request_handler(jobs: Sequence[Job], secret: Secret = None, path: Optional[s
 
 
 def serve_http(
-    jobs: Sequence[Job], port: int = 4000, host: str = "127.0.0.1", secret: Secret = None, path: Optional[str] = "/flare"
+    jobs: Sequence[Job],
+    port: int = 4000,
+    host: str = "127.0.0.1",
+    secret: Secret = None,
+    path: Optional[str] = "/flare",
+    base_url: Optional[str] = None,
 ) -> ThreadingHTTPServer:
     """Serves ``jobs`` at ``http://host:port/flare`` (``path``) with the standard library until
     interrupted."""
-    server = ThreadingHTTPServer((host, port), request_handler(jobs, secret, path))
+    server = ThreadingHTTPServer((host, port), request_handler(jobs, secret, path, base_url))
     try:
         server.serve_forever()
     except KeyboardInterrupt:
