@@ -5,9 +5,11 @@
 //! child process, and `flare serve --endpoint` at it. One event runs the job: a step, a durable
 //! sleep across a restart of Flare (stopped while the run sleeps, started again on the same
 //! database), a wait for an event (another value of the matched field resumes nothing; the
-//! matching event resumes it), a step that fails on the first attempt (the run retries, the first
-//! step is not run again), and a `sendEvent` step. The run's stored steps, attempts, output and chained event are
-//! checked through the JSON API.
+//! matching event resumes it), a child job of the same SDK invoked (its output used), a callback
+//! whose URL the job builds from `FLARE_URL` and the test posts to, a step that fails on the
+//! first attempt (the run retries, the first step is not run again), and a `sendEvent` step. The
+//! run's stored steps, attempts, output, child run and chained event are checked through the JSON
+//! API.
 //!
 //! Needs `node` (with `sdk/typescript` built: `npm ci` there) and `python3`. Without them the
 //! tests skip with a message, or fail when `CI` is set. The PostgreSQL tests skip likewise.
@@ -31,6 +33,8 @@ struct Sdk {
     /// A directory the SDK must have (the TypeScript SDK's dev dependencies, to build it).
     needs: Option<&'static str>,
     job: &'static str,
+    /// The job it invokes.
+    child: &'static str,
     event: &'static str,
 }
 
@@ -39,6 +43,7 @@ const TS: Sdk = Sdk {
     script: "tests/sdk_apps/e2e.mjs",
     needs: Some("sdk/typescript/node_modules"),
     job: "e2e-ts",
+    child: "e2e-ts-child",
     event: "e2e.ts",
 };
 
@@ -47,6 +52,7 @@ const PY: Sdk = Sdk {
     script: "tests/sdk_apps/e2e.py",
     needs: None,
     job: "e2e-py",
+    child: "e2e-py-child",
     event: "e2e.py",
 };
 
@@ -75,12 +81,12 @@ async fn python_sdk_job_on_postgres() {
 }
 
 async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
-    let Some(app) = start_app(sdk).await else {
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let Some(app) = start_app(sdk, &base).await else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
     let mut flare = start_flare(&db, port, &app.1, &dir);
     let http = reqwest::Client::new();
     let get = |path: String| {
@@ -167,8 +173,39 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
     let paid_id = paid["result"]["id"].clone();
     assert!(paid_id.is_string(), "{paid}");
 
+    // The child job ran; the run waits for its callback, whose URL the job gave in `ask`.
+    let mut wait = Wait::new("the run to wait for its callback", 60);
+    let url = loop {
+        let run = get(format!("/api/runs/{run_id}")).await.unwrap_or_default();
+        // The callback is stored as waiting when it is made; the run waits once it asked.
+        let asked = step(&run, "ask").is_some();
+        if asked && run["status"] == "queued" {
+            assert_eq!(
+                step(&run, "approval").map(|s| &s["status"]),
+                Some(&json!("waiting"))
+            );
+            break step(&run, "ask").expect("the step ask")["output"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a URL: {run}"))
+                .to_string();
+        }
+        assert!(run["status"] != "failed", "{run}\n{}", app.0.output());
+        wait.tick(&run.to_string(), &mut flare, &app.0).await;
+    };
+    assert!(
+        url.starts_with(&format!("{base}/callbacks/cb_")),
+        "the URL is FLARE_URL and the path Flare told: {url}"
+    );
+    let posted = http
+        .post(&url)
+        .json(&json!({"approved": true}))
+        .send()
+        .await
+        .expect("POST the callback");
+    assert_eq!(posted.status(), 200, "{:?}", posted.text().await);
+
     let mut wait = Wait::new(
-        "the run to succeed after its sleep, its wait and a retry",
+        "the run to succeed after its sleep, its waits and a retry",
         60,
     );
     let run = loop {
@@ -188,8 +225,9 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
     assert_eq!(
         run["output"],
         json!({"first": {"n": 7}, "flaky": "ok on attempt 2", "sent": [event_id], "firstRuns": 1,
-               "paid": {"id": paid_id, "payload": {"n": 7}}}),
-        "the first step ran once, through the sleep, the restart, the wait and the retry"
+               "paid": {"id": paid_id, "payload": {"n": 7}}, "doubled": 14,
+               "approved": {"approved": true}}),
+        "the first step ran once, through the sleep, the restart, the waits and the retry"
     );
     let steps: Vec<(&str, &str, &str)> = run["steps"]
         .as_array()
@@ -209,12 +247,15 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
             ("first", "task", "succeeded"),
             ("nap", "wait", "succeeded"),
             ("paid", "event_wait", "succeeded"),
+            ("child", "invoke", "succeeded"),
+            ("approval", "callback", "succeeded"),
+            ("ask", "task", "succeeded"),
             ("flaky", "task", "succeeded"),
             ("notify", "event", "succeeded"),
         ],
         "{run}"
     );
-    // The sleep is recorded as an execution that waited; the failure as attempt 1, retried.
+    // The sleep and the three waits are executions that waited; the failure is attempt 1, retried.
     let outcomes: Vec<(&Value, &str)> = run["attempts"]
         .as_array()
         .expect("attempts")
@@ -226,13 +267,15 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
         [
             (&json!(1), "waiting"),
             (&json!(1), "waiting"),
+            (&json!(1), "waiting"),
+            (&json!(1), "waiting"),
             (&json!(1), "retrying"),
             (&json!(2), "succeeded")
         ],
         "{run}"
     );
     assert!(
-        run["attempts"][2]["error"]
+        run["attempts"][4]["error"]
             .as_str()
             .is_some_and(|e| e.contains("flaky failure on attempt 1")),
         "{run}"
@@ -250,6 +293,16 @@ async fn runs_end_to_end(sdk: &Sdk, db: TestDb) {
         .expect("the chained event");
     assert_eq!(event["name"], json!("e2e.done"));
     assert_eq!(event["payload"], json!({"n": 7}));
+    // The child: a run of that one job, whose event's parent is the run; run once.
+    let invoked = get(format!("/api/events/{run_id}-invoke-child"))
+        .await
+        .expect("the child's event");
+    assert_eq!(invoked["parentRunId"], json!(run_id), "{invoked}");
+    let runs = invoked["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{invoked}");
+    assert_eq!(runs[0]["jobId"], json!(sdk.child));
+    assert_eq!(runs[0]["status"], json!("succeeded"));
+    assert_eq!(runs[0]["output"], json!({"doubled": 14}));
     flare.stop(Duration::from_secs(15));
 }
 
@@ -267,9 +320,9 @@ fn start_flare(db: &TestDb, port: u16, endpoint: &str, dir: &tempfile::TempDir) 
     Proc::spawn("flare serve", command)
 }
 
-/// Starts the SDK's application on a free port: the process and its endpoint URL; `None`, after
-/// saying why, when it cannot run here.
-async fn start_app(sdk: &Sdk) -> Option<(Proc, String)> {
+/// Starts the SDK's application on a free port, telling it Flare's address `flare`: the process
+/// and its endpoint URL; `None`, after saying why, when it cannot run here.
+async fn start_app(sdk: &Sdk, flare: &str) -> Option<(Proc, String)> {
     if missing(sdk) {
         return None;
     }
@@ -279,6 +332,7 @@ async fn start_app(sdk: &Sdk) -> Option<(Proc, String)> {
         .arg(root().join(sdk.script))
         .env("PORT", port.to_string())
         .env("FLARE_ENDPOINT_SECRET", SECRET)
+        .env("FLARE_URL", flare)
         .env("PYTHONUNBUFFERED", "1");
     let mut proc = Proc::spawn(sdk.script, command);
     let until = Instant::now() + Duration::from_secs(15);
