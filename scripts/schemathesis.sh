@@ -59,11 +59,11 @@ free_port() {
 port="$(free_port)"
 base="http://127.0.0.1:$port"
 
-# The Python example endpoint, so the endpoint routes have one to read, re-index and remove.
+# The dependency-free example endpoint, so the endpoint routes have one to read, re-index and remove.
 endpoint_port="$(free_port)"
 endpoint_secret="whsec_$(python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')"
 PORT="$endpoint_port" FLARE_ENDPOINT_SECRET="$endpoint_secret" \
-    python3 examples/endpoint-python/server.py >"$work/endpoint.log" 2>&1 &
+    node examples/endpoint-protocol/server.mjs >"$work/endpoint.log" 2>&1 &
 endpoint_pid=$!
 
 # With an API key, so the document's bearer security is real and schemathesis can check that
@@ -107,7 +107,7 @@ post /api/endpoints "{\"url\": \"http://127.0.0.1:$endpoint_port/flare\", \"secr
 # retry), and a delayed one (an event to cancel).
 post /trigger '{"event": "user.created", "payload": {"userId": "u_1", "email": "ada@example.com", "name": "Ada"}}'
 post /trigger '{"event": "file.uploaded", "payload": {"fileId": "f_1", "filename": "a.png"}}'
-post /trigger '{"event": "order.placed", "payload": {"orderId": "o_1", "currency": "usd"}}'
+post /trigger '{"event": "file.uploaded", "payload": {"filename": "no-id.png"}}'
 post /trigger '{"event": "reminder.send", "payload": {"userId": "u_1", "message": "hi"}, "delay": "2h"}'
 sleep 2
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import io
 import json
 import threading
@@ -431,6 +432,8 @@ def test_asgi_and_wsgi_apps() -> None:
     scope = {"type": "http", "method": "POST", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
     asyncio.run(app(scope, receive, send))  # type: ignore[arg-type]
     assert sent[0]["status"] == 200
+    # An object, not a function: Starlette's routes call a function with a Request instead.
+    assert not inspect.isfunction(app) and not inspect.ismethod(app)
     assert len(json.loads(sent[1]["body"])["steps"]) == 3
 
     wsgi = serve_wsgi([onboard_sync], SECRET)

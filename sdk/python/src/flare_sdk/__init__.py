@@ -21,13 +21,14 @@ from .execute import (
 )
 from .handler import MAX_BODY_BYTES, PROTOCOL_VERSION, Handler
 from .job import Job, NonRetriableError, StepError, define_job
-from .serve import request_handler, serve_asgi, serve_http, serve_wsgi
+from .serve import AsgiApp, request_handler, serve_asgi, serve_http, serve_wsgi
 from .signature import TOLERANCE_SECONDS, SignatureError, sign, verify
 
 __version__ = "2.0.0"
 """This package's version: its major is the protocol version it speaks."""
 
 __all__ = [
+    "AsgiApp",
     "AsyncContext",
     "AsyncStep",
     "Callback",

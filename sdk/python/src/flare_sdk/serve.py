@@ -1,5 +1,5 @@
-"""Adapters: the endpoint as an ASGI app (FastAPI, Starlette), a WSGI app (Flask, Django) and a
-standard library ``http.server`` handler."""
+"""Adapters: the endpoint as an ASGI app (FastAPI, Starlette, any ASGI server), a WSGI app (Flask,
+Django) and a standard library ``http.server`` handler."""
 
 from __future__ import annotations
 
@@ -20,15 +20,16 @@ _TOO_LARGE = b'{"error": "the body is too large"}'
 _POST_ONLY = b'{"error": "Flare calls with POST"}'
 
 
-def serve_asgi(
-    jobs: Sequence[Job], secret: Secret = None, base_url: Optional[str] = None
-) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-    """An ASGI app: ``app.mount("/flare", serve_asgi([job]))`` in FastAPI or Starlette.
-    ``async def`` jobs run in the event loop, plain ``def`` jobs in a worker thread. ``base_url``:
-    Flare's address for callbacks' URLs (default ``FLARE_URL``)."""
-    handler = Handler(jobs, secret, base_url)
+class AsgiApp:
+    """The endpoint as an ASGI app. An object, not a function, so that Starlette and FastAPI route
+    to it as an app: ``app.add_route("/flare", serve_asgi(jobs), methods=["POST"])`` answers
+    ``POST /flare`` itself (``app.mount("/flare", …)`` would answer it with a redirect to
+    ``/flare/``, which Flare does not follow)."""
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         status, body = 405, _POST_ONLY
@@ -45,11 +46,17 @@ def serve_asgi(
                 status, body = 413, _TOO_LARGE
             else:
                 headers: Dict[str, str] = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-                status, body = await handler.handle_async(b"".join(chunks), headers.get)
+                status, body = await self.handler.handle_async(b"".join(chunks), headers.get)
         await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": body})
 
-    return app
+
+def serve_asgi(jobs: Sequence[Job], secret: Secret = None, base_url: Optional[str] = None) -> AsgiApp:
+    """An ASGI app: in FastAPI or Starlette ``app.add_route("/flare", serve_asgi([job]),
+    methods=["POST"])``; alone, ``uvicorn module:app``. ``async def`` jobs run in the event loop,
+    plain ``def`` jobs in a worker thread. ``base_url``: Flare's address for callbacks' URLs
+    (default ``FLARE_URL``)."""
+    return AsgiApp(Handler(jobs, secret, base_url))
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large"}
@@ -125,4 +132,4 @@ def serve_http(
     return server
 
 
-__all__ = ["serve_asgi", "serve_wsgi", "request_handler", "serve_http"]
+__all__ = ["AsgiApp", "serve_asgi", "serve_wsgi", "request_handler", "serve_http"]

@@ -1,20 +1,9 @@
-#!/usr/bin/env python3
-"""A Flare job endpoint in Python, on the Python SDK (sdk/python, standard library only).
+"""Two Flare jobs with durable steps, written with the Python SDK (``flare_sdk``); ``app.py``
+serves them with FastAPI."""
 
-Two jobs with durable steps, served with the standard library's http.server (``fastapi_app.py``
-serves the same jobs with FastAPI). Run it with
-
-    FLARE_ENDPOINT_SECRET=whsec_... python3 server.py
-"""
-
-import os
-import sys
 from typing import Any, Dict
 
-# The SDK from this repository; after `pip install ./sdk/python` this line is not needed.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python", "src"))
-
-from flare_sdk import Context, NonRetriableError, define_job, serve_http  # noqa: E402
+from flare_sdk import Context, NonRetriableError, define_job
 
 
 @define_job(
@@ -47,8 +36,3 @@ def invoice_email(ctx: Context) -> Dict[str, Any]:
 
 
 JOBS = [invoice_create, invoice_email]
-
-if __name__ == "__main__":
-    port, host = int(os.environ.get("PORT", "4001")), os.environ.get("HOST", "127.0.0.1")
-    print(f"Flare endpoint on http://{host}:{port}/flare with jobs {', '.join(j.id for j in JOBS)}", flush=True)
-    serve_http(JOBS, port=port, host=host)

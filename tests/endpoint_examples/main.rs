@@ -1,6 +1,7 @@
-//! The HTTP job endpoint examples, `examples/endpoint-node` (the dependency-free reference of
-//! protocol version 1) and `examples/endpoint-python` (on the Python SDK, protocol version 2),
-//! held to the protocol of docs/endpoints.md.
+//! The HTTP job endpoint examples, held to the protocol of docs/endpoints.md:
+//! `examples/endpoint-node` (the TypeScript SDK, served by Express), `examples/endpoint-python`
+//! (the Python SDK, served by FastAPI), both protocol version 2, and `examples/endpoint-protocol`
+//! (plain Node, no dependency: the reference of version 1 for other languages).
 //!
 //! Each test starts one example as a child process on a free port. The first tests act as Flare
 //! would: they sign requests with [`svix::sign`] and check the answers to `index` and `run` (for
@@ -8,15 +9,20 @@
 //! that a bad signature or a stale timestamp gets 401. The `*_under_flare_serve` tests start the
 //! real binary with `--endpoint` and follow one event through both jobs, the chained one included.
 //!
-//! Needs `node` and `python3`. Without one, its tests skip with a message, or fail when `CI` is
-//! set.
+//! Needs `node` with the Node example's packages (`npm ci` in `sdk/typescript`, then in
+//! `examples/endpoint-node`; the tests build both from the tree), and a Python with FastAPI and
+//! uvicorn (`FLARE_SDK_PYTHON`, else `python3`; the example runs on the tree's SDK). Without them
+//! a test skips with a message saying what is missing, or fails when `CI` is set.
 
+#[path = "../support/mod.rs"]
 mod support;
 
+mod apps;
+
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use apps::{App, Signed};
 use flare::webhooks::svix;
 use serde_json::{json, Value};
 use support::process::{self, free_port, Proc};
@@ -28,10 +34,14 @@ const OTHER_SECRET: &str = "whsec_c29tZSBvdGhlciBlbmRwb2ludCBzZWNyZXQgICAjMg==";
 
 /// One example application and what it promises.
 struct Example {
-    /// The interpreter; the tests skip when it is missing.
+    /// The interpreter (`python3`: `FLARE_SDK_PYTHON` when set); the tests skip when it is missing.
     program: &'static str,
     /// The server, relative to the repository root.
     script: &'static str,
+    /// Directories whose packages it needs (`npm ci`), built in this order before it starts.
+    npm: &'static [&'static str],
+    /// Python modules it needs.
+    modules: &'static [&'static str],
     /// The job that chains: its id and its trigger event.
     first: (&'static str, &'static str),
     /// The job that the chained event starts: its id and its trigger event.
@@ -48,18 +58,29 @@ struct Example {
 
 const NODE: Example = Example {
     program: "node",
-    script: "examples/endpoint-node/server.mjs",
+    script: "examples/endpoint-node/dist/server.js",
+    npm: &["sdk/typescript", "examples/endpoint-node"],
+    modules: &[],
     first: ("upload-process", "file.uploaded"),
     second: ("upload-notify", "file.processed"),
     key: "processed",
     payload: r#"{"fileId": "f_1", "filename": "cat.png"}"#,
     logged: "processing cat.png",
+    stepped: true,
+};
+
+const PROTOCOL: Example = Example {
+    script: "examples/endpoint-protocol/server.mjs",
+    npm: &[],
     stepped: false,
+    ..NODE
 };
 
 const PYTHON: Example = Example {
     program: "python3",
-    script: "examples/endpoint-python/server.py",
+    script: "examples/endpoint-python/app.py",
+    npm: &[],
+    modules: &["fastapi", "uvicorn"],
     first: ("invoice-create", "order.placed"),
     second: ("invoice-email", "invoice.created"),
     key: "invoice",
@@ -83,6 +104,22 @@ async fn node_endpoint_refuses_bad_signatures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_endpoint_runs_under_flare_serve() {
     runs_under_flare_serve(&NODE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_endpoint_answers_index_and_run() {
+    answers_index_and_run(&PROTOCOL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_endpoint_refuses_bad_signatures() {
+    refuses_bad_signatures(&PROTOCOL).await;
+}
+
+/// Needs Flare's side of the protocol (`--endpoint`, `FLARE_DEMO`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_endpoint_runs_under_flare_serve() {
+    runs_under_flare_serve(&PROTOCOL).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -545,179 +582,6 @@ fn outputs(flare: &Proc, app: &App) -> String {
         app.proc.what,
         app.proc.output()
     )
-}
-
-// ---- Processes --------------------------------------------------------------------------------
-
-/// A running example.
-struct App {
-    proc: Proc,
-    /// Its endpoint URL.
-    url: String,
-}
-
-impl App {
-    /// Starts `example` on a free port; `None`, after saying why, when its interpreter is missing.
-    async fn start(example: &Example) -> Option<App> {
-        if missing(example.program) {
-            return None;
-        }
-        let port = free_port();
-        let mut command = Command::new(example.program);
-        command
-            .arg(root().join(example.script))
-            .env("PORT", port.to_string())
-            .env("HOST", "127.0.0.1")
-            .env("FLARE_ENDPOINT_SECRET", SECRET)
-            .env("PYTHONUNBUFFERED", "1");
-        let mut proc = Proc::spawn(example.script, command);
-        let until = Instant::now() + Duration::from_secs(15);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            proc.assert_running();
-            assert!(
-                Instant::now() < until,
-                "{} does not listen on port {port}:\n{}",
-                proc.what,
-                proc.output()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Some(App {
-            proc,
-            url: format!("http://127.0.0.1:{port}/flare"),
-        })
-    }
-
-    /// Runs the job of the `run` request `body` as Flare does. Version 1: one call. Version 2:
-    /// calls again with the steps answered so far (a `sendEvent` step's events collected, keyed
-    /// by the step) until the answer has an outcome; returns it shaped as a version-1 answer.
-    async fn run(&self, example: &Example, mut body: Value) -> Value {
-        if !example.stepped {
-            return self.call(&body).await;
-        }
-        body["protocol"] = json!(2);
-        let mut stored = serde_json::Map::new();
-        let (mut logs, mut events) = (Vec::new(), Vec::new());
-        for _ in 0..20 {
-            body["steps"] = Value::Object(stored.clone());
-            let mut answer = self.call(&body).await;
-            only_fields(&answer, &["steps", "output", "error", "retry", "logs"]);
-            logs.extend(answer["logs"].as_array().cloned().unwrap_or_default());
-            for step in answer["steps"].as_array().into_iter().flatten() {
-                let key = step["key"].as_str().expect("a step key");
-                let output = match step["op"].as_str() {
-                    Some("run") if step.get("error").is_some() => continue,
-                    Some("run") => step["output"].clone(),
-                    Some("sleep") => Value::Null,
-                    Some("sendEvent") => {
-                        let sent = step["events"].as_array().expect("events");
-                        let ids: Vec<String> = (0..sent.len())
-                            .map(|i| format!("{}-{key}-{i}", body["run"]["id"]))
-                            .collect();
-                        events.extend(sent.iter().map(|e| {
-                            let mut e = e.clone();
-                            e["key"] = json!(key);
-                            e
-                        }));
-                        json!({ "ids": ids })
-                    }
-                    other => panic!("unknown step op {other:?}: {answer}"),
-                };
-                stored.insert(key.to_string(), json!({ "output": output }));
-            }
-            if answer.get("output").is_some() || answer.get("error").is_some() {
-                let fields = answer.as_object_mut().expect("an object");
-                fields.remove("steps");
-                fields.insert("logs".into(), Value::Array(logs));
-                if !events.is_empty() {
-                    fields.insert("events".into(), Value::Array(events));
-                }
-                return answer;
-            }
-        }
-        panic!("{body}: no outcome after 20 calls");
-    }
-
-    /// Sends `body` as Flare does; the answer must be 200 with a JSON body.
-    async fn call(&self, body: &Value) -> Value {
-        let (status, text) = Signed::new(body, SECRET, unix_now()).send(&self.url).await;
-        assert_eq!(
-            status,
-            200,
-            "{body} was answered {text}\n{}",
-            self.proc.output()
-        );
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{body}: not JSON ({e}): {text}"))
-    }
-}
-
-/// One request as Flare signs it; tests change a field to forge a bad one.
-#[derive(Clone)]
-struct Signed {
-    body: Vec<u8>,
-    id: String,
-    timestamp: i64,
-    signature: String,
-}
-
-impl Signed {
-    fn new(body: &Value, secret: &str, timestamp: i64) -> Self {
-        let body = serde_json::to_vec(body).expect("JSON");
-        let id = format!("msg_{:016x}", rand::random::<u64>());
-        let signature = svix::sign(secret, &id, timestamp, &body).expect("sign");
-        Self {
-            body,
-            id,
-            timestamp,
-            signature,
-        }
-    }
-
-    /// POSTs it with Flare's headers; returns the status and the body.
-    async fn send(&self, url: &str) -> (u16, String) {
-        let answer = reqwest::Client::new()
-            .post(url)
-            .header("content-type", "application/json")
-            .header("user-agent", "flare/endpoint-examples-test")
-            .header("webhook-id", &self.id)
-            .header("webhook-timestamp", self.timestamp.to_string())
-            .header("webhook-signature", &self.signature)
-            .body(self.body.clone())
-            .send()
-            .await
-            .expect("the example answers");
-        let status = answer.status().as_u16();
-        if status == 200 {
-            let content_type = answer.headers().get("content-type");
-            assert!(
-                content_type.is_some_and(|v| v.as_bytes().starts_with(b"application/json")),
-                "content-type {content_type:?}"
-            );
-        }
-        (status, answer.text().await.expect("a body"))
-    }
-}
-
-impl Example {
-    fn payload(&self) -> Value {
-        serde_json::from_str(self.payload).expect("the example's payload is JSON")
-    }
-}
-
-/// True, after saying why, when `program` cannot run here; panics instead when `CI` is set.
-fn missing(program: &str) -> bool {
-    let runs = Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if runs {
-        return false;
-    }
-    support::skip::skip(&format!("`{program}` is not installed"));
-    true
 }
 
 fn root() -> PathBuf {
