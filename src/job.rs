@@ -27,6 +27,7 @@ use crate::engine::execution::{BoxFuture, Execution, Handler};
 use crate::filter::Filter;
 use crate::io::Io;
 use crate::model::validate_event_name;
+use crate::model::Debounce;
 use crate::model::{Concurrency, ConcurrencyLimit, RateLimitSpec, ThrottleSpec};
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
@@ -131,6 +132,7 @@ pub struct Job {
     pub(crate) rate_limit: Option<RateLimitSpec>,
     pub(crate) throttle: Option<ThrottleSpec>,
     pub(crate) start_timeout: Option<Duration>,
+    pub(crate) debounce: Option<Debounce>,
     /// The failure handler's job ([`Job::on_failure`]), defined with this one.
     pub(crate) on_failure: Option<Box<Job>>,
 }
@@ -160,6 +162,7 @@ impl Job {
             rate_limit: None,
             throttle: None,
             start_timeout: None,
+            debounce: None,
             on_failure: None,
         }
     }
@@ -268,6 +271,15 @@ impl Job {
     /// reason "expired before it started" (no attempt made; it can be retried).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = Some(timeout);
+        self
+    }
+
+    /// One run per burst of events: `Debounce::new(period).key("event.payload.id")
+    /// .timeout(max)` starts the run `period` (1 s to 7 days) after the last event of a burst
+    /// per value of the key, with that event's payload, never later than `max` after the first;
+    /// the earlier events link to it. Checked when the job is defined.
+    pub fn debounce(mut self, debounce: Debounce) -> Self {
+        self.debounce = Some(debounce);
         self
     }
 
@@ -422,6 +434,15 @@ impl Job {
                 job: id.clone(),
                 reason,
             })?;
+        let debounce = self
+            .debounce
+            .as_ref()
+            .map(Debounce::check)
+            .transpose()
+            .map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
         Ok((
             JobSpec {
                 id,
@@ -436,6 +457,7 @@ impl Job {
                 rate_limit,
                 throttle,
                 start_timeout: self.start_timeout,
+                debounce,
             },
             handler,
         ))

@@ -82,6 +82,7 @@ pub use filter::Filter;
 pub use io::{Callback, Io, Logger, WaitFor};
 pub use job::{cron_trigger, event_trigger, interval_trigger, schedule_trigger, Job, Trigger};
 pub use model::ConcurrencyLimit;
+pub use model::Debounce;
 pub use model::RetryPolicy;
 pub use model::{
     Delay, Level, Run, RunStatus, Step, StepKind, StepStatus, StoredEvent, WaitedEvent,

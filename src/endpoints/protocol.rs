@@ -98,6 +98,9 @@ pub struct JobDef {
     /// A run not started this long after it became due is cancelled, ms (1 s to 7 days).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_timeout_ms: Option<u64>,
+    /// Debounce: `{"periodMs", "key"?, "timeoutMs"?}`, one run per burst of events per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce: Option<Value>,
     /// The protocol version its runs speak: 2 with durable steps ([`super::stepped`]), 1 (or
     /// absent) without. Set from the index answer's top-level `protocol`, kept with each job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,6 +227,9 @@ impl JobDef {
         }
         if let Some(ms) = self.start_timeout_ms {
             job = job.start_timeout(Duration::from_millis(ms));
+        }
+        if let Some(v) = &self.debounce {
+            job = job.debounce(crate::model::Debounce::from_json(v, "debounce")?);
         }
         if let Some(v) = &self.throttle {
             let t = ThrottleSpec::from_json(v, "throttle")?;
@@ -672,6 +678,10 @@ mod tests {
             (
                 json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "startTimeoutMs": 10}]}),
                 "startTimeoutMs",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "debounce": {"periodMs": 5000, "timeoutMs": 1000}}]}),
+                "debounce.timeoutMs",
             ),
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),

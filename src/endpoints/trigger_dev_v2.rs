@@ -174,6 +174,7 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         rate_limit: None,
         throttle: None,
         start_timeout_ms: None,
+        debounce: None,
     };
     def.to_job()
         .and_then(|j| {

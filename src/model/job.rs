@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::cel::EventFields;
+use super::debounce::DebounceWindow;
 use super::event::InvalidEventName;
 use super::flow::{Concurrency, RunSlots};
 use super::rate::RateLimit;
@@ -47,6 +48,8 @@ pub struct JobSpec {
     /// How long a run may wait to start after it became due; then it is cancelled ("expired
     /// before it started").
     pub start_timeout: Option<Duration>,
+    /// Its debounce: one run per burst of events per key (see [`super::debounce`]).
+    pub debounce: Option<DebounceWindow>,
 }
 
 impl JobSpec {

@@ -5,6 +5,7 @@
 //! Field names serialize in camelCase, as in the seed.
 
 pub mod cel;
+pub mod debounce;
 pub mod delay;
 pub mod event;
 pub mod flow;
@@ -19,6 +20,7 @@ pub mod wait;
 
 pub use crate::clock::ms_to_time;
 pub use cel::{CelKey, EventFields};
+pub use debounce::{Debounce, DebounceWindow};
 pub use delay::{Delay, DelaySpec, DelayUnits, MAX_DELAY};
 pub use event::{
     validate_event_name, Event, InvalidEventName, Source, StoredEvent, MAX_EVENT_NAME_LEN,

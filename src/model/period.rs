@@ -1,6 +1,6 @@
-//! What a rate limit and a throttle share: the bounds of their period, and reading their JSON
-//! form (`{"limit", "periodMs", "key", …}` from a `Job` builder's value or an endpoint's index)
-//! with errors that name the field.
+//! What a rate limit, a throttle and a debounce share: the bounds of their period, and reading
+//! their JSON form (`{"limit", "periodMs", "key", …}` from a `Job` builder's value or an
+//! endpoint's index) with errors that name the field.
 
 use serde_json::{Map, Value};
 

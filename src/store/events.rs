@@ -85,6 +85,18 @@ pub struct EventDetail {
     pub children: Vec<StoredEvent>,
     /// Jobs it matched but started no run of (over their rate limit), with the reason.
     pub skipped: Vec<Skipped>,
+    /// Runs of debounced jobs it was folded into: a later event of the burst took its place.
+    pub debounced: Vec<Debounced>,
+}
+
+/// A run an event was folded into by its job's debounce (`model::debounce`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Debounced {
+    /// The job.
+    pub job_id: String,
+    /// The run, which a later event of the burst now starts.
+    pub run_id: String,
 }
 
 /// A job an event matched and started no run of.

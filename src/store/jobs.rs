@@ -13,6 +13,7 @@ use super::runs::RunCounts;
 use super::schedules::ScheduleState;
 use super::stats::Outcomes;
 use crate::filter::Filter;
+use crate::model::Debounce;
 use crate::model::{
     Concurrency, ConcurrencyLimit, JobSpec, RateLimitSpec, RetryPolicy, ThrottleSpec,
 };
@@ -21,7 +22,7 @@ use super::error::{Error, Result};
 
 /// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
 pub(crate) const JOB_COLUMNS: &str =
-    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle, start_timeout_ms";
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce";
 
 /// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
 /// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
@@ -42,6 +43,8 @@ pub(crate) struct JobRow {
     /// The throttle as stored JSON text.
     pub(crate) throttle: Option<String>,
     pub(crate) start_timeout_ms: Option<i64>,
+    /// The debounce as stored JSON text.
+    pub(crate) debounce: Option<String>,
 }
 
 impl JobRow {
@@ -83,6 +86,15 @@ impl JobRow {
             }
             None => None,
         };
+        let debounce = match self.debounce {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let spec = Debounce::from_json(&v, "debounce").map_err(Error::Corrupt)?;
+                Some(spec.check().map_err(Error::Corrupt)?)
+            }
+            None => None,
+        };
         Ok(JobSpec {
             id: self.id,
             name: self.name,
@@ -98,6 +110,7 @@ impl JobRow {
             start_timeout: self
                 .start_timeout_ms
                 .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+            debounce,
         })
     }
 }
@@ -269,6 +282,8 @@ pub struct JobDefinition {
     pub throttle: Option<Value>,
     /// How long a run may wait to start after it became due, ms.
     pub start_timeout_ms: Option<u64>,
+    /// Its debounce (`{"periodMs", "key"?, "timeoutMs"?}`), if any.
+    pub debounce: Option<Value>,
     /// When the definition was last stored.
     pub updated_at: DateTime<Utc>,
     /// Paused: its runs are created but not claimed until it is resumed.

@@ -143,7 +143,8 @@ pub struct RunDetail {
     /// it waits for, until when; `null` else.
     pub wait: Option<PendingWait>,
     /// What holds a queued run back, if a limit does: `concurrency: 2 of 2 running for key
-    /// cus_1`, `throttled until 2024-05-01T12:00:01Z`.
+    /// cus_1`, `throttled until 2024-05-01T12:00:01Z`, `debounced: starts at 12:00:05 unless
+    /// another event comes`.
     pub waiting_for: Option<String>,
 }
 
@@ -250,6 +251,32 @@ pub(crate) fn waiting_for(
             crate::model::ms_to_time(at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         )
     })
+}
+
+/// What holds back queued run `run`, the run of an open debounce window: its start (UTC, the
+/// time of day, with the date when it is not the day the run was created).
+pub(crate) fn debounced(run: &Run) -> Option<String> {
+    if run.status != RunStatus::Queued {
+        return None;
+    }
+    let format = if run.run_at.date_naive() == run.created_at.date_naive() {
+        "%H:%M:%S"
+    } else {
+        "%Y-%m-%d %H:%M:%S"
+    };
+    Some(format!(
+        "debounced: starts at {} unless another event comes",
+        run.run_at.format(format)
+    ))
+}
+
+/// The reason a queued run shows, of those its slots (`flow`, see [`waiting_for`]) and its
+/// debounce window ([`debounced`]) give: a full slot, then the window, then a throttle.
+pub(crate) fn held_by(flow: Option<String>, debounce: Option<String>) -> Option<String> {
+    match flow {
+        Some(full) if full.starts_with("concurrency:") => Some(full),
+        flow => debounce.or(flow),
+    }
 }
 
 impl RunDetail {

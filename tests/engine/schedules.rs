@@ -460,6 +460,7 @@ async fn an_endpoint_index_schedules_its_jobs_and_unschedules_them(db: TestDb) {
                     rate_limit: None,
                     throttle: None,
                     start_timeout: None,
+                    debounce: None,
                 }
             })
             .collect();

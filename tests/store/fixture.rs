@@ -26,6 +26,7 @@ pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         rate_limit: None,
         throttle: None,
         start_timeout: None,
+        debounce: None,
     }
 }
 

@@ -12,6 +12,7 @@
 mod support;
 
 mod backup;
+mod debounce;
 mod expiry;
 mod fixture;
 mod flow;

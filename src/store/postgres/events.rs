@@ -154,11 +154,12 @@ impl PgStore {
                 .collect();
             super::waits::on_events(&tx, &events).await?
         };
-        if !runs.ids.is_empty() {
+        if !runs.ids.is_empty() || !runs.slots.slot.is_empty() {
             exec(&tx, INSERT_RUNS_SQL, &runs.params()).await?;
         }
+        runs.debounced.take(&tx, None).await?;
         tx.commit().await?;
-        if !runs.ids.is_empty() || resumed > 0 {
+        if !runs.ids.is_empty() || !runs.debounced.is_empty() || resumed > 0 {
             self.wake();
         }
         Ok(due.len())
@@ -190,6 +191,7 @@ impl PgStore {
                  WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) d \
                WHERE o.minute = d.minute AND o.job_id = d.job_id AND o.status = d.status), \
              dskips AS (DELETE FROM event_skips k USING doomed WHERE k.event_id = doomed.id), \
+             dfolded AS (DELETE FROM event_debounces k USING doomed WHERE k.event_id = doomed.id), \
              dev AS (DELETE FROM events e USING doomed WHERE e.id = doomed.id RETURNING e.timestamp), \
              dcount AS (INSERT INTO event_counts (minute, shard, n) \
                SELECT timestamp / 60000, pg_backend_pid() % 16, -count(*) FROM dev GROUP BY 1 ORDER BY 1 \
@@ -285,11 +287,13 @@ impl PgStore {
             })
         })
         .collect::<Result<Vec<_>>>()?;
+        let debounced = super::debounce::folded(c, &id).await?;
         Ok(Some(EventDetail {
             event,
             runs,
             children,
             skipped,
+            debounced,
         }))
     }
 }

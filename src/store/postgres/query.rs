@@ -263,7 +263,7 @@ impl PgStore {
         let mut defs = Vec::new();
         for r in rows(
             c,
-            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms \
+            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce \
              FROM jobs ORDER BY id",
             &[],
         )
@@ -292,6 +292,9 @@ impl PgStore {
                 start_timeout_ms: r
                     .try_get::<_, Option<i64>>(13)?
                     .and_then(|t| u64::try_from(t).ok()),
+                debounce: r
+                    .try_get::<_, Option<String>>(14)?
+                    .and_then(|t| serde_json::from_str(&t).ok()),
                 updated_at: ms_to_time(r.try_get(8)?),
                 paused: r.try_get(9)?,
             });

@@ -126,6 +126,7 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
                 rate_limit: r.try_get(8)?,
                 throttle: r.try_get(9)?,
                 start_timeout_ms: r.try_get(10)?,
+                debounce: r.try_get(11)?,
             }
             .into_spec()
         })

@@ -771,7 +771,10 @@ impl PgStore {
         let steps = super::steps::steps_of(c, &id).await?;
         let wait = super::waits::pending(c, &id).await?;
         let mut detail = RunDetail::new(run, logs, attempts, steps).with_wait(wait);
-        detail.waiting_for = super::flow::waiting_for(c, &detail.run).await?;
+        detail.waiting_for = crate::store::runs::held_by(
+            super::flow::waiting_for(c, &detail.run).await?,
+            super::debounce::waiting_for(c, &detail.run).await?,
+        );
         Ok(Some(detail))
     }
 }

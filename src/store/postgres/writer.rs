@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use super::debounce::{DebouncedRuns, Taken};
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{on_events, Delivered, LOCK_SHARED_SQL};
@@ -128,7 +129,8 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         began?;
         locked?;
         let inserted = inserted?;
-        let (created, existing) = prepared.created(&inserted)?;
+        let (mut created, existing) = prepared.created(&inserted)?;
+        created.debounced = prepared.debounce(&client, &created).await?;
         let resumed = on_events(&client, &prepared.delivered(&created.events)).await?;
         Ok::<_, Error>((created, existing, resumed))
     }
@@ -286,6 +288,8 @@ pub(super) struct NewRuns {
     pub(super) rated_runs: HashSet<String>,
     /// When each run expires unstarted (its job's start timeout), ms.
     pub(super) expires: Vec<Option<i64>>,
+    /// The runs of debounced jobs, taken after the insert (their slots are in `slots`).
+    pub(super) debounced: DebouncedRuns,
 }
 
 /// Rows of `flow_slots` written with new runs: `$16 … $19` of [`INSERT_EVENTS_SQL`].
@@ -332,7 +336,16 @@ impl NewRuns {
         triggers
             .matching(event.name, event.payload)
             .into_iter()
-            .map(|job| self.add(&job, event, now))
+            .map(|job| match &job.debounce {
+                Some(d) => {
+                    let slots = job.run_slots(event);
+                    if let Some(s) = &slots {
+                        self.slots.add(&job.id, s, now);
+                    }
+                    self.debounced.add(&job, d, event, slots, now)
+                }
+                None => self.add(&job, event, now),
+            })
             .collect()
     }
 
@@ -412,11 +425,13 @@ impl NewRuns {
     }
 }
 
-/// What an insert created: events, and runs of rate-limited jobs.
+/// What an insert created: events, runs of rate-limited jobs, and what the runs of debounced
+/// jobs became.
 #[derive(Default)]
 pub(super) struct Created {
     events: HashSet<String>,
     rated_runs: HashSet<String>,
+    debounced: Taken,
 }
 
 /// A batch of events ready to insert: the columns of the new ones (the first of each id) and of
@@ -575,6 +590,14 @@ impl<'a> PreparedEvents<'a> {
         Ok((created, existing))
     }
 
+    /// Takes the runs of debounced jobs of the new events (see `debounce.rs`).
+    async fn debounce<C: GenericClient>(&self, c: &C, created: &Created) -> Result<Taken> {
+        if self.runs.debounced.is_empty() {
+            return Ok(Taken::new());
+        }
+        self.runs.debounced.take(c, Some(&created.events)).await
+    }
+
     /// What each row did: the new events as inserted, the others as `stored` holds them.
     pub(super) fn finish(
         self,
@@ -589,6 +612,15 @@ impl<'a> PreparedEvents<'a> {
                 ids.retain(|id| {
                     !self.runs.rated_runs.contains(id) || created.rated_runs.contains(id)
                 });
+            }
+        }
+        // A debounced run is the window's run it was folded into, or none.
+        if !created.debounced.is_empty() {
+            for ids in &mut run_ids {
+                *ids = std::mem::take(ids)
+                    .into_iter()
+                    .filter_map(|id| created.debounced.get(&id).cloned().unwrap_or(Some(id)))
+                    .collect();
             }
         }
         let created = &created.events;
@@ -665,7 +697,8 @@ pub(super) async fn insert_events<C: GenericClient>(
     let prepared = PreparedEvents::new(triggers, batch);
     rows(c, LOCK_SHARED_SQL, &[&prepared.names()]).await?;
     let inserted = rows(c, INSERT_EVENTS_SQL, &prepared.params()).await?;
-    let (created, existing) = prepared.created(&inserted)?;
+    let (mut created, existing) = prepared.created(&inserted)?;
+    created.debounced = prepared.debounce(c, &created).await?;
     let resumed = on_events(c, &prepared.delivered(&created.events)).await?;
     let stored = events_by_ids(c, &existing).await?;
     let wake = prepared.wake || resumed > 0;

@@ -15,7 +15,7 @@ use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
 
 /// Creates one queued run per matching job, with the slots of a job's concurrency limits
 /// (their rows in `flow_slots` created or given the definition's capacity, the job's own slot
-/// marked due). Returns the run ids.
+/// marked due); a debounced job's event joins its key's open window. Returns the run ids.
 pub(super) fn fanout(
     ctx: &mut WriteCtx<'_>,
     event: &EventFields<'_>,
@@ -27,7 +27,11 @@ pub(super) fn fanout(
     }
     let mut ids = Vec::with_capacity(jobs.len());
     for job in jobs {
-        ids.extend(super::flow::run_insert(ctx.conn, &job, event, now)?);
+        let run = match &job.debounce {
+            Some(d) => super::debounce::run_take(ctx.conn, &job, d, event, now)?,
+            None => super::flow::run_insert(ctx.conn, &job, event, now)?,
+        };
+        ids.extend(run);
     }
     ctx.wake = true;
     Ok(ids)
@@ -255,6 +259,7 @@ impl SqliteStore {
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             super::search::forget(ctx.conn, &list)?;
             ctx.conn.execute("DELETE FROM event_skips WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
+            ctx.conn.execute("DELETE FROM event_debounces WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             ctx.conn.execute("DELETE FROM events WHERE id IN (SELECT value FROM json_each(?1))", [&list])?;
             Ok(ids.len())
         })
@@ -297,11 +302,13 @@ impl SqliteStore {
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
+            let debounced = super::debounce::folded(c, &id)?;
             Ok(Some(EventDetail {
                 event,
                 runs,
                 children,
                 skipped,
+                debounced,
             }))
         })
         .await

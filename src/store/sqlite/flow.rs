@@ -171,6 +171,17 @@ pub(super) fn run_insert(
     event: &EventFields<'_>,
     now: i64,
 ) -> Result<Option<String>> {
+    run_insert_due(conn, job, event, now, now)
+}
+
+/// [`run_insert`] of a run created at `now` and due at `due` (a debounced one).
+pub(super) fn run_insert_due(
+    conn: &rusqlite::Connection,
+    job: &crate::model::JobSpec,
+    event: &EventFields<'_>,
+    now: i64,
+    due: i64,
+) -> Result<Option<String>> {
     if let Some(rate) = &job.rate_limit {
         if !rate_take(conn, rate, &job.id, event, now)? {
             return Ok(None);
@@ -180,7 +191,7 @@ pub(super) fn run_insert(
     let slots = job.run_slots(event);
     conn.prepare_cached(
         "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?6, ?7, ?8, ?9)",
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?10, ?7, ?8, ?9)",
     )?
     .execute(params![
         id,
@@ -188,17 +199,18 @@ pub(super) fn run_insert(
         job.id,
         job.version,
         job.retry.max_attempts,
-        now,
+        due,
         slots.as_ref().map(|s| s.a.as_str()),
         slots
             .as_ref()
             .and_then(|s| s.b.as_ref())
             .map(|b| b.0.as_str()),
         job.start_timeout
-            .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
+            .map(|t| due.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
+        now,
     ])?;
     if let Some(s) = &slots {
-        flow_slots_put(conn, s, &job.id, now)?;
+        flow_slots_put(conn, s, &job.id, due)?;
     }
     Ok(Some(id))
 }
@@ -238,7 +250,12 @@ fn rate_take(
 
 /// Creates or updates the slot rows of a new run due at `now` (see `0020_flow_concurrency.sql`):
 /// the first slot is due at `now`, or for a throttled one when its next start is allowed.
-fn flow_slots_put(conn: &rusqlite::Connection, s: &RunSlots, job: &str, now: i64) -> Result<()> {
+pub(super) fn flow_slots_put(
+    conn: &rusqlite::Connection,
+    s: &RunSlots,
+    job: &str,
+    now: i64,
+) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO flow_slots (slot, job_id, cap, running, next_due, thr_interval, thr_tolerance) \
          VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6) \

@@ -14,6 +14,7 @@
 //! and statistics). Only SQLite has `rollups` (the per-minute counts each batch keeps) and
 //! `search` (the payload search's FTS5 index, filled behind a watermark).
 
+mod debounce;
 mod ended;
 mod endpoints;
 mod events;
@@ -71,6 +72,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (21, include_str!("0021_flow_rate_limit.sql")),
     (22, include_str!("0022_flow_throttle.sql")),
     (23, include_str!("0023_flow_start_timeout.sql")),
+    (24, include_str!("0024_flow_debounce.sql")),
     (30, include_str!("0030_event_waits.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
     (41, include_str!("0041_node_details.sql")),

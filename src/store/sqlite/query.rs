@@ -392,7 +392,7 @@ impl SqliteStore {
     pub async fn jobs_list(&self, now: i64) -> Result<Vec<JobSummary>> {
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms \
+                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce \
                  FROM jobs ORDER BY id",
             )?;
             let mut rows = stmt.query([])?;
@@ -420,6 +420,9 @@ impl SqliteStore {
                     start_timeout_ms: r
                         .get::<_, Option<i64>>(13)?
                         .and_then(|t| u64::try_from(t).ok()),
+                    debounce: r
+                        .get::<_, Option<String>>(14)?
+                        .and_then(|t| serde_json::from_str(&t).ok()),
                     updated_at: ms_to_time(r.get(8)?),
                     paused: r.get(9)?,
                 });

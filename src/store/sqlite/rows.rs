@@ -31,6 +31,7 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
             rate_limit: r.get(8)?,
             throttle: r.get(9)?,
             start_timeout_ms: r.get(10)?,
+            debounce: r.get(11)?,
         })
     })?;
     rows.map(|row| row?.into_spec()).collect()

@@ -533,7 +533,10 @@ impl SqliteStore {
             let steps = super::steps::steps_of(c, &id)?;
             let wait = super::waits::pending(c, &id)?;
             let mut detail = RunDetail::new(run, logs, attempts, steps).with_wait(wait);
-            detail.waiting_for = super::flow::waiting_for(c, &detail.run)?;
+            detail.waiting_for = crate::store::runs::held_by(
+                super::flow::waiting_for(c, &detail.run)?,
+                super::debounce::waiting_for(c, &detail.run)?,
+            );
             Ok(Some(detail))
         })
         .await
