@@ -7,7 +7,7 @@
 //!
 //! `fixture` holds the events every test starts from and the requests a browser sends; the
 //! other modules are the tests, by what they are about: `pages`, `login`, `actions` (the forms
-//! that change things), `endpoints`, `jobs`.
+//! that change things), `endpoints`, `jobs`, `debounce` (a debounced job on every page).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,6 +15,7 @@
 mod support;
 
 mod actions;
+mod debounce;
 mod endpoints;
 mod fixture;
 mod jobs;

@@ -1,5 +1,6 @@
 //! Indexes: a bad one refused whole, a re-index removing vanished jobs and cancelling their queued
-//! runs, and job ids as one namespace with the jobs defined in code.
+//! runs, job ids as one namespace with the jobs defined in code, and a job's debounce checked
+//! and listed.
 
 use std::sync::Arc;
 
@@ -239,8 +240,68 @@ async fn job_ids_are_one_namespace(db: TestDb) {
     client.shutdown().await;
 }
 
+/// A job's `debounce` (issue 26): a bad one refuses the index, naming the field, and stores
+/// nothing; a good one is stored and listed by `GET /api/jobs`.
+async fn a_debounce_is_checked_and_listed(db: TestDb) {
+    let debounced = |debounce: serde_json::Value| {
+        let mut j = job("digest", "doc.edited");
+        j["debounce"] = debounce;
+        j
+    };
+    let app = App::start(|_| json_answer(json!({}))).await;
+    let (client, _clock, registry) = registry(&db).await;
+    for (bad, field) in [
+        (json!({"periodMs": 500}), "debounce.periodMs"),
+        (
+            json!({"periodMs": 5000, "timeoutMs": 1000}),
+            "debounce.timeoutMs",
+        ),
+        (
+            json!({"periodMs": 5000, "key": "payload.docId"}),
+            "debounce.key",
+        ),
+        (
+            json!({"periodMs": 5000, "key": "event.payload.("}),
+            "debounce.key",
+        ),
+        (json!({"periodMs": 5000, "every": 1}), "debounce.every"),
+        (json!(5000), "debounce"),
+    ] {
+        app.set(serving(vec![debounced(bad.clone())], |_| {
+            json_answer(json!({}))
+        }));
+        let err = registry
+            .add(&app.url, Some(SECRET.into()))
+            .await
+            .expect_err("refused");
+        assert!(err.to_string().contains(field), "{bad}: {err}");
+        assert!(client
+            .store()
+            .jobs_list(chrono::Utc::now())
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    let good = json!({"periodMs": 5000, "key": "event.payload.docId", "timeoutMs": 60000});
+    app.set(serving(vec![debounced(good.clone())], |_| {
+        json_answer(json!({}))
+    }));
+    registry.add(&app.url, Some(SECRET.into())).await.unwrap();
+    let router = crate::support::sample::router(&client, db.url.clone(), None);
+    let jobs = crate::support::http::call(
+        &router,
+        crate::support::http::json_request("GET", "/api/jobs", None),
+    )
+    .await;
+    assert_eq!(jobs.status, StatusCode::OK);
+    assert_eq!(jobs.json["jobs"][0]["id"], "digest", "{}", jobs.json);
+    assert_eq!(jobs.json["jobs"][0]["debounce"], good);
+    client.shutdown().await;
+}
+
 backend_tests!(
     a_bad_index_is_refused_whole_and_stores_nothing,
     reindex_removes_vanished_jobs_and_cancels_their_queued_runs,
     job_ids_are_one_namespace,
+    a_debounce_is_checked_and_listed,
 );

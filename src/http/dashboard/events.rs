@@ -386,6 +386,19 @@ async fn detail_page(state: &AppState, id: &str, edit: Option<ReplayEdit>) -> Pa
                     }
                 }
             }
+            @if !detail.debounced.is_empty() {
+                section.debounced {
+                    h2 { "Folded into a later event's run (" (detail.debounced.len()) ")" }
+                    ul {
+                        @for d in &detail.debounced {
+                            li data-debounced=(d.job_id) {
+                                a href={ "/jobs#job-" (d.job_id) } { (d.job_id) } ": debounced into run "
+                                a.mono href=(page::run_href(&d.run_id)) { (d.run_id) }
+                            }
+                        }
+                    }
+                }
+            }
             @if !detail.skipped.is_empty() {
                 section.skipped {
                     h2 { "Jobs it started no run of (" (detail.skipped.len()) ")" }

@@ -117,8 +117,16 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                 td.num { (j.job.max_attempts) }
                                 td.num { (j.job.timeout_ms / 1000) " s" }
                                 td.limits {
-                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() && j.job.throttle.is_none() && j.job.start_timeout_ms.is_none() {
+                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() && j.job.throttle.is_none() && j.job.start_timeout_ms.is_none() && j.job.debounce.is_none() {
                                         span.muted { "—" }
+                                    }
+                                    @if let Some(d) = &j.job.debounce {
+                                        span.limit title="one run per burst of events, started this long after the last of them" {
+                                            "debounced " (d["periodMs"].as_u64().unwrap_or(0) / 1000) " s"
+                                            @if let Some(key) = d["key"].as_str() { " per " code { (key) } }
+                                            @if let Some(t) = d["timeoutMs"].as_u64() { " (at most " (t / 1000) " s)" }
+                                        }
+                                        br;
                                     }
                                     @if let Some(ms) = j.job.start_timeout_ms {
                                         span.limit title="a run not started this long after it became due is cancelled" {

@@ -379,7 +379,9 @@ fn schemas() -> Value {
             "runs": { "type": "array", "items": schema_ref("Run") },
             "children": { "type": "array", "items": schema_ref("Event") },
             "skipped": { "type": "array", "description": "Jobs the event matched but started no run of: over their rate limit.",
-                "items": { "type": "object", "properties": { "jobId": string(), "reason": string() } } } } }] },
+                "items": { "type": "object", "properties": { "jobId": string(), "reason": string() } } },
+            "debounced": { "type": "array", "description": "Runs of debounced jobs the event was folded into: a later event of the burst now starts the run.",
+                "items": { "type": "object", "properties": { "jobId": string(), "runId": string() } } } } }] },
     });
     let runs = json!({
         "Run": { "type": "object", "properties": {
@@ -405,7 +407,7 @@ fn schemas() -> Value {
                 "description": "Durable steps (io.run_task, io.wait, io.wait_for_event, chained io.send_event), in the order they first started." },
             "wait": nullable(schema_ref("PendingWait")),
             "waitingFor": nullable(json!({ "type": "string",
-                "description": "What holds a queued run back, if a limit does: `concurrency: 2 of 2 running for key cus_1`, `concurrency: 10 of 10 running in group openai`, `throttled until 2024-05-01T12:00:01Z`." })) } }] },
+                "description": "What holds a queued run back, if a limit does: `concurrency: 2 of 2 running for key cus_1`, `concurrency: 10 of 10 running in group openai`, `throttled until 2024-05-01T12:00:01Z`, `debounced: starts at 12:00:05 unless another event comes` (UTC)." })) } }] },
         "PendingWait": { "type": "object", "description": "The durable wait a run is in (io.wait_for_event; io.invoke waits for flare/job.invoked; io.callback): what it waits for, until when.", "properties": {
             "stepKey": string(), "event": { "type": "string", "description": "The event name waited for." },
             "match": nullable(string()), "matchValue": nullable(string()),
@@ -444,6 +446,9 @@ fn schemas() -> Value {
                 "properties": { "limit": { "type": "integer" }, "periodMs": { "type": "integer" }, "burst": { "type": "integer" }, "key": string() } })),
             "startTimeoutMs": nullable(json!({ "type": "integer",
                 "description": "A run not started this long after it became due is cancelled with the error \"expired before it started\"." })),
+            "debounce": nullable(json!({ "type": "object",
+                "description": "One run per burst of events per value of `key`, started `periodMs` after the last of them with its payload, never later than `timeoutMs` after the first; the earlier events list the run under `debounced`.",
+                "properties": { "periodMs": { "type": "integer" }, "key": string(), "timeoutMs": { "type": "integer" } } })),
             "updatedAt": time(),
             "paused": { "type": "boolean", "description": "Its runs are created but not claimed until it is resumed." },
             "queued": { "type": "integer" }, "running": { "type": "integer" },
