@@ -424,7 +424,7 @@ async fn postgres_concurrent_senders_of_one_key_make_one_run() {
                 assert_eq!(folded, folded_into(&run.id), "c{round}-{i}");
                 linked += 1;
             } else {
-                assert_eq!(own, [run.id.clone()]);
+                assert_eq!(own, std::slice::from_ref(&run.id));
             }
         }
         assert_eq!(linked, SENDERS - 1);

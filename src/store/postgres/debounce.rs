@@ -48,17 +48,17 @@ const DEBOUNCE_SQL: &str = "SELECT ord, run_id FROM flow_debounce($1, $2, $3, $4
      $9, $10, $11, $12, $13, $14, $15, $16)";
 
 impl DebouncedRuns {
-    /// Adds the run of `job` (debounced by `d`, its slots `slots`) for `event` at `now`; returns
-    /// the id it has if it opens a window (see [`Taken`]).
+    /// Adds the run of `job` (debounced by `d`, its slots `slots`) for `event` at `now`, with
+    /// the id `run` should it open a window (see [`Taken`]); returns that id.
     pub(super) fn add(
         &mut self,
+        run: String,
         job: &JobSpec,
         d: &DebounceWindow,
         event: &EventFields<'_>,
         slots: Option<RunSlots>,
         now: i64,
     ) -> String {
-        let run = super::writer::new_run_id();
         let rate = job.rate_limit.as_ref().map(|r| {
             let key = r.key_of(event);
             let reason = r.reason(&key);

@@ -342,7 +342,7 @@ impl NewRuns {
                     if let Some(s) = &slots {
                         self.slots.add(&job.id, s, now);
                     }
-                    self.debounced.add(&job, d, event, slots, now)
+                    self.debounced.add(new_run_id(), &job, d, event, slots, now)
                 }
                 None => self.add(&job, event, now),
             })
