@@ -157,6 +157,10 @@ impl Execution {
         let mut tasks = self.tasks.lock().await;
         let now = self.clock.now_ms();
         if let Some(task) = tasks.iter_mut().find(|t| t.key == key) {
+            // A task read back from its step learns its parent again.
+            if task.parent_id.is_none() {
+                task.parent_id.clone_from(&new.parent_id);
+            }
             if task.runs_again() {
                 // A new execution runs a failed task again, as its next attempt.
                 task.status = Status::Running;
@@ -315,13 +319,14 @@ impl Execution {
         Ok(child)
     }
 
-    /// The waiting callback task `id` the SDK resumes with, if it is one (`RESUME_WITH_TASK`).
-    pub(super) async fn callback_of(&self, id: &str) -> Option<(String, Callback)> {
-        let tasks = self.tasks.lock().await;
-        let task = tasks
+    /// The first waiting subtask of the task `parent_id` (a parallel task's).
+    pub(super) async fn waiting_child(&self, parent_id: &str) -> Option<Task> {
+        self.tasks
+            .lock()
+            .await
             .iter()
-            .find(|t| t.id == id && t.status == Status::Waiting)?;
-        Some((task.key.clone(), task.callback.clone()?))
+            .find(|t| t.status == Status::Waiting && t.parent_id.as_deref() == Some(parent_id))
+            .cloned()
     }
 
     /// `POST …/tasks/{id}/complete`: `output` is the task's result serialized as JSON text.

@@ -169,18 +169,25 @@ pub(crate) async fn execute(
             }
             RunJobResponse::ResumeWithTask { task }
             | RunJobResponse::ResumeWithParallelTask { task } => {
-                if let Some((key, callback)) = exec.callback_of(&task.id).await {
-                    // Suspends the execution until the callback task is resumed or its deadline.
-                    steps
-                        .suspend_on(&key, callback.since, callback.until, callback.wait())
-                        .await;
-                }
-                let Some(task) = exec.by_id(&task.id).await else {
+                let Some(mut task) = exec.by_id(&task.id).await else {
                     return Err(JobError::fatal(format!(
                         "the endpoint resumes with the task {:?}, which the run does not have",
                         task.id
                     )));
                 };
+                if task.status == Status::Running {
+                    // A parallel task (`io.parallel`, `batchInvokeAndWaitForCompletion`) waits
+                    // for its subtasks, one after the other: its first waiting one now.
+                    if let Some(child) = exec.waiting_child(&task.id).await {
+                        task = child;
+                    }
+                }
+                if let (Status::Waiting, Some(callback)) = (task.status, &task.callback) {
+                    // Suspends the execution until the callback task is resumed or its deadline.
+                    steps
+                        .suspend_on(&task.key, callback.since, callback.until, callback.wait())
+                        .await;
+                }
                 match (task.status, task.delay_until) {
                     (Status::Waiting, Some(until)) => {
                         // Suspends the execution until `until` (returns only when it is due).
@@ -190,7 +197,7 @@ pub(crate) async fn execute(
                     (Status::Completed, _) => {}
                     _ => {
                         return Err(JobError::fatal(format!(
-                            "the endpoint waits on task {:?} ({}), which is neither a wait nor a callback task (io.backgroundFetch and parallel tasks are not supported by Flare)",
+                            "the endpoint waits on task {:?} ({}), which is neither a wait nor a callback task nor a parallel task waiting for one (io.backgroundFetch is not supported by Flare)",
                             task.name,
                             task.status.as_str()
                         )))

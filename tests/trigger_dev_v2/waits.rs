@@ -122,7 +122,8 @@ async fn v2_waits_and_invokes_run_on_flares_durable_waits() {
         .expect("POST");
     assert_eq!(again.status(), 404, "a callback is answered once");
 
-    // invokeAndWaitForCompletion: each child's output comes back; a failing child's error too.
+    // invokeAndWaitForCompletion: each child's output comes back, a failing child's error too;
+    // batchInvokeAndWaitForCompletion waits for all of its children.
     let onboard = api
         .send("test.onboard", json!({"teams": ["a", "broken"]}))
         .await;
@@ -135,6 +136,11 @@ async fn v2_waits_and_invokes_run_on_flares_durable_waits() {
         results[1]["error"]
             .as_str()
             .is_some_and(|e| e.contains("no such team")),
+        "{run}"
+    );
+    assert_eq!(
+        run["output"]["batch"],
+        json!([{"team": "c", "tips": 3}, {"team": "d", "tips": 3}]),
         "{run}"
     );
     let children = api.runs("send-tips").await;
@@ -158,8 +164,8 @@ async fn v2_waits_and_invokes_run_on_flares_durable_waits() {
         }
     }
     assert_eq!(
-        linked, 2,
-        "the two waited-for runs are the parent's children: {children:?}"
+        linked, 4,
+        "the four waited-for runs are the parent's children: {children:?}"
     );
     // job.invoke inside the run started one more run, not waited for (nor the parent's child).
     let extra = run["output"]["extraRunId"]

@@ -130,7 +130,8 @@ export const sendTips = client.defineJob({
 });
 
 // Invokes `send-tips` for each team and waits for each run's result
-// (`invokeAndWaitForCompletion`), then starts one more without waiting (`job.invoke`).
+// (`invokeAndWaitForCompletion`), then for two more teams at once
+// (`batchInvokeAndWaitForCompletion`), then starts one more without waiting (`job.invoke`).
 client.defineJob({
   id: "onboard-teams",
   name: "Onboard teams",
@@ -142,8 +143,12 @@ client.defineJob({
       const run = await sendTips.invokeAndWaitForCompletion(`tips-${team}`, { team });
       results.push(run.ok ? run.output : { team, failed: run.status, error: run.error?.message });
     }
+    const batch = await sendTips.batchInvokeAndWaitForCompletion(
+      "batch",
+      ["c", "d"].map((team) => ({ payload: { team } })),
+    );
     const extra = await sendTips.invoke("extra-tips", { team: "extra" });
-    await io.logger.info(`${results.length} teams onboarded`);
-    return { results, extraRunId: extra.id };
+    await io.logger.info(`${results.length + batch.length} teams onboarded`);
+    return { results, batch: batch.map((run) => (run.ok ? run.output : run.status)), extraRunId: extra.id };
   },
 });
