@@ -33,6 +33,7 @@ mod ended;
 mod endpoints;
 mod events;
 mod flow;
+mod invoke;
 mod jobs;
 mod listen;
 mod nodes;
