@@ -1,4 +1,4 @@
-// What the CI test (tests/trigger_dev_v2.rs) does with the SDK's client outside a run, one
+// What the CI test (tests/trigger_dev_v2) does with the SDK's client outside a run, one
 // command per call, printing the answer as JSON:
 //   invoke <jobId> <payload JSON> [idempotencyKey]   client.invokeJob
 //   cancel <jobId>                                    client.cancelRunsForJob

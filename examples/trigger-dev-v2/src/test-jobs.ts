@@ -1,4 +1,4 @@
-// Jobs that only the CI test (tests/trigger_dev_v2.rs) uses: each records its side effects in
+// Jobs that only the CI test (tests/trigger_dev_v2) uses: each records its side effects in
 // files under STATE_DIR, which the test reads. Loaded only when STATE_DIR is set.
 import { eventTrigger, invokeTrigger, isTriggerError } from "@trigger.dev/sdk";
 import { appendFileSync, existsSync, writeFileSync } from "node:fs";
