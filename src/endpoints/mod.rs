@@ -35,7 +35,10 @@ pub mod step_answer;
 pub mod stepped;
 mod target;
 pub mod trigger_dev_v2;
+pub mod v2_callbacks;
+pub mod v2_execution;
 pub mod v2_runs;
+pub mod v2_tasks;
 
 pub use error::Error;
 pub use registry::Registry;

@@ -15,7 +15,7 @@ use super::jobs::{define, define_v2, Target};
 use super::protocol::JobDef;
 use super::reports::Reports;
 use super::seed::{endpoint_id, generate_secret, validate_secret, validate_url};
-use super::{address, protocol, trigger_dev_v2, v2_runs};
+use super::{address, protocol, trigger_dev_v2, v2_execution, v2_runs};
 use crate::client::Client;
 use crate::io::Io;
 use crate::store::endpoints::{
@@ -42,7 +42,7 @@ pub struct Registry {
     revision: Mutex<Option<(i64, i64)>>,
     stop: CancellationToken,
     /// Trigger.dev v2 runs executing on this node (their SDK calls this node's API).
-    v2_runs: Arc<v2_runs::Executions>,
+    v2_runs: Arc<v2_execution::Executions>,
     /// Whether this node serves the HTTP API: only such a node runs Trigger.dev v2 jobs, whose
     /// SDK calls back the API while a run executes.
     serves_api: bool,
@@ -87,7 +87,7 @@ impl Registry {
     }
 
     /// The Trigger.dev v2 executions in progress on this node.
-    pub fn v2_runs(&self) -> &v2_runs::Executions {
+    pub fn v2_runs(&self) -> &v2_execution::Executions {
         &self.v2_runs
     }
 

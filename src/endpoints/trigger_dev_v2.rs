@@ -5,7 +5,9 @@
 //! and `x-trigger-action`: `PING` (with `x-trigger-endpoint-id`, the client id), `INDEX_ENDPOINT`
 //! (its jobs: each with an `eventTrigger` becomes a Flare job, see [`translate_index`]) and
 //! `EXECUTE_JOB` (a `RunJobBody`, see [`run_job_body`]), whose `RunJobResponse` is read by
-//! [`parse_response`]. The tasks the SDK creates while a run executes are in [`super::v2_runs`].
+//! [`parse_response`]. A run's execution is [`super::v2_runs`]; the tasks the SDK creates
+//! meanwhile are [`super::v2_tasks`], and its callback tasks (`io.waitForEvent`,
+//! `io.waitForRequest`, `invokeAndWaitForCompletion`) [`super::v2_callbacks`].
 
 use std::time::Duration;
 
@@ -157,9 +159,12 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
             schedule: Some(schedule_def(trigger)?),
         },
         Some("dynamic") => return Err("dynamic triggers are not supported by Flare".into()),
-        Some("invoke") => {
-            return Err("invokeTrigger jobs are not supported yet (only eventTrigger)".into())
-        }
+        // Runs only when invoked (`invokeJob`): its runs' events are never broadcast.
+        Some("invoke") => TriggerDef {
+            event: Some(crate::model::wait::INVOKE_EVENT.to_string()),
+            filter: None,
+            schedule: None,
+        },
         other => return Err(format!("unknown trigger type {other:?}")),
     };
     let def = JobDef {
@@ -459,11 +464,14 @@ mod tests {
               "schedule": {"type": "cron", "options": {"cron": "0 0 * * *"}}}},
             {"id": "poll", "name": "P", "version": "1.0.0", "trigger": {"type": "scheduled",
               "schedule": {"type": "interval", "options": {"seconds": 300}}}},
+            {"id": "send-tips", "name": "T", "version": "1.0.0", "trigger": {"type": "invoke"}},
             {"id": "bad", "name": "B", "version": "1.0.0", "trigger": {"type": "static", "title": "t",
               "rule": {"event": "x.y", "source": "trigger.dev", "payload": {"a": [{"$isNull": true}]}}}},
         ], "sources": [{"key": "github"}]});
         let (defs, skipped) = translate_index(&index).expect("index");
-        assert_eq!(defs.len(), 3);
+        assert_eq!(defs.len(), 4);
+        // An invokeTrigger job runs when invoked, on an event never broadcast.
+        assert_eq!(defs[3].trigger.event.as_deref(), Some("flare/job.invoked"));
         assert_eq!(defs[0].trigger.event.as_deref(), Some("user.created"));
         assert!(defs[0].trigger.filter.is_some());
         // cronTrigger and intervalTrigger jobs become scheduled jobs (cron in UTC, as in v2).

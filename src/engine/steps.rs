@@ -490,8 +490,34 @@ impl Steps {
         Ok(None)
     }
 
+    /// Suspends the execution on `wait` as the step `key` (reached at `since`, over at `until`)
+    /// and never returns: the wait is stored with the run's return to the queue, as every wait's
+    /// (Trigger.dev v2's callback tasks, whose wait the SDK names only after the task exists).
+    pub(crate) async fn suspend_on(&self, key: &str, since: i64, until: i64, wait: EventWait) {
+        self.suspend(Suspension::Wait {
+            key: key.to_string(),
+            until,
+            since,
+            event: Some(wait),
+        })
+        .await;
+    }
+
+    /// Ends the wait `key` at its timeout unless something resumed it first; its stored output
+    /// (null: timed out).
+    pub(crate) async fn expire(&self, key: &str) -> Result<Value, JobError> {
+        let now = self.clock.now_ms();
+        match self.store.wait_expire(self.lease.clone(), key, now).await {
+            Ok(Some(output)) => Ok(output),
+            Ok(None) => Err(JobError::from(format!(
+                "wait {key:?} could not end: this worker lost the run's lease"
+            ))),
+            Err(e) => Err(JobError::from(format!("wait {key:?} could not end: {e}"))),
+        }
+    }
+
     /// Starts (or finds) the child run of step `key`.
-    async fn spawn(
+    pub(crate) async fn spawn(
         &self,
         key: &str,
         job_id: &str,

@@ -1,10 +1,11 @@
 //! The Trigger.dev v2 platform API that `@trigger.dev/sdk` 2.x calls (protected routes; the SDK
 //! sends `Authorization: Bearer <apiKey>`): endpoint registration as the v2 CLI does it, the
-//! task calls of a run in progress (see [`crate::endpoints::v2_runs`]) and the read routes Flare
-//! has a counterpart for. The SDK's other calls (integrations, sources, dynamic triggers and
-//! schedules, status updates, the key-value store, invoking a job) answer 501 with a JSON error
-//! that names the feature, for the methods the SDK sends (others: 405 with `Allow`). The event
-//! routes are in [`super::compat`].
+//! task calls of a run in progress (see [`crate::endpoints::v2_execution`]), `io.waitForEvent`'s
+//! event dispatcher, invoking a job (`invokeJob`, `invokeAndWaitForCompletion`), cancelling a
+//! job's runs, and the read routes Flare has a counterpart for. The SDK's other calls
+//! (integrations, sources, dynamic triggers and schedules, status updates, the key-value store)
+//! answer 501 with a JSON error that names the feature, for the methods the SDK sends (others:
+//! 405 with `Allow`). The event routes are in [`super::compat`].
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue};
@@ -18,8 +19,10 @@ use super::body::JsonObject;
 use super::compat::{trigger_dev_event, trigger_dev_status, TriggerDevEvent, TriggerDevOptions};
 use super::{ApiError, AppState};
 use crate::endpoints::trigger_dev_v2::{ErrorWithStack, LAZY_LOADED_CACHED_TASKS};
-use crate::endpoints::v2_runs::{Execution, NewTask, TaskError};
-use crate::model::Run;
+use crate::endpoints::v2_callbacks::{token_of, Dispatcher, InvokeBody};
+use crate::endpoints::v2_execution::Execution;
+use crate::endpoints::v2_tasks::{task_id, NewTask, TaskError};
+use crate::model::{Run, RunStatus, Source};
 use crate::store::endpoints::Protocol;
 use crate::store::query::RunQuery;
 
@@ -38,13 +41,14 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/runs/{run}/cancel", post(run_cancel))
         .route("/api/v1/jobs/{job}/runs", get(job_runs))
         .route("/api/v1/events/{id}/cancel-runs", post(event_cancel_runs))
+        .route("/api/v1/jobs/{job}/invoke", post(job_invoke))
+        .route("/api/v1/jobs/{job}/cancel-runs", post(job_cancel_runs))
+        .route(
+            "/api/v1/event-dispatchers/ephemeral",
+            post(dispatcher_create),
+        )
         // The SDK's calls of features Flare lacks, each with the methods the SDK uses (another
         // method is 405 with `Allow`, as on every route).
-        .route("/api/v1/jobs/{job}/invoke", post(unsupported_invoke))
-        .route(
-            "/api/v1/jobs/{job}/cancel-runs",
-            post(unsupported_cancel_job_runs),
-        )
         .route(
             "/api/v1/runs/{run}/statuses/{id}",
             put(unsupported_statuses),
@@ -54,10 +58,6 @@ pub fn routes() -> Router<AppState> {
             get(unsupported_store)
                 .put(unsupported_store)
                 .delete(unsupported_store),
-        )
-        .route(
-            "/api/v1/event-dispatchers/ephemeral",
-            post(unsupported_dispatcher),
         )
         .route("/api/v1/webhooks/{key}", put(unsupported_webhooks))
         .route("/api/v1/{client}/auth/{id}", get(unsupported_auth))
@@ -166,7 +166,7 @@ async fn task_create(
         _ => None,
     };
     let exec = execution(&state, &run)?;
-    let task = exec.create(new, send).await?;
+    let task = exec.create(new, send, &base_url(&headers)).await?;
     let lazy = headers.get("trigger-version").and_then(|v| v.to_str().ok())
         == Some(LAZY_LOADED_CACHED_TASKS);
     if lazy {
@@ -237,7 +237,7 @@ async fn run_get(
         .filter(|s| !s.key.starts_with("flare:"))
         .map(|s| {
             json!({
-                "id": crate::endpoints::v2_runs::task_id(&run, &s.key),
+                "id": task_id(&run, &s.key),
                 "displayKey": s.key,
                 "status": match s.status {
                     crate::model::StepStatus::Succeeded => "COMPLETED",
@@ -340,28 +340,196 @@ async fn event_cancel_runs(
     )
 }
 
+/// Flare's address as the client of this request reached it (`http://host:port`), for the
+/// callback URLs it gives: the SDK calls Flare at its `apiUrl`, so the URL is reachable wherever
+/// the application reaches Flare. `X-Forwarded-Proto: https` (a TLS proxy) makes it `https`.
+fn base_url(headers: &HeaderMap) -> String {
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let scheme = match header("x-forwarded-proto") {
+        Some(p) if p.eq_ignore_ascii_case("https") => "https",
+        _ => "http",
+    };
+    let host = header("host").unwrap_or("localhost");
+    format!("{scheme}://{host}")
+}
+
+/// `POST /api/v1/event-dispatchers/ephemeral` (`io.waitForEvent`): the waiting task whose
+/// callback URL it names waits for the event it describes.
+async fn dispatcher_create(
+    State(state): State<AppState>,
+    JsonObject(body): JsonObject<Dispatcher>,
+) -> Result<Response, ApiError> {
+    let exec = waiting_task(&state, &body.url, "url").await?;
+    let token = token_of(&body.url).unwrap_or_default().to_string();
+    Ok(Json(exec.dispatch(&token, &body).await?).into_response())
+}
+
+/// The execution with a waiting callback task at `url` (the request's `field`), or a 404.
+async fn waiting_task(
+    state: &AppState,
+    url: &str,
+    field: &str,
+) -> Result<std::sync::Arc<Execution>, ApiError> {
+    state
+        .endpoints
+        .v2_runs()
+        .by_callback_url(url)
+        .await
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "{field}: {url:?} is not the callback URL of a waiting task of a run executing on this Flare node"
+            ))
+        })
+}
+
+/// The name of the event of a run invoked by `client.invokeJob` (no fan-out: it starts the one
+/// job invoked), as of one invoked by another run.
+const INVOKE_EVENT: &str = crate::model::wait::INVOKE_EVENT;
+
+/// `POST /api/v1/jobs/{job}/invoke` (`client.invokeJob`, `job.invoke`,
+/// `invokeAndWaitForCompletion`): a run of that one job. With `options.callbackUrl` (a waiting
+/// task's), a child of the task's run, which waits for it; otherwise a run of its own, whose
+/// event id is the `Idempotency-Key` (`invoke-<key>`: the same key gives the same run). Answers
+/// `{id}`, the run's id.
+async fn job_invoke(
+    State(state): State<AppState>,
+    Path(job): Path<String>,
+    headers: HeaderMap,
+    JsonObject(body): JsonObject<InvokeBody>,
+) -> Result<Response, ApiError> {
+    let options = body.options.unwrap_or_default();
+    if options.account_id.is_some() {
+        return Err(ApiError::BadRequest(
+            "options.accountId: external accounts are not supported by Flare".into(),
+        ));
+    }
+    let payload = body.payload.unwrap_or_else(|| json!({}));
+    if let Some(url) = &options.callback_url {
+        let exec = waiting_task(&state, url, "options.callbackUrl").await?;
+        let token = token_of(url).unwrap_or_default();
+        let id = exec.invoke(token, &job, payload).await?;
+        return Ok(Json(json!({ "id": id })).into_response());
+    }
+    let key = headers
+        .get("idempotency-key")
+        .map(|v| {
+            v.to_str()
+                .map(|k| k.trim().to_string())
+                .map_err(|_| ApiError::BadRequest("Idempotency-Key: visible ASCII only".into()))
+        })
+        .transpose()?
+        .filter(|k| !k.is_empty());
+    // An invoke made from a task (`job.invoke(cacheKey, …)`) names the run that sent it.
+    let caller = match &key {
+        Some(k) => state.endpoints.v2_runs().by_task_key(k).await,
+        None => None,
+    };
+    let source = caller.map_or(Source::TriggerDev, |e| Source::Job(e.run_id().to_string()));
+    let mut event = crate::client::SendEvent::new(INVOKE_EVENT, &payload);
+    if let Some(k) = &key {
+        event = event.id(format!("invoke-{k}"));
+    }
+    if let Some(context) = body
+        .context
+        .filter(|c| c.as_object().is_none_or(|o| !o.is_empty()) && !c.is_null())
+    {
+        event = event.context(context);
+    }
+    let now = state.client.clock().now_ms();
+    let new = crate::send::prepare(event, &source, None, now).map_err(|e| match e {
+        crate::client::Error::InvalidId(why) => {
+            ApiError::BadRequest(format!("Idempotency-Key: {why}"))
+        }
+        other => other.into(),
+    })?;
+    let event_id = new.id.clone();
+    match state.client.store().job_invoke(&job, new).await {
+        Ok(Some(id)) => Ok(Json(json!({ "id": id })).into_response()),
+        Ok(None) => Err(ApiError::Conflict(format!(
+            "event {event_id:?} (the Idempotency-Key) has no run of {job:?}: it was used for another event, or the job's rate limit skipped the run"
+        ))),
+        Err(crate::store::Error::NotFound { what: "job", .. }) => Err(ApiError::NotFound(
+            format!("no job {job:?} is defined in Flare"),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /api/v1/jobs/{job}/cancel-runs` (`cancelRunsForJob`): cancels the job's runs that have
+/// not ended (queued, waiting or running; at most [`super::bulk::BULK_MAX`], newest first), each
+/// as the API's cancel does it (an invoked child of one is cancelled with it).
+async fn job_cancel_runs(
+    State(state): State<AppState>,
+    Path(job): Path<String>,
+) -> Result<Response, ApiError> {
+    let store = state.client.store();
+    let mut ids = Vec::new();
+    for status in [RunStatus::Running, RunStatus::Queued] {
+        let mut cursor = None;
+        loop {
+            let page = store
+                .runs_list(RunQuery {
+                    job_id: Some(job.clone()),
+                    status: Some(status),
+                    limit: crate::store::page::MAX_LIMIT,
+                    cursor,
+                    ..RunQuery::default()
+                })
+                .await?;
+            ids.extend(page.items.into_iter().map(|r| r.run.id));
+            match page.next_cursor {
+                Some(next) if ids.len() < super::bulk::BULK_MAX => cursor = Some(next),
+                _ => break,
+            }
+        }
+    }
+    ids.truncate(super::bulk::BULK_MAX);
+    let mut cancelled = Vec::new();
+    let mut failed = Vec::new();
+    for id in ids {
+        match state.client.engine().run_cancel(&id).await {
+            Ok(()) => cancelled.push(id),
+            Err(e) => {
+                // Ended meanwhile (a parent's cancel takes its children along): cancelled or not.
+                let now_cancelled = store
+                    .run_detail(&id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|d| d.run.status == RunStatus::Cancelled);
+                if now_cancelled {
+                    cancelled.push(id);
+                } else {
+                    tracing::debug!(run = %id, error = %e, "cancelRunsForJob: not cancelled");
+                    failed.push(id);
+                }
+            }
+        }
+    }
+    Ok(
+        Json(json!({ "cancelledRunIds": cancelled, "failedToCancelRunIds": failed }))
+            .into_response(),
+    )
+}
+
 fn unsupported(feature: &str) -> ApiError {
     ApiError::NotImplemented(format!(
         "{feature} is a Trigger.dev v2 feature Flare does not have (see docs/trigger-dev-v2.md)"
     ))
 }
 
-async fn unsupported_invoke() -> ApiError {
-    unsupported(
-        "invoking a job (invokeJob / invokeTrigger); send an event its trigger matches instead",
-    )
-}
-async fn unsupported_cancel_job_runs() -> ApiError {
-    unsupported("cancelling every run of a job (cancelRunsForJob)")
-}
 async fn unsupported_statuses() -> ApiError {
     unsupported("run status updates (io.createStatus)")
 }
 async fn unsupported_store() -> ApiError {
     unsupported("the key-value store (io.store)")
-}
-async fn unsupported_dispatcher() -> ApiError {
-    unsupported("ephemeral event dispatchers (io.waitForEvent)")
 }
 async fn unsupported_webhooks() -> ApiError {
     unsupported("webhook triggers")

@@ -3,6 +3,11 @@
 //! up by its value) and of a CEL condition over `event` (the run's event) and `async` (the
 //! incoming one), and the event a wait resumes with ([`WaitedEvent`]). Pure rules: the store
 //! keeps the waits and applies them when an event is inserted.
+//!
+//! A condition may call `matchesFilter(value, filter)`: whether `value` passes a payload filter
+//! written as a trigger's ([`crate::filter`]), e.g.
+//! `matchesFilter(async.payload, {"plan": ["pro"], "amount": [{"$gte": 100}]})`. A Trigger.dev
+//! v2 `io.waitForEvent` filter is such a condition ([`EventWait::filtered`]).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -29,6 +34,9 @@ pub const CALLBACK_EVENT: &str = "flare/callback";
 
 /// The match path of a wait for a callback.
 pub const CALLBACK_PATH: &str = "token";
+
+/// The CEL function of a payload filter (see the module doc).
+pub const FILTER_FUNCTION: &str = "matchesFilter";
 
 /// How a run waits for an event, as stored with the waiting run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +90,55 @@ impl EventWait {
             match_value,
             run_event: condition.is_some().then_some(run_event),
             condition,
+        })
+    }
+
+    /// A wait for `event` whose payload passes `filter` (a trigger's payload filter, see
+    /// [`crate::filter`]; `None` or `{}`: any payload), as a Trigger.dev v2 `io.waitForEvent`
+    /// asks. The filter becomes the condition `matchesFilter(async.payload, <filter>)`; a
+    /// top-level field it wants equal to one string is also the wait's match, so an insert finds
+    /// the wait by that value (an index lookup) rather than testing every waiter of the name.
+    pub fn filtered(event: &str, filter: Option<&Value>) -> Result<Self, String> {
+        crate::model::validate_event_name(event).map_err(|e| e.to_string())?;
+        let filter = filter.filter(|f| f.as_object().is_none_or(|o| !o.is_empty()));
+        let Some(filter) = filter else {
+            return Ok(Self {
+                event: event.to_string(),
+                match_path: String::new(),
+                match_value: String::new(),
+                condition: None,
+                run_event: None,
+            });
+        };
+        crate::filter::Filter::parse(filter).map_err(|e| format!("filter: {e}"))?;
+        // A JSON object is a CEL map literal.
+        let condition = format!("{FILTER_FUNCTION}(async.payload, {filter})");
+        check_condition(&condition).map_err(|_| {
+            format!(
+                "filter: at most {} bytes of JSON, with integers that fit 64 bits",
+                MAX_WAIT_TEXT_LEN - FILTER_FUNCTION.len() - 20
+            )
+        })?;
+        let single = filter.as_object().and_then(|fields| {
+            fields
+                .iter()
+                .find_map(|(field, conditions)| match conditions.as_array() {
+                    Some(one) if one.len() == 1 && !field.contains('.') => one[0]
+                        .as_str()
+                        .map(|v| (format!("{MATCH_PREFIX}{field}"), v)),
+                    _ => None,
+                })
+        });
+        let (match_path, match_value) = match single {
+            Some((path, value)) if check_path(&path).is_ok() => (path, value.to_string()),
+            _ => (String::new(), String::new()),
+        };
+        Ok(Self {
+            event: event.to_string(),
+            match_path,
+            match_value,
+            condition: Some(condition),
+            run_event: None,
         })
     }
 
@@ -220,10 +277,20 @@ fn evaluate(condition: &str, event: &Value, incoming: &Value) -> bool {
     };
     ctx.add_variable_from_value("event", event);
     ctx.add_variable_from_value("async", incoming);
+    ctx.add_function(FILTER_FUNCTION, matches_filter);
     matches!(
         program.execute(&ctx),
         Ok(cel_interpreter::Value::Bool(true))
     )
+}
+
+/// `matchesFilter(value, filter)`: whether `value` passes the payload filter `filter`; false
+/// for a filter that is not one.
+fn matches_filter(value: cel_interpreter::Value, filter: cel_interpreter::Value) -> bool {
+    let (Ok(value), Ok(filter)) = (value.json(), filter.json()) else {
+        return false;
+    };
+    crate::filter::Filter::parse(&filter).is_ok_and(|f| f.matches(&value))
 }
 
 /// The event a wait resumed with: what `io.wait_for_event` returns.
@@ -283,5 +350,56 @@ mod tests {
         assert!(EventWait::new("x", Some("invoiceId"), None, run.clone()).is_err());
         assert!(EventWait::new("x", Some("payload.missing"), None, run.clone()).is_err());
         assert!(EventWait::new("x", None, Some("event.payload.n >"), run).is_err());
+    }
+
+    #[test]
+    fn a_v2_filter_is_a_condition_and_its_one_string_field_the_match() {
+        let w = EventWait::filtered(
+            "invoice.paid",
+            Some(&json!({"invoiceId": ["in_1"], "amount": [{"$gte": 100}]})),
+        )
+        .expect("valid");
+        assert_eq!(
+            (w.match_path.as_str(), w.match_value.as_str()),
+            ("payload.invoiceId", "in_1")
+        );
+        let paid = |payload: Value| w.accepts(&event_value("e", "invoice.paid", &payload));
+        assert!(paid(json!({"invoiceId": "in_1", "amount": 120})));
+        assert!(paid(json!({"invoiceId": "in_1", "amount": 100.5})));
+        assert!(!paid(json!({"invoiceId": "in_1", "amount": 99})));
+        assert!(!paid(json!({"invoiceId": "in_2", "amount": 120})));
+        assert!(!paid(json!({"invoiceId": "in_1"})));
+        // No single string: every waiter of the name is tested.
+        let any = EventWait::filtered("x.y", Some(&json!({"n": [1, 2], "s": {"$x": 1}})));
+        assert!(
+            any.is_err(),
+            "a nested filter with an unknown operator is refused"
+        );
+        let w = EventWait::filtered(
+            "x.y",
+            Some(&json!({"n": [1, 2], "who": {"name": ["it's \"q\" é\n"]}})),
+        )
+        .expect("valid");
+        assert_eq!(w.match_path, "");
+        assert!(w.accepts(&event_value(
+            "e",
+            "x.y",
+            &json!({"n": 2, "who": {"name": "it's \"q\" é\n"}})
+        )));
+        assert!(!w.accepts(&event_value(
+            "e",
+            "x.y",
+            &json!({"n": 3, "who": {"name": "it's \"q\" é\n"}})
+        )));
+        let all = EventWait::filtered("x.y", Some(&json!({}))).expect("valid");
+        assert!(all.condition.is_none() && all.accepts(&event_value("e", "x.y", &json!(null))));
+        assert!(EventWait::filtered("x.y", Some(&json!({"a": [{"$isNull": true}]}))).is_err());
+        assert!(EventWait::filtered("X Y", None).is_err());
+        // A Rust job's condition may use the function too.
+        assert!(condition_holds(
+            "matchesFilter(async.payload, {\"plan\": [\"pro\"]}) && event.payload.n == 1",
+            &event_value("r", "a.b", &json!({"n": 1})),
+            &event_value("e", "a.c", &json!({"plan": "pro"})),
+        ));
     }
 }

@@ -364,6 +364,14 @@ impl Store {
         dispatch!(self, s => s.run_invoke(lease, key, job_id, payload, now).await)
     }
 
+    /// Inserts `event` without fan-out and one run of job `job_id` for it (Trigger.dev v2's `invokeJob`); an existing id keeps its event. The run's id (`None`: that event has no run, or the job's rate limit skipped it).
+    pub async fn job_invoke(&self, job_id: &str, event: NewEvent) -> Result<Option<String>> {
+        unstorable_id("job", job_id)?;
+        unstorable_id("event", &event.id)?;
+        let job_id = job_id.to_string();
+        dispatch!(self, s => s.job_invoke(job_id, event).await)
+    }
+
     /// Stores the callback step `key` (token, deadline) of the run holding `lease` with its wait, before the job waits on it (false: lease lost).
     pub async fn callback_create(
         &self,

@@ -1,7 +1,7 @@
 //! Behaviour suite: `io.callback` — an unguessable URL path whose `POST` of JSON (no API key)
 //! resumes the waiting run with the body, once; refused (404, nothing changed) when unknown,
-//! used or past its deadline; a body that is not JSON or too large is refused; a post that
-//! arrives before the run waits is kept.
+//! used or past its deadline, or when its run was cancelled; a body that is not JSON or too
+//! large is refused; a post that arrives before the run waits is kept.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -153,8 +153,35 @@ async fn a_post_before_the_run_waits_is_kept(db: TestDb) {
     assert_eq!(d.runs[0].output, Some(json!({ "answer": { "early": 1 } })));
 }
 
+async fn a_cancelled_runs_callback_is_refused(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    client.define_job(approver()).unwrap();
+    let ev = client
+        .send_event("approval.asked", &json!({}))
+        .await
+        .unwrap();
+    let t = token(&client, &ev.run_ids[0]).await;
+    client.engine().run_cancel(&ev.run_ids[0]).await.unwrap();
+    let app = sample::router(&client, db.url.clone(), None);
+    let a = post(&app, &t, r#"{"approved": true}"#).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
+    let d = client
+        .store()
+        .run_detail(&ev.run_ids[0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.run.status, RunStatus::Cancelled);
+    assert!(
+        d.wait.is_none(),
+        "a cancelled run waits for nothing: {:?}",
+        d.wait
+    );
+}
+
 backend_tests!(
     a_post_resumes_the_run_with_its_body_once,
+    a_cancelled_runs_callback_is_refused,
     a_callback_past_its_deadline_is_refused_and_the_run_goes_on_without,
     a_post_before_the_run_waits_is_kept,
 );

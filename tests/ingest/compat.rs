@@ -471,7 +471,6 @@ async fn trigger_dev_v2_features_flare_lacks_answer_501_and_other_methods_405() 
     };
     // The methods the SDK sends: a JSON 501 naming the feature.
     for (method, path, feature) in [
-        ("POST", "/api/v1/jobs/j/invoke", "invoking a job"),
         ("PUT", "/api/v1/runs/r/statuses/s", "run status updates"),
         ("GET", "/api/v1/store/k", "key-value store"),
         ("PUT", "/api/v1/store/k", "key-value store"),

@@ -194,14 +194,39 @@ pub(super) fn trigger_dev_v2_paths() -> Value {
         }},
         "/api/v1/events/{id}/cancel-runs": { "post": {
             "summary": "Trigger.dev v2 cancelRunsForEvent", "parameters": [id_param("event")],
-            "responses": { "200": ok("The runs cancelled and those that could not be.", object), "404": error("No such event.") }
+            "responses": { "200": ok("The runs cancelled and those that could not be.", object.clone()), "404": error("No such event.") }
         }},
-        "/api/v1/jobs/{job}/invoke": unsupported("invokeJob", &["post"], json!([job.clone()])),
-        "/api/v1/jobs/{job}/cancel-runs": unsupported("cancelJobRuns", &["post"], json!([job])),
+        "/api/v1/jobs/{job}/invoke": { "post": {
+            "summary": "Trigger.dev v2 invokeJob: a run of that one job (the Idempotency-Key header makes it once per key); with options.callbackUrl, a child of the waiting task's run, which waits for it (invokeAndWaitForCompletion)",
+            "parameters": [job.clone(), { "name": "Idempotency-Key", "in": "header", "required": false,
+                "description": "The run's event id is invoke-<key>: the same key, the same run.", "schema": string() }],
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "properties": { "payload": {}, "context": {}, "options": { "type": "object",
+                    "properties": { "callbackUrl": string(), "accountId": string() } } } } } } },
+            "responses": { "200": ok("{id}: the run's id.", object.clone()),
+                "400": error("Bad body or header; options.accountId (not supported)."),
+                "404": error("No such job, or options.callbackUrl is not a waiting task's of a run executing on this node."),
+                "409": error("The Idempotency-Key's event has no run of this job."),
+                "415": error("Not sent as application/json.") }
+        }},
+        "/api/v1/jobs/{job}/cancel-runs": { "post": {
+            "summary": "Trigger.dev v2 cancelRunsForJob: cancels the job's queued, waiting and running runs (at most 10,000)",
+            "parameters": [job],
+            "responses": { "200": ok("{cancelledRunIds, failedToCancelRunIds}.", object.clone()) }
+        }},
+        "/api/v1/event-dispatchers/ephemeral": { "post": {
+            "summary": "Trigger.dev v2 io.waitForEvent: the waiting task whose callback URL it names waits for the first event of that name whose payload passes the filter",
+            "requestBody": { "required": true, "content": { "application/json": { "schema": {
+                "type": "object", "required": ["url", "name"], "properties": { "url": string(), "name": {},
+                    "filter": { "type": "object" }, "source": string(), "timeoutInSeconds": { "type": "number" } } } } } },
+            "responses": { "200": ok("{id}.", object),
+                "400": error("Bad body; several names, another source, contextFilter or accountId (not supported), or a filter Flare does not read; the message names the field."),
+                "404": error("url is not the callback URL of a waiting task of a run executing on this node."),
+                "415": error("Not sent as application/json.") }
+        }},
         "/api/v1/runs/{run}/statuses/{id}": unsupported("io.createStatus", &["put"],
             json!([run, path_param("id", "The status id.")])),
         "/api/v1/store/{key}": unsupported("io.store", &["get", "put", "delete"], json!([key.clone()])),
-        "/api/v1/event-dispatchers/ephemeral": unsupported("io.waitForEvent", &["post"], json!([])),
         "/api/v1/webhooks/{key}": unsupported("webhook triggers", &["put"], json!([key])),
         "/api/v1/{client}/auth/{id}": unsupported("integrations", &["get"],
             json!([client.clone(), path_param("id", "The integration id.")])),

@@ -221,6 +221,8 @@ pub(super) async fn run_cancel_in<C: GenericClient>(
         // cancelled with it.
         let mut ended = vec![id.to_string()];
         while let Some(run) = ended.pop() {
+            // A cancelled run waits no more: its callback answers 404, events pass it by.
+            super::rows::exec(tx, "DELETE FROM run_waits WHERE run_id = $1", &[&run]).await?;
             send_ended(tx, triggers, &[(run.clone(), None)], true, now).await?;
             super::waits::on_run_end(tx, &run, now).await?;
             for child in super::waits::children_unfinished(tx, &run).await? {

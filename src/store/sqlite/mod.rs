@@ -19,6 +19,7 @@ mod ended;
 mod endpoints;
 mod events;
 mod flow;
+mod invoke;
 mod jobs;
 mod nodes;
 mod query;

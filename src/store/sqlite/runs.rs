@@ -97,6 +97,10 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
         )?
         .execute(params![id, now])?;
     ctx.tally.run(now, &job, "cancelled", 1);
+    // A cancelled run waits no more: its callback answers 404, events pass it by.
+    ctx.conn
+        .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1")?
+        .execute([id])?;
     super::ended::send_ended(ctx, id, true, None, now)?;
     super::waits::on_run_end(ctx.conn, id, now)?;
     // Its unfinished children (`io.invoke`) are cancelled with it.
