@@ -28,6 +28,7 @@ use crate::filter::Filter;
 use crate::io::Io;
 use crate::model::validate_event_name;
 use crate::model::Debounce;
+use crate::model::Priority;
 use crate::model::{Concurrency, ConcurrencyLimit, RateLimitSpec, ThrottleSpec};
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
@@ -133,6 +134,7 @@ pub struct Job {
     pub(crate) throttle: Option<ThrottleSpec>,
     pub(crate) start_timeout: Option<Duration>,
     pub(crate) debounce: Option<Debounce>,
+    pub(crate) priority: Option<String>,
     /// The failure handler's job ([`Job::on_failure`]), defined with this one.
     pub(crate) on_failure: Option<Box<Job>>,
 }
@@ -163,6 +165,7 @@ impl Job {
             throttle: None,
             start_timeout: None,
             debounce: None,
+            priority: None,
             on_failure: None,
         }
     }
@@ -280,6 +283,16 @@ impl Job {
     /// the earlier events link to it. Checked when the job is defined.
     pub fn debounce(mut self, debounce: Debounce) -> Self {
         self.debounce = Some(debounce);
+        self
+    }
+
+    /// The priority of its runs: a CEL expression over `event` giving seconds (−600 to 600,
+    /// clamped; not a whole number: 0), evaluated when a run is created. Among due runs, one with
+    /// priority `p` is taken as if it had become due `p` seconds earlier, never before it is due:
+    /// `.priority("event.payload.plan == 'enterprise' ? 120 : 0")`. Checked when the job is
+    /// defined.
+    pub fn priority(mut self, run: &str) -> Self {
+        self.priority = Some(run.to_string());
         self
     }
 
@@ -425,6 +438,15 @@ impl Job {
                 });
             }
         }
+        let priority = self
+            .priority
+            .as_deref()
+            .map(Priority::parse)
+            .transpose()
+            .map_err(|reason| InvalidJob::Options {
+                job: id.clone(),
+                reason,
+            })?;
         let rate_limit = self
             .rate_limit
             .as_ref()
@@ -458,6 +480,7 @@ impl Job {
                 throttle,
                 start_timeout: self.start_timeout,
                 debounce,
+                priority,
             },
             handler,
         ))

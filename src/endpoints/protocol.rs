@@ -101,6 +101,9 @@ pub struct JobDef {
     /// Debounce: `{"periodMs", "key"?, "timeoutMs"?}`, one run per burst of events per key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debounce: Option<Value>,
+    /// Priority: `{"run": "<CEL>"}`, seconds (−600 to 600) earlier than due its runs are taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Value>,
     /// The protocol version its runs speak: 2 with durable steps ([`super::stepped`]), 1 (or
     /// absent) without. Set from the index answer's top-level `protocol`, kept with each job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -230,6 +233,9 @@ impl JobDef {
         }
         if let Some(v) = &self.debounce {
             job = job.debounce(crate::model::Debounce::from_json(v, "debounce")?);
+        }
+        if let Some(v) = &self.priority {
+            job = job.priority(&crate::model::Priority::text_from_json(v, "priority")?);
         }
         if let Some(v) = &self.throttle {
             let t = ThrottleSpec::from_json(v, "throttle")?;
@@ -682,6 +688,14 @@ mod tests {
             (
                 json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "debounce": {"periodMs": 5000, "timeoutMs": 1000}}]}),
                 "debounce.timeoutMs",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "priority": {"run": "event.payload.("}}]}),
+                "priority.run: not a CEL expression",
+            ),
+            (
+                json!({"jobs": [{"id": "a", "name": "A", "version": "1.0.0", "trigger": {"event": "x.y"}, "priority": 5}]}),
+                "priority: an object",
             ),
             (json!({"jobs": {}}), "no \"jobs\" array"),
             (json!([]), "JSON object"),

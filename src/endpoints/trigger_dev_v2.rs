@@ -180,6 +180,7 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         throttle: None,
         start_timeout_ms: None,
         debounce: None,
+        priority: None,
     };
     def.to_job()
         .and_then(|j| {

@@ -11,6 +11,7 @@ use super::cel::EventFields;
 use super::debounce::DebounceWindow;
 use super::event::InvalidEventName;
 use super::flow::{Concurrency, RunSlots};
+use super::priority::Priority;
 use super::rate::RateLimit;
 use super::retry::RetryPolicy;
 use super::throttle::Throttle;
@@ -50,6 +51,8 @@ pub struct JobSpec {
     pub start_timeout: Option<Duration>,
     /// Its debounce: one run per burst of events per key (see [`super::debounce`]).
     pub debounce: Option<DebounceWindow>,
+    /// Its priority: seconds earlier than due its runs are taken (see [`super::priority`]).
+    pub priority: Option<Priority>,
 }
 
 impl JobSpec {

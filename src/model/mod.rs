@@ -11,6 +11,7 @@ pub mod event;
 pub mod flow;
 pub mod job;
 mod period;
+pub mod priority;
 pub mod rate;
 pub mod retry;
 pub mod run;
@@ -27,6 +28,7 @@ pub use event::{
 };
 pub use flow::{Concurrency, ConcurrencyLimit, LimitScope, RunSlots};
 pub use job::{InvalidJob, JobError, JobSpec};
+pub use priority::Priority;
 pub use rate::{RateLimit, RateLimitSpec};
 pub use retry::RetryPolicy;
 pub use run::{Attempt, Level, LogLine, Run, RunStatus};

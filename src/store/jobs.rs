@@ -22,7 +22,7 @@ use super::error::{Error, Result};
 
 /// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
 pub(crate) const JOB_COLUMNS: &str =
-    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce";
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce, priority";
 
 /// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
 /// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
@@ -45,6 +45,8 @@ pub(crate) struct JobRow {
     pub(crate) start_timeout_ms: Option<i64>,
     /// The debounce as stored JSON text.
     pub(crate) debounce: Option<String>,
+    /// The priority's CEL expression.
+    pub(crate) priority: Option<String>,
 }
 
 impl JobRow {
@@ -111,6 +113,12 @@ impl JobRow {
                 .start_timeout_ms
                 .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
             debounce,
+            priority: self
+                .priority
+                .as_deref()
+                .map(crate::model::Priority::parse)
+                .transpose()
+                .map_err(Error::Corrupt)?,
         })
     }
 }
@@ -284,6 +292,8 @@ pub struct JobDefinition {
     pub start_timeout_ms: Option<u64>,
     /// Its debounce (`{"periodMs", "key"?, "timeoutMs"?}`), if any.
     pub debounce: Option<Value>,
+    /// Its priority (`{"run": "<CEL>"}`), if any.
+    pub priority: Option<Value>,
     /// When the definition was last stored.
     pub updated_at: DateTime<Utc>,
     /// Paused: its runs are created but not claimed until it is resumed.

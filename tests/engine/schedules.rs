@@ -461,6 +461,7 @@ async fn an_endpoint_index_schedules_its_jobs_and_unschedules_them(db: TestDb) {
                     throttle: None,
                     start_timeout: None,
                     debounce: None,
+                    priority: None,
                 }
             })
             .collect();

@@ -27,6 +27,7 @@ pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         throttle: None,
         start_timeout: None,
         debounce: None,
+        priority: None,
     }
 }
 

@@ -17,6 +17,7 @@ mod expiry;
 mod fixture;
 mod flow;
 mod nodes;
+mod priority;
 mod rate;
 mod search;
 mod sources;

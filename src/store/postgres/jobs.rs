@@ -50,18 +50,19 @@ pub(super) async fn job_put<C: GenericClient>(
         .start_timeout
         .map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
     let debounce = spec.debounce.as_ref().map(|d| d.to_json().to_string());
+    let priority = spec.priority.as_ref().map(|p| p.source().to_string());
     // An endpoint's definition still never overwrites another endpoint's row that a concurrent
     // transaction inserted after the check above.
     let n = exec(
         c,
-        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce, priority) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
          filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-         concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, rate_limit = excluded.rate_limit, throttle = excluded.throttle, start_timeout_ms = excluded.start_timeout_ms, debounce = excluded.debounce, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1), \
+         concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, rate_limit = excluded.rate_limit, throttle = excluded.throttle, start_timeout_ms = excluded.start_timeout_ms, debounce = excluded.debounce, priority = excluded.priority, updated_at = GREATEST(excluded.updated_at, jobs.updated_at + 1), \
          endpoint_id = excluded.endpoint_id \
          WHERE excluded.endpoint_id IS NULL OR jobs.endpoint_id IS NULL OR jobs.endpoint_id = excluded.endpoint_id",
-        &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now, &endpoint, &limits, &rate, &throttle, &start_timeout, &debounce],
+        &[&spec.id, &spec.name, &spec.version, &spec.event, &filter, &max_attempts, &timeout, &concurrency, &now, &endpoint, &limits, &rate, &throttle, &start_timeout, &debounce, &priority],
     )
     .await?;
     if n != 1 {

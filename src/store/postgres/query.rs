@@ -263,7 +263,7 @@ impl PgStore {
         let mut defs = Vec::new();
         for r in rows(
             c,
-            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce \
+            "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce, priority \
              FROM jobs ORDER BY id",
             &[],
         )
@@ -295,6 +295,9 @@ impl PgStore {
                 debounce: r
                     .try_get::<_, Option<String>>(14)?
                     .and_then(|t| serde_json::from_str(&t).ok()),
+                    priority: r
+                        .try_get::<_, Option<String>>(15)?
+                        .map(|run| serde_json::json!({ "run": run })),
                 updated_at: ms_to_time(r.try_get(8)?),
                 paused: r.try_get(9)?,
             });

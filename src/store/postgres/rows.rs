@@ -127,6 +127,7 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
                 throttle: r.try_get(9)?,
                 start_timeout_ms: r.try_get(10)?,
                 debounce: r.try_get(11)?,
+                priority: r.try_get(12)?,
             }
             .into_spec()
         })

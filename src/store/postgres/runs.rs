@@ -30,19 +30,33 @@ use crate::store::{
     Triggers,
 };
 
-/// The claim of one group: runnable runs of the jobs `$4`, oldest due first, at most `$5`, taken
-/// with `FOR UPDATE SKIP LOCKED` so concurrent claimers never wait for nor share a run. The inner
-/// select walks the partial index of runnable queue rows in due order and stops at the limit;
-/// the lease, token, attempt and node are set on those queue rows, the only rows written: the
-/// run and its event are read for what the worker needs. Paused jobs are taken off the list of
-/// jobs (once per claim), so their runs stay queued.
-pub(super) const CLAIM_SQL: &str = "WITH q AS ( \
+/// The claim of one group: runnable runs of the jobs `$4`, lowest rank first (the due time, less
+/// a priority's offset: `0025_flow_priority.sql`), at most `$5`, taken with `FOR UPDATE SKIP
+/// LOCKED` so concurrent claimers never wait for nor share a run. The inner selects walk the
+/// partial indexes of runnable queue rows, without a priority in due order and with one in rank
+/// order, each stopping at the limit, and the lowest ranks of the two are taken; the lease,
+/// token, attempt and node are set on those queue rows, the only rows written: the run and its
+/// event are read for what the worker needs. Paused jobs are taken off the list of jobs (once
+/// per claim), so their runs stay queued.
+pub(super) const CLAIM_SQL: &str =
+    "WITH jobs_on AS (SELECT unnest($4::text[]) EXCEPT SELECT id FROM jobs WHERE paused), \
+     q AS ( \
        UPDATE run_queue q SET lease_until = $2, lease_token = $3, attempt = q.attempt + 1, \
          started_at = $1, node = $6 \
-       WHERE q.seq = ANY(ARRAY(SELECT seq FROM run_queue WHERE lease_until IS NULL AND slot_a IS NULL AND run_at <= $1 \
+       WHERE q.seq = ANY(ARRAY(SELECT c.seq FROM ( \
+         SELECT * FROM (SELECT seq, run_at AS rank FROM run_queue \
+           WHERE lease_until IS NULL AND slot_a IS NULL AND priority_ms IS NULL AND run_at <= $1 \
            AND (expires_at IS NULL OR expires_at > $1 OR started_at IS NOT NULL) \
-           AND job_id = ANY(ARRAY(SELECT unnest($4::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
-           ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED)) \
+           AND job_id = ANY(ARRAY(SELECT * FROM jobs_on)) \
+           ORDER BY run_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED) plain \
+         UNION ALL \
+         SELECT * FROM (SELECT seq, run_at - priority_ms AS rank FROM run_queue \
+           WHERE lease_until IS NULL AND slot_a IS NULL AND priority_ms IS NOT NULL \
+           AND run_at - priority_ms <= $1 + 600000 AND run_at <= $1 \
+           AND (expires_at IS NULL OR expires_at > $1 OR started_at IS NOT NULL) \
+           AND job_id = ANY(ARRAY(SELECT * FROM jobs_on)) \
+           ORDER BY run_at - priority_ms, seq LIMIT $5 FOR UPDATE SKIP LOCKED) ranked \
+         ) c ORDER BY c.rank, c.seq LIMIT $5)) \
        RETURNING q.seq, q.attempt) \
      SELECT r.id, r.event_id, e.name, r.job_id, q.attempt, r.max_attempts, e.payload \
      FROM q JOIN runs r ON r.seq = q.seq JOIN events e ON e.id = r.event_id";
@@ -267,8 +281,8 @@ pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -
         "WITH old AS (SELECT seq, job_id, status, finished_at FROM runs \
              WHERE id = $1 AND status IN ('failed', 'cancelled') FOR UPDATE), \
            r AS (UPDATE runs SET status = 'queued', run_at = $2, finished_at = NULL, max_attempts = GREATEST(runs.max_attempts, runs.attempt + 1) \
-             FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt, runs.slot_a, runs.slot_b), \
-           q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt, slot_a, slot_b) SELECT seq, job_id, $2, attempt, slot_a, slot_b FROM r), \
+             FROM old WHERE runs.seq = old.seq RETURNING runs.seq, runs.job_id, runs.attempt, runs.slot_a, runs.slot_b, runs.priority_ms), \
+           q AS (INSERT INTO run_queue (seq, job_id, run_at, attempt, slot_a, slot_b, priority_ms) SELECT seq, job_id, $2, attempt, slot_a, slot_b, priority_ms FROM r), \
            f AS (UPDATE flow_slots f SET next_due = LEAST(f.next_due, $2) FROM r WHERE f.slot = r.slot_a), \
            o AS (UPDATE run_outcomes o SET n = o.n - 1 FROM old \
              WHERE o.minute = old.finished_at / 60000 AND o.job_id = old.job_id AND o.status = old.status) \
@@ -703,9 +717,11 @@ impl PgStore {
             .with_settings(
                 &conn,
                 super::runs::WALK_DUE,
-                "SELECT (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND slot_a IS NULL \
-                         AND job_id = ANY(ARRAY(SELECT unnest($1::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
-                         ORDER BY run_at LIMIT 1), \
+                "SELECT LEAST((SELECT run_at FROM run_queue WHERE lease_until IS NULL AND slot_a IS NULL \
+                         AND priority_ms IS NULL AND job_id = ANY(ARRAY(SELECT unnest($1::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
+                         ORDER BY run_at LIMIT 1), (SELECT run_at FROM run_queue WHERE lease_until IS NULL AND slot_a IS NULL \
+                         AND priority_ms IS NOT NULL AND job_id = ANY(ARRAY(SELECT unnest($1::text[]) EXCEPT SELECT id FROM jobs WHERE paused)) \
+                         ORDER BY run_at LIMIT 1)), \
                         (SELECT deliver_at FROM events WHERE delivered_at IS NULL AND cancelled_at IS NULL \
                          AND deliver_at IS NOT NULL ORDER BY deliver_at LIMIT 1), \
                         (SELECT min(next_due) FROM flow_slots WHERE job_id = ANY($1::text[]) \

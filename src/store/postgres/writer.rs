@@ -221,34 +221,34 @@ pub(super) const INSERT_EVENTS_SQL: &str = concat!("WITH ev AS ( \
        SELECT timestamp / 60000, pg_backend_pid() % 16, count(*) FROM ev GROUP BY 1 ORDER BY 1 \
        ON CONFLICT (minute, shard) DO UPDATE SET n = event_counts.n + excluded.n), \
      r AS ( \
-       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
-       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, priority_ms) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b, u.priority_ms \
        FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[], $16::text[], $17::text[], \
-                   $22::text[], $23::int4[], $24::int8[], $25::text[], $29::int8[]) \
+                   $22::text[], $23::int4[], $24::int8[], $25::text[], $29::int8[], $30::int8[]) \
             WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, \
-                                 rate_key, rate_limit, rate_period, rate_reason, expires_at, ord) \
+                                 rate_key, rate_limit, rate_period, rate_reason, expires_at, priority_ms, ord) \
        WHERE ", rate_taken!(), " ORDER BY u.ord \
-       RETURNING id, seq, job_id, run_at, slot_a, slot_b, event_id), \
-     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at) \
-       SELECT r.seq, r.job_id, r.run_at, r.slot_a, r.slot_b, u.expires_at FROM r \
+       RETURNING id, seq, job_id, run_at, slot_a, slot_b, event_id, priority_ms), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at, priority_ms) \
+       SELECT r.seq, r.job_id, r.run_at, r.slot_a, r.slot_b, u.expires_at, r.priority_ms FROM r \
        JOIN unnest($10::text[], $29::int8[]) AS u(id, expires_at) ON u.id = r.id), \
      s AS (", flow_slots_sql!("$18", "$19", "$20", "$21", "$27", "$28"), ") \
      SELECT id, true FROM ev UNION ALL SELECT id, false FROM r WHERE job_id = ANY($26::text[])");
 
 /// Inserts runs (scheduled events being delivered), their queue rows and their slots' rows.
 pub(super) const INSERT_RUNS_SQL: &str = concat!("WITH r AS ( \
-       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b) \
-       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b \
+       INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, priority_ms) \
+       SELECT u.id, u.event_id, u.job_id, u.job_version, 'queued', 0, u.max_attempts, u.at, u.at, u.slot_a, u.slot_b, u.priority_ms \
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[], $7::text[], $8::text[], \
-                   $13::text[], $14::int4[], $15::int8[], $16::text[], $19::int8[]) \
+                   $13::text[], $14::int4[], $15::int8[], $16::text[], $19::int8[], $20::int8[]) \
             WITH ORDINALITY AS u(id, event_id, job_id, job_version, max_attempts, at, slot_a, slot_b, \
-                                 rate_key, rate_limit, rate_period, rate_reason, expires_at, ord) \
+                                 rate_key, rate_limit, rate_period, rate_reason, expires_at, priority_ms, ord) \
        WHERE u.rate_key IS NULL OR \
          flow_rate_take(u.event_id, u.job_id, u.rate_key, u.rate_limit, u.rate_period, u.at, u.rate_reason) \
        ORDER BY u.ord \
-       RETURNING id, seq, job_id, run_at, slot_a, slot_b), \
-     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at) \
-       SELECT r.seq, r.job_id, r.run_at, r.slot_a, r.slot_b, u.expires_at FROM r \
+       RETURNING id, seq, job_id, run_at, slot_a, slot_b, priority_ms), \
+     q AS (INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at, priority_ms) \
+       SELECT r.seq, r.job_id, r.run_at, r.slot_a, r.slot_b, u.expires_at, r.priority_ms FROM r \
        JOIN unnest($1::text[], $19::int8[]) AS u(id, expires_at) ON u.id = r.id) \
      ", flow_slots_sql!("$9", "$10", "$11", "$12", "$17", "$18"));
 
@@ -290,6 +290,8 @@ pub(super) struct NewRuns {
     pub(super) expires: Vec<Option<i64>>,
     /// The runs of debounced jobs, taken after the insert (their slots are in `slots`).
     pub(super) debounced: DebouncedRuns,
+    /// Each run's priority offset, ms (`None`: priority 0).
+    pub(super) priority: Vec<Option<i64>>,
 }
 
 /// Rows of `flow_slots` written with new runs: `$16 … $19` of [`INSERT_EVENTS_SQL`].
@@ -389,6 +391,8 @@ impl NewRuns {
             job.start_timeout
                 .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
         );
+        self.priority
+            .push(job.priority.as_ref().and_then(|p| p.offset_ms(event)));
         self.ids.push(id.clone());
         self.event_ids.push(event.id.to_string());
         self.job_ids.push(job.id.clone());
@@ -400,7 +404,7 @@ impl NewRuns {
     }
 
     /// The parameters of [`INSERT_RUNS_SQL`].
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 19] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 20] {
         [
             &self.ids,
             &self.event_ids,
@@ -421,6 +425,7 @@ impl NewRuns {
             &self.slots.thr_interval,
             &self.slots.thr_tolerance,
             &self.expires,
+            &self.priority,
         ]
     }
 }
@@ -509,7 +514,7 @@ impl<'a> PreparedEvents<'a> {
     }
 
     /// The parameters of [`INSERT_EVENTS_SQL`].
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 29] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 30] {
         [
             &self.ids,
             &self.names,
@@ -540,6 +545,7 @@ impl<'a> PreparedEvents<'a> {
             &self.runs.slots.thr_interval,
             &self.runs.slots.thr_tolerance,
             &self.runs.expires,
+            &self.runs.priority,
         ]
     }
 

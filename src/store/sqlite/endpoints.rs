@@ -35,15 +35,15 @@ pub(super) fn cancel_queued(
     url: &str,
     now: i64,
 ) -> Result<u64> {
-    // The queue of runs without slots by its index; runs in slots' queues (a limited job's) by
-    // the job's runs.
+    // The queue of runs without slots or a priority by its index; runs in slots' queues (a
+    // limited job's) or with a priority by the job's runs.
     let mut stmt = ctx.conn.prepare_cached(
         "UPDATE runs INDEXED BY runs_runnable SET status = 'cancelled', finished_at = ?2, error = ?3 \
-         WHERE job_id = ?1 AND status = 'queued' AND slot_a IS NULL",
+         WHERE job_id = ?1 AND status = 'queued' AND slot_a IS NULL AND priority_ms IS NULL",
     )?;
     let mut slotted = ctx.conn.prepare_cached(
         "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 \
-         WHERE job_id = ?1 AND status = 'queued' AND slot_a IS NOT NULL",
+         WHERE job_id = ?1 AND status = 'queued' AND (slot_a IS NOT NULL OR priority_ms IS NOT NULL)",
     )?;
     let mut n = 0;
     for job in jobs {

@@ -15,13 +15,71 @@ use crate::store::{ClaimParams, Error, FlowGroup, Result};
 /// payload text.
 pub(super) type ClaimRow = (i64, String, String, String, u32, u32, String, String);
 
-/// The due queued runs of one slot, oldest first, at most `?3`, read with their events.
+/// A [`ClaimRow`] after its rank: the due time less its priority's offset (`model::priority`).
+pub(super) type Ranked = (i64, ClaimRow);
+
+/// The due queued runs without a priority of one slot, oldest first, at most `?3`, read with
+/// their events and their rank.
 const SLOT_RUNS: &str =
-    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
+    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload, r.run_at \
      FROM runs r INDEXED BY runs_slot_queue JOIN events e ON e.id = r.event_id \
-     WHERE r.slot_a = ?1 AND r.status = 'queued' AND r.slot_a IS NOT NULL AND r.run_at <= ?2 \
-       AND (r.expires_at IS NULL OR r.expires_at > ?2 OR r.started_at IS NOT NULL) \
+     WHERE r.slot_a = ?1 AND r.status = 'queued' AND r.slot_a IS NOT NULL AND r.priority_ms IS NULL \
+       AND r.run_at <= ?2 AND (r.expires_at IS NULL OR r.expires_at > ?2 OR r.started_at IS NOT NULL) \
      ORDER BY r.run_at, r.seq LIMIT ?3";
+
+/// [`SLOT_RUNS`] for the runs with a priority: lowest rank first, up to `?2` + 600 s.
+pub(super) const SLOT_RANKED: &str =
+    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload, r.run_at - r.priority_ms \
+     FROM runs r INDEXED BY runs_slot_ranked JOIN events e ON e.id = r.event_id \
+     WHERE r.slot_a = ?1 AND r.status = 'queued' AND r.slot_a IS NOT NULL AND r.priority_ms IS NOT NULL \
+       AND r.run_at - r.priority_ms <= ?2 + 600000 AND r.run_at <= ?2 \
+       AND (r.expires_at IS NULL OR r.expires_at > ?2 OR r.started_at IS NOT NULL) \
+     ORDER BY r.run_at - r.priority_ms, r.seq LIMIT ?3";
+
+/// The earliest due time of slot `?1`'s queued runs, without and with a priority.
+const SLOT_NEXT_DUE: &str = "SELECT min(coalesce(a, b), coalesce(b, a)) FROM \
+     (SELECT (SELECT min(run_at) FROM runs INDEXED BY runs_slot_queue \
+        WHERE slot_a = ?1 AND status = 'queued' AND slot_a IS NOT NULL AND priority_ms IS NULL) AS a, \
+      (SELECT min(run_at) FROM runs INDEXED BY runs_slot_ranked_due \
+        WHERE slot_a = ?1 AND status = 'queued' AND slot_a IS NOT NULL AND priority_ms IS NOT NULL) AS b)";
+
+/// The rows of a claim's `sql` (the columns of [`ClaimRow`], then the rank).
+pub(super) fn ranked_rows(
+    conn: &Connection,
+    sql: &str,
+    args: impl rusqlite::Params,
+) -> Result<Vec<Ranked>> {
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_map(args, |r| {
+            Ok((
+                r.get(8)?,
+                (
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ),
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+/// The `n` lowest ranks (then sequence numbers) of two lists each in that order: the runs
+/// without a priority and those with one. Without runs of the second kind, the first as it is.
+pub(super) fn lowest_ranks(plain: Vec<Ranked>, ranked: Vec<Ranked>, n: usize) -> Vec<ClaimRow> {
+    if ranked.is_empty() {
+        return plain.into_iter().take(n).map(|(_, row)| row).collect();
+    }
+    let mut all = plain;
+    all.extend(ranked);
+    all.sort_by_key(|(rank, row)| (*rank, row.0));
+    all.into_iter().take(n).map(|(_, row)| row).collect()
+}
 
 /// Slots of job `?1` with room and a due run, in due order, at most `?3`.
 const FREE_SLOTS: &str = "SELECT slot, cap - running, thr_interval, thr_tolerance, tat \
@@ -78,21 +136,12 @@ pub(super) fn claim_flow(
         if let (Some(interval), Some(tolerance)) = (interval, tolerance) {
             n = admit(tat, now, interval, tolerance, n).0;
         }
-        let rows: Vec<ClaimRow> = conn
-            .prepare_cached(SLOT_RUNS)?
-            .query_map(params![slot, p.now, n], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
+        let args = params![slot, p.now, n];
+        let rows = lowest_ranks(
+            ranked_rows(conn, SLOT_RUNS, args)?,
+            ranked_rows(conn, SLOT_RANKED, args)?,
+            usize::try_from(n).unwrap_or(0),
+        );
         let taken = i64::try_from(rows.len()).unwrap_or(i64::MAX);
         for row in rows {
             take.execute(params![row.0, p.now, p.lease_until, token, p.node])?;
@@ -108,11 +157,13 @@ pub(super) fn claim_flow(
             }
             _ => (tat, None),
         };
+        let due: Option<i64> = conn
+            .prepare_cached(SLOT_NEXT_DUE)?
+            .query_row([&slot], |r| r.get(0))?;
         conn.prepare_cached(
-            "UPDATE flow_slots SET tat = ?2, next_due = max((SELECT min(run_at) FROM runs INDEXED BY runs_slot_queue \
-               WHERE slot_a = ?1 AND status = 'queued' AND slot_a IS NOT NULL), coalesce(?3, 0)) WHERE slot = ?1",
+            "UPDATE flow_slots SET tat = ?2, next_due = max(?3, coalesce(?4, 0)) WHERE slot = ?1",
         )?
-        .execute(params![slot, tat, not_before])?;
+        .execute(params![slot, tat, due, not_before])?;
         if budget <= 0 || room_b <= 0 {
             break;
         }
@@ -163,7 +214,7 @@ pub(super) fn next_due(conn: &Connection, jobs: &str) -> Result<Option<i64>> {
 }
 
 /// Queues one run of `job` for `event`, with the flow control its job sets (concurrency slots,
-/// rate limit, start timeout); `None` when the rate limit skips it. For a fan-out and for an
+/// rate limit, start timeout, priority); `None` when the rate limit skips it. For a fan-out and for an
 /// invoked child alike.
 pub(super) fn run_insert(
     conn: &rusqlite::Connection,
@@ -190,8 +241,8 @@ pub(super) fn run_insert_due(
     let id = new_run_id();
     let slots = job.run_slots(event);
     conn.prepare_cached(
-        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?10, ?7, ?8, ?9)",
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at, priority_ms) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?10, ?7, ?8, ?9, ?11)",
     )?
     .execute(params![
         id,
@@ -208,6 +259,7 @@ pub(super) fn run_insert_due(
         job.start_timeout
             .map(|t| due.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
         now,
+        job.priority.as_ref().and_then(|p| p.offset_ms(event)),
     ])?;
     if let Some(s) = &slots {
         flow_slots_put(conn, s, &job.id, due)?;

@@ -32,11 +32,11 @@ pub(super) fn job_put(
         return Ok(Put::Refused);
     }
     conn.prepare_cached(
-        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) \
+        "INSERT INTO jobs (id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, endpoint_id, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce, priority) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) \
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, version = excluded.version, event = excluded.event, \
          filter = excluded.filter, max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms, \
-         concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, rate_limit = excluded.rate_limit, throttle = excluded.throttle, start_timeout_ms = excluded.start_timeout_ms, debounce = excluded.debounce, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
+         concurrency = excluded.concurrency, concurrency_limits = excluded.concurrency_limits, rate_limit = excluded.rate_limit, throttle = excluded.throttle, start_timeout_ms = excluded.start_timeout_ms, debounce = excluded.debounce, priority = excluded.priority, updated_at = max(excluded.updated_at, jobs.updated_at + 1), \
          endpoint_id = excluded.endpoint_id",
     )?
     .execute(params![
@@ -54,7 +54,8 @@ pub(super) fn job_put(
         spec.rate_limit.as_ref().map(|r| r.to_json().to_string()),
         spec.throttle.as_ref().map(|t| t.to_json().to_string()),
         spec.start_timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
-        spec.debounce.as_ref().map(|d| d.to_json().to_string())
+        spec.debounce.as_ref().map(|d| d.to_json().to_string()),
+        spec.priority.as_ref().map(|p| p.source())
     ])?;
     let (note, put) = match change {
         OwnerChange::Displace(old) => {

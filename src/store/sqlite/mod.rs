@@ -74,6 +74,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (22, include_str!("0022_flow_throttle.sql")),
     (23, include_str!("0023_flow_start_timeout.sql")),
     (24, include_str!("0024_flow_debounce.sql")),
+    (25, include_str!("0025_flow_priority.sql")),
     (30, include_str!("0030_event_waits.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
     (41, include_str!("0041_node_details.sql")),

@@ -248,20 +248,35 @@ fn run_counts_of(conn: &Connection, ids: &[String]) -> Result<HashMap<String, Ru
     Ok(counts)
 }
 
-/// Queued runs per job, counted on the two queue indexes (which carry the job): no row is read.
-const QUEUED_BY_JOB: &str = "SELECT job_id, sum(n) FROM ( \
-       SELECT job_id, count(*) AS n FROM runs INDEXED BY runs_runnable \
-         WHERE status = 'queued' AND slot_a IS NULL GROUP BY job_id \
-       UNION ALL SELECT job_id, count(*) FROM runs INDEXED BY runs_slot_queue \
-         WHERE status = 'queued' AND slot_a IS NOT NULL GROUP BY job_id) GROUP BY job_id";
+/// `SELECT {what} FROM runs INDEXED BY <queue> WHERE status = 'queued' AND <its condition>
+/// {and} {tail}` over every queue index, joined by `UNION ALL`: the indexes of runs without and
+/// with a priority (`0025_flow_priority.sql`), without and with slots
+/// (`0020_flow_concurrency.sql`). Every queued run is in exactly one, and each carries the job
+/// and the due time.
+macro_rules! each_queue {
+    ($what:literal, $and:literal, $tail:literal) => {
+        concat!(
+            "SELECT ", $what, " FROM runs INDEXED BY runs_runnable WHERE status = 'queued' AND slot_a IS NULL AND priority_ms IS NULL ", $and, " ", $tail,
+            " UNION ALL SELECT ", $what, " FROM runs INDEXED BY runs_slot_queue WHERE status = 'queued' AND slot_a IS NOT NULL AND priority_ms IS NULL ", $and, " ", $tail,
+            " UNION ALL SELECT ", $what, " FROM runs INDEXED BY runs_ranked_due WHERE status = 'queued' AND slot_a IS NULL AND priority_ms IS NOT NULL ", $and, " ", $tail,
+            " UNION ALL SELECT ", $what, " FROM runs INDEXED BY runs_slot_ranked_due WHERE status = 'queued' AND slot_a IS NOT NULL AND priority_ms IS NOT NULL ", $and, " ", $tail
+        )
+    };
+}
 
-/// The runs of a list of queued runs: the queue of runs without slots and the slots' queues
-/// (`0020_flow_concurrency.sql`), read off their indexes.
-const QUEUED_RUNS: &str =
-    "AS runs JOIN (SELECT seq AS queued_seq FROM runs INDEXED BY runs_runnable \
-         WHERE status = 'queued' AND slot_a IS NULL \
-       UNION ALL SELECT seq FROM runs INDEXED BY runs_slot_queue \
-         WHERE status = 'queued' AND slot_a IS NOT NULL) ON queued_seq = runs.seq";
+/// Queued runs per job, counted on the queue indexes (which carry the job): no row is read.
+const QUEUED_BY_JOB: &str = concat!(
+    "SELECT job_id, sum(n) FROM (",
+    each_queue!("job_id, count(*) AS n", "", "GROUP BY job_id"),
+    ") GROUP BY job_id"
+);
+
+/// The runs of a list of queued runs, read off the queue indexes.
+const QUEUED_RUNS: &str = concat!(
+    "AS runs JOIN (",
+    each_queue!("seq AS queued_seq", "", ""),
+    ") ON queued_seq = runs.seq"
+);
 
 /// Running runs per job, counted on the lease index.
 const RUNNING_BY_JOB: &str =
@@ -308,17 +323,19 @@ fn queue_depth_at(conn: &Connection, now: i64) -> Result<QueueDepth> {
     };
     Ok(QueueDepth {
         ready: count(
-            "SELECT (SELECT count(*) FROM runs INDEXED BY runs_runnable \
-               WHERE status = 'queued' AND slot_a IS NULL AND run_at <= ?1) \
-             + (SELECT count(*) FROM runs INDEXED BY runs_slot_queue \
-               WHERE status = 'queued' AND slot_a IS NOT NULL AND run_at <= ?1)",
+            concat!(
+                "SELECT sum(n) FROM (",
+                each_queue!("count(*) AS n", "AND run_at <= ?1", ""),
+                ")"
+            ),
             &[&now],
         )?,
         delayed: count(
-            "SELECT (SELECT count(*) FROM runs INDEXED BY runs_runnable \
-               WHERE status = 'queued' AND slot_a IS NULL AND run_at > ?1) \
-             + (SELECT count(*) FROM runs INDEXED BY runs_slot_queue \
-               WHERE status = 'queued' AND slot_a IS NOT NULL AND run_at > ?1)",
+            concat!(
+                "SELECT sum(n) FROM (",
+                each_queue!("count(*) AS n", "AND run_at > ?1", ""),
+                ")"
+            ),
             &[&now],
         )?,
         running: count("SELECT count(*) FROM runs WHERE status = 'running'", &[])?,
@@ -392,7 +409,7 @@ impl SqliteStore {
     pub async fn jobs_list(&self, now: i64) -> Result<Vec<JobSummary>> {
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce \
+                "SELECT id, name, version, event, filter, max_attempts, timeout_ms, concurrency, updated_at, paused, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce, priority \
                  FROM jobs ORDER BY id",
             )?;
             let mut rows = stmt.query([])?;
@@ -423,6 +440,9 @@ impl SqliteStore {
                     debounce: r
                         .get::<_, Option<String>>(14)?
                         .and_then(|t| serde_json::from_str(&t).ok()),
+                    priority: r
+                        .get::<_, Option<String>>(15)?
+                        .map(|run| serde_json::json!({ "run": run })),
                     updated_at: ms_to_time(r.get(8)?),
                     paused: r.get(9)?,
                 });
@@ -703,6 +723,9 @@ mod tests {
         let (_dir, conn) = db();
         for (sql, index) in [
             (QUEUED_BY_JOB, "runs_runnable"),
+            (QUEUED_BY_JOB, "runs_slot_queue"),
+            (QUEUED_BY_JOB, "runs_ranked_due"),
+            (QUEUED_BY_JOB, "runs_slot_ranked_due"),
             (RUNNING_BY_JOB, "runs_leased"),
         ] {
             let p = plan(&conn, sql, &[]);
@@ -737,23 +760,18 @@ mod tests {
     }
 
     #[test]
-    fn the_claim_walks_the_queue_index_in_due_order() {
+    fn the_claim_walks_the_queue_indexes_in_due_and_rank_order() {
         let (_dir, conn) = db();
-        let sql = super::super::runs::CLAIM_SELECT;
-        let p = plan(
-            &conn,
-            sql,
-            &[
-                SqlValue::Integer(0),
-                SqlValue::Text("[\"a\"]".into()),
-                SqlValue::Integer(10),
-            ],
-        );
-        assert!(p.contains("runs_runnable"), "{p}");
-        assert!(
-            !p.contains("TEMP B-TREE"),
-            "no sort of the whole queue: {p}"
-        );
+        let args = [0.into(), SqlValue::Text("[\"a\"]".into()), 10.into()];
+        for (sql, index) in [
+            (super::super::runs::CLAIM_SELECT, "runs_runnable"),
+            (super::super::runs::CLAIM_RANKED, "runs_ranked"),
+            (super::super::flow::SLOT_RANKED, "runs_slot_ranked"),
+        ] {
+            let p = plan(&conn, sql, &args);
+            assert!(p.contains(index), "{p}");
+            assert!(!p.contains("TEMP B-TREE"), "no sort of the queue: {p}");
+        }
     }
 
     #[test]
@@ -764,7 +782,10 @@ mod tests {
             super::super::runs::NEXT_RUN_SQL,
             &[SqlValue::Text("[\"a\"]".into())],
         );
-        assert!(p.contains("runs_runnable"), "{p}");
+        assert!(
+            p.contains("runs_runnable") && p.contains("runs_ranked_due"),
+            "{p}"
+        );
         assert!(!p.contains("TEMP B-TREE"), "no sort of every run: {p}");
     }
 }

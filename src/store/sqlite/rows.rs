@@ -32,6 +32,7 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
             throttle: r.get(9)?,
             start_timeout_ms: r.get(10)?,
             debounce: r.get(11)?,
+            priority: r.get(12)?,
         })
     })?;
     rows.map(|row| row?.into_spec()).collect()

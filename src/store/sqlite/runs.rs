@@ -6,7 +6,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::flow::ClaimRow;
+use super::flow::{lowest_ranks, ranked_rows, ClaimRow};
 use super::rows::{json_text, opt_json, run_from_row, RUN_COLUMNS};
 use super::writer::{Commit, Guard, WriteCtx};
 use super::SqliteStore;
@@ -15,21 +15,34 @@ use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, FlowGroup, Lease, Result, RunDetail,
 };
 
-/// The runs a claim takes: runnable runs of the given jobs (`?4`, a JSON array), oldest due first,
-/// at most `?5`. It walks the partial index of queued runs in due order and stops at the limit, so
-/// its cost does not grow with the depth of the queue. Paused jobs are taken off the list of jobs
-/// (once per claim, not per run), so their runs stay queued.
+/// The runs a claim takes: runnable runs without a priority of the given jobs (`?2`, a JSON
+/// array), oldest due first, at most `?3`, with their due time (their rank). It walks the partial
+/// index of queued runs in due order and stops at the limit, so its cost does not grow with the
+/// depth of the queue. Paused jobs are taken off the list of jobs (once per claim, not per run),
+/// so their runs stay queued.
 ///
 /// It reads each run with its event's name and payload in one pass; the claim then updates the
 /// runs one by one by rowid. (`UPDATE … WHERE seq IN (…) RETURNING` gathers the keys and the
 /// returned rows in two ephemeral tables, and the payloads needed a lookup per run after it.)
 pub(super) const CLAIM_SELECT: &str =
-    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload \
+    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload, r.run_at \
      FROM runs r INDEXED BY runs_runnable JOIN events e ON e.id = r.event_id \
-     WHERE r.status = 'queued' AND r.slot_a IS NULL AND r.run_at <= ?1 \
+     WHERE r.status = 'queued' AND r.slot_a IS NULL AND r.priority_ms IS NULL AND r.run_at <= ?1 \
        AND (r.expires_at IS NULL OR r.expires_at > ?1 OR r.started_at IS NOT NULL) AND r.job_id IN (SELECT value FROM json_each(?2) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
      ORDER BY r.run_at, r.seq LIMIT ?3";
+
+/// [`CLAIM_SELECT`] for the runs with a priority (`0025_flow_priority.sql`): the due ones in rank
+/// order (due time less the priority's offset), walking their index from the lowest rank up to
+/// `?1` + 600 s, the highest a due run can have.
+pub(super) const CLAIM_RANKED: &str =
+    "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload, r.run_at - r.priority_ms \
+     FROM runs r INDEXED BY runs_ranked JOIN events e ON e.id = r.event_id \
+     WHERE r.status = 'queued' AND r.slot_a IS NULL AND r.priority_ms IS NOT NULL \
+       AND r.run_at - r.priority_ms <= ?1 + 600000 AND r.run_at <= ?1 \
+       AND (r.expires_at IS NULL OR r.expires_at > ?1 OR r.started_at IS NOT NULL) AND r.job_id IN (SELECT value FROM json_each(?2) \
+       WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
+     ORDER BY r.run_at - r.priority_ms, r.seq LIMIT ?3";
 
 /// The rows a fenced final update wrote (0 or 1), from whether it returned a row; a run that
 /// held slots wakes the workers, whose claims may now take the run its slot held back.
@@ -170,12 +183,16 @@ pub(super) fn run_state_error<T>(conn: &Connection, id: &str, verb: &str, rule: 
     }
 }
 
-/// The earliest queued run of a job list (`?1`, JSON array). `INDEXED BY`: see
-/// [`CLAIM_SELECT`]; without it this walks every run the jobs ever had.
+/// The earliest queued run of a job list (`?1`, JSON array), without and with a priority.
+/// `INDEXED BY`: see [`CLAIM_SELECT`]; without it this walks every run the jobs ever had.
 pub(super) const NEXT_RUN_SQL: &str =
-    "SELECT run_at FROM runs INDEXED BY runs_runnable WHERE status = 'queued' AND slot_a IS NULL \
-     AND job_id IN (SELECT value FROM json_each(?1) \
-       WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) ORDER BY run_at LIMIT 1";
+    "SELECT min(coalesce(a, b), coalesce(b, a)) FROM \
+     (SELECT (SELECT run_at FROM runs INDEXED BY runs_runnable WHERE status = 'queued' AND slot_a IS NULL \
+       AND priority_ms IS NULL AND job_id IN (SELECT value FROM json_each(?1) \
+         WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) ORDER BY run_at LIMIT 1) AS a, \
+      (SELECT run_at FROM runs INDEXED BY runs_ranked_due WHERE status = 'queued' AND slot_a IS NULL \
+       AND priority_ms IS NOT NULL AND job_id IN (SELECT value FROM json_each(?1) \
+         WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) ORDER BY run_at LIMIT 1) AS b)";
 
 impl SqliteStore {
     /// See [`crate::store::Store::runs_claim`].
@@ -206,13 +223,10 @@ impl SqliteStore {
                     claimed.extend(take);
                     continue;
                 }
-                let rows: Vec<ClaimRow> = ctx
-                    .conn
-                    .prepare_cached(CLAIM_SELECT)?
-                    .query_map(params![p.now, jobs, *limit as i64], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
-                    })?
-                    .collect::<rusqlite::Result<_>>()?;
+                let args = params![p.now, jobs, *limit as i64];
+                let plain = ranked_rows(ctx.conn, CLAIM_SELECT, args)?;
+                let ranked = ranked_rows(ctx.conn, CLAIM_RANKED, args)?;
+                let rows = lowest_ranks(plain, ranked, *limit);
                 let mut take = ctx.conn.prepare_cached(
                     "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
                      WHERE seq = ?1",
@@ -477,8 +491,7 @@ impl SqliteStore {
         self.read(move |c| {
             let plain: Option<i64> = c
                 .prepare_cached(NEXT_RUN_SQL)?
-                .query_row([&jobs], |r| r.get(0))
-                .optional()?;
+                .query_row([&jobs], |r| r.get(0))?;
             let run = match (plain, super::flow::next_due(c, &jobs)?) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
