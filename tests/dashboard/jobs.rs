@@ -223,6 +223,33 @@ async fn the_jobs_page_and_api_show_a_job_concurrency_limits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_and_api_show_a_job_priority() {
+    let f = fixture().await;
+    f.client
+        .register_job(
+            Job::new("bill", "Bill", "1.0.0")
+                .trigger(event_trigger("plan.changed"))
+                .priority("event.payload.rank * 10")
+                .run(|_: Value, _: Io| async { Ok(json!(null)) }),
+        )
+        .await
+        .expect("define");
+    let page = f.page("/jobs").await;
+    let bill = row(&page, "data-job", "bill");
+    assert!(
+        bill.contains("priority <code>event.payload.rank * 10</code>"),
+        "{bill}"
+    );
+    let api = f
+        .request("GET", "/api/jobs", Auth::Bearer, None, None)
+        .await;
+    let jobs: Value = serde_json::from_str(&api.body).expect("json");
+    let listed = jobs["jobs"].as_array().expect("jobs");
+    let bill = listed.iter().find(|j| j["id"] == "bill").expect("listed");
+    assert_eq!(bill["priority"], json!({"run": "event.payload.rank * 10"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_over_a_rate_limit_says_which_job_it_skipped() {
     let f = fixture().await;
     f.client

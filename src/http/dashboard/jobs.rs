@@ -117,7 +117,7 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                 td.num { (j.job.max_attempts) }
                                 td.num { (j.job.timeout_ms / 1000) " s" }
                                 td.limits {
-                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() && j.job.throttle.is_none() && j.job.start_timeout_ms.is_none() && j.job.debounce.is_none() {
+                                    @if j.job.concurrency_limits.is_empty() && j.job.rate_limit.is_none() && j.job.throttle.is_none() && j.job.start_timeout_ms.is_none() && j.job.debounce.is_none() && j.job.priority.is_none() {
                                         span.muted { "—" }
                                     }
                                     @if let Some(d) = &j.job.debounce {
@@ -125,6 +125,12 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                             "debounced " (d["periodMs"].as_u64().unwrap_or(0) / 1000) " s"
                                             @if let Some(key) = d["key"].as_str() { " per " code { (key) } }
                                             @if let Some(t) = d["timeoutMs"].as_u64() { " (at most " (t / 1000) " s)" }
+                                        }
+                                        br;
+                                    }
+                                    @if let Some(run) = j.job.priority.as_ref().and_then(|p| p["run"].as_str()) {
+                                        span.limit title="seconds earlier than due its runs are taken (−600 to 600), among due runs" {
+                                            "priority " code { (run) }
                                         }
                                         br;
                                     }
