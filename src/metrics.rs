@@ -19,7 +19,11 @@
 //!   `running`, `scheduled_events`);
 //! - `flare_runs_waiting{reason}` — queued runs at scrape time by what they wait for: `worker`
 //!   (due, waiting to be claimed), `wait` (an `io.wait` not yet due), `retry` (a backoff),
-//!   `paused` (their job is paused).
+//!   `paused` (their job is paused);
+//! - `flare_runs_held{reason}` — due queued runs at scrape time held back by flow control:
+//!   `concurrency` (a key, job or group at its limit), `throttle` (their key's next start is
+//!   later), `start_timeout` (past their start timeout: never started, cancelled by the rescuer's
+//!   next pass); read from the slots' counters and the queues' indexes.
 //!
 //! The counters are process-wide (one registry per process), recorded with one call from the
 //! code that knows: [`event_received`] after a committed insert, [`attempt_finished`] when the
@@ -208,12 +212,12 @@ pub fn attempt_finished(job: &str, end: AttemptEnd, millis: i64) {
 }
 
 /// Renders every metric in the Prometheus text format, with the gauges read from the store at
-/// scrape time: `flare_queue_depth` set to `queue` (state → count) and `flare_runs_waiting` to
-/// `waiting` (reason → count).
+/// scrape time: `flare_queue_depth` set to `queue` (state → count), `flare_runs_waiting` to
+/// `waiting` and `flare_runs_held` to `held` (reason → count).
 ///
 /// The gauges live in a registry of this scrape only, so two stores in one process (tests, or
 /// two servers) never see each other's queue.
-pub fn render(queue: &[(&str, u64)], waiting: &[(&str, u64)]) -> String {
+pub fn render(queue: &[(&str, u64)], waiting: &[(&str, u64)], held: &[(&str, u64)]) -> String {
     let mut families = METRICS
         .as_ref()
         .map(|m| m.registry.gather())
@@ -230,6 +234,12 @@ pub fn render(queue: &[(&str, u64)], waiting: &[(&str, u64)]) -> String {
             "Queued runs at scrape time by what they wait for: worker (due), wait (an io.wait), retry (a backoff), paused (their job).",
             "reason",
             waiting,
+        ),
+        (
+            "flare_runs_held",
+            "Due queued runs at scrape time held back by flow control: concurrency (a key, job or group at its limit), throttle (their key's next start is later), start_timeout (past it, to be cancelled).",
+            "reason",
+            held,
         ),
     ];
     for (name, help, label, values) in gauges {
@@ -280,7 +290,11 @@ mod tests {
     #[test]
     fn attempts_and_the_queue_render_as_text() {
         attempt_finished("metrics-unit-job", AttemptEnd::Failed, 1500);
-        let text = render(&[("ready", 3), ("running", 0)], &[("wait", 2)]);
+        let text = render(
+            &[("ready", 3), ("running", 0)],
+            &[("wait", 2)],
+            &[("concurrency", 4)],
+        );
         assert!(
             text.contains(
                 r#"flare_runs_finished_total{job="metrics-unit-job",outcome="failed"} 1"#
@@ -301,6 +315,10 @@ mod tests {
             text.contains(r#"flare_runs_waiting{reason="wait"} 2"#),
             "{text}"
         );
+        assert!(
+            text.contains(r#"flare_runs_held{reason="concurrency"} 4"#),
+            "{text}"
+        );
     }
 
     #[test]
@@ -309,7 +327,7 @@ mod tests {
         http_request("/metrics-unit/{id}", "BREW", 418);
         endpoint_call("ep_metricsunit", true);
         endpoint_call("ep_metricsunit", false);
-        let text = render(&[], &[]);
+        let text = render(&[], &[], &[]);
         for line in [
             r#"flare_http_requests_total{method="GET",route="/metrics-unit/{id}",status="200"} 1"#,
             r#"flare_http_requests_total{method="other",route="/metrics-unit/{id}",status="418"} 1"#,

@@ -399,9 +399,10 @@ async fn openapi_document() -> Response {
 async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let queue = state.client.store().queue_depth(now(&state)).await?;
     let waiting = state.client.store().runs_waiting(now(&state)).await?;
+    let held = state.client.store().runs_held(now(&state)).await?;
     Ok((
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
-        crate::metrics::render(&queue.gauges(), &waiting.gauges()),
+        crate::metrics::render(&queue.gauges(), &waiting.gauges(), &held.gauges()),
     )
         .into_response())
 }

@@ -151,6 +151,7 @@ pub(crate) fn summaries(
                 last_day: day.remove(&job.id).unwrap_or_default(),
                 placement: JobPlacement::default(),
                 schedule: None,
+                keys: Default::default(),
                 job,
             }
         })
@@ -320,6 +321,8 @@ pub struct JobSummary {
     pub placement: JobPlacement,
     /// A scheduled job's schedule and next run times; `null` for a job on an event.
     pub schedule: Option<JobSchedule>,
+    /// Its keys at their concurrency limit, and its busiest keys (flow control).
+    pub keys: super::held::JobKeys,
 }
 
 /// How many upcoming run times [`JobSchedule::next_runs`] lists.

@@ -32,6 +32,7 @@ pub mod ended;
 pub mod endpoints;
 pub mod error;
 pub mod events;
+pub mod held;
 pub mod jobs;
 pub mod nodes;
 pub mod owners;
@@ -454,7 +455,8 @@ impl Store {
         dispatch!(self, s => s.job_pause(id.to_string(), paused).await)
     }
 
-    /// Every stored job with its queue, outcomes over the hour and day, placement and schedule.
+    /// Every stored job with its queue, outcomes over the hour and day, placement, schedule and
+    /// its busiest keys (`held`).
     pub async fn jobs_list(&self, now: DateTime<Utc>) -> Result<Vec<JobSummary>> {
         let now = now.timestamp_millis();
         let mut jobs = dispatch!(self, s => s.jobs_list(now).await)?;
@@ -465,10 +467,12 @@ impl Store {
             .into_iter()
             .map(|s| (s.job_id.clone(), s))
             .collect();
+        let mut keys = dispatch!(self, s => s.flow_keys(held::TOP_KEYS).await)?;
         for job in &mut jobs {
             if let Some(p) = placements.remove(&job.job.id) {
                 job.placement = p;
             }
+            job.keys = keys.remove(&job.job.id).unwrap_or_default();
             job.schedule = schedules.remove(&job.job.id).map(|s| JobSchedule::new(&s));
         }
         Ok(jobs)
@@ -678,6 +682,11 @@ impl Store {
     /// their paused job (`flare_runs_waiting`).
     pub async fn runs_waiting(&self, now: DateTime<Utc>) -> Result<stats::RunsWaiting> {
         dispatch!(self, s => s.runs_waiting(now.timestamp_millis()).await)
+    }
+
+    /// Due queued runs held back at `now` by each kind of limit (`flare_runs_held`).
+    pub async fn runs_held(&self, now: DateTime<Utc>) -> Result<held::RunsHeld> {
+        dispatch!(self, s => s.runs_held(now.timestamp_millis()).await)
     }
 
     /// `VACUUM ANALYZE` on PostgreSQL, as autovacuum would after a bulk load (benchmarks).

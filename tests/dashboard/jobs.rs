@@ -250,6 +250,62 @@ async fn the_jobs_page_and_api_show_a_job_priority() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_page_shows_a_key_at_its_limit_and_its_queued_runs() {
+    let f = fixture().await;
+    // Each run of `export` holds its key until the test releases it.
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = Arc::clone(&release);
+    f.client
+        .register_job(
+            Job::new("export", "Export", "1.0.0")
+                .trigger(event_trigger("export.requested"))
+                .concurrency_limit(flare::ConcurrencyLimit::key(1, "event.payload.customerId"))
+                .run(move |_: Value, _: Io| {
+                    let held = Arc::clone(&held);
+                    async move {
+                        held.notified().await;
+                        Ok(json!(null))
+                    }
+                }),
+        )
+        .await
+        .expect("define");
+    for customer in ["cus_1", "cus_1", "cus_1", "cus_2"] {
+        f.client
+            .send_event("export.requested", &json!({"customerId": customer}))
+            .await
+            .expect("send");
+    }
+    wait_for("a run of each customer to start", || async {
+        let counts = f.client.store().run_counts().await.expect("counts");
+        (counts.get(&flare::RunStatus::Running).copied() == Some(2)).then_some(())
+    })
+    .await;
+    let page = f.page("/jobs").await;
+    let export = row(&page, "data-job", "export");
+    assert!(export.contains("2 keys at their limit"), "{export}");
+    let busiest = export
+        .find("<code>cus_1</code>: 1 of 1 running, 2 queued")
+        .expect("cus_1 first, with its queued runs");
+    let next = export
+        .find("<code>cus_2</code>: 1 of 1 running, 0 queued")
+        .expect("cus_2 at its limit too");
+    assert!(busiest < next, "most queued first: {export}");
+    let api = f
+        .request("GET", "/api/jobs", Auth::Bearer, None, None)
+        .await;
+    let jobs: Value = serde_json::from_str(&api.body).expect("json");
+    let listed = jobs["jobs"].as_array().expect("jobs");
+    let export = listed.iter().find(|j| j["id"] == "export").expect("listed");
+    assert_eq!(export["keys"]["atLimit"], 2);
+    assert_eq!(
+        export["keys"]["top"][0],
+        json!({"key": "cus_1", "running": 1, "limit": 1, "queued": 2})
+    );
+    release.notify_waiters();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_over_a_rate_limit_says_which_job_it_skipped() {
     let f = fixture().await;
     f.client

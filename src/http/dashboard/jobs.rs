@@ -15,6 +15,7 @@ use super::charts;
 use super::page::{self, layout, PageError, PageResult};
 use crate::http::{api, AppState};
 use crate::model::ms_to_time;
+use crate::store::held::JobKeys;
 use crate::store::query::{JobSchedule, JobSummary};
 use crate::store::JobPlacement;
 
@@ -159,6 +160,7 @@ pub async fn page(State(state): State<AppState>) -> PageResult {
                                         @if i > 0 { br; }
                                         (limit_text(l))
                                     }
+                                    (keys_text(&j.keys))
                                 }
                                 td.num { (j.queued) }
                                 td.num { (j.running) }
@@ -255,6 +257,34 @@ fn limit_text(limit: &serde_json::Value) -> Markup {
                 " per " code { (key) }
             } @else if let Some(group) = limit["group"].as_str() {
                 " in group " code { (group) }
+            }
+        }
+    }
+}
+
+/// A job's keys under flow control now: how many are at their limit, and its busiest keys with
+/// their running and queued runs (`cus_1: 1 of 1 running, 12 queued`).
+fn keys_text(keys: &JobKeys) -> Markup {
+    html! {
+        @if keys.at_limit > 0 || !keys.top.is_empty() {
+            div.keys {
+                @if keys.at_limit > 0 {
+                    span.at-limit title="keys (or the whole job) with as many runs executing as their limit allows: their queued runs wait" {
+                        (keys.at_limit) @if keys.at_limit == 1 { " key at its limit" } @else { " keys at their limit" }
+                    }
+                }
+                @for k in &keys.top {
+                    br;
+                    span.key.at[k.at_limit()] title="runs executing and queued in this key now (the keys with the most queued runs)" {
+                        @match &k.key {
+                            Some(key) => code { (page::short(key, 24)) },
+                            None => "whole job",
+                        }
+                        ": " (k.running)
+                        @if let Some(limit) = k.limit { " of " (limit) }
+                        " running, " (k.queued) " queued"
+                    }
+                }
             }
         }
     }

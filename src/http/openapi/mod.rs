@@ -382,6 +382,11 @@ fn schemas() -> Value {
                 "items": { "type": "object", "properties": { "jobId": string(), "reason": string() } } },
             "debounced": { "type": "array", "description": "Runs of debounced jobs the event was folded into: a later event of the burst now starts the run.",
                 "items": { "type": "object", "properties": { "jobId": string(), "runId": string() } } } } }] },
+        "JobKeys": { "type": "object",
+            "description": "Flow control now: how many of the job's keys (or the whole job) are at their concurrency limit, and up to 5 with the most queued runs (`key` null: the whole job; `limit` null: a throttle's key without a concurrency limit).",
+            "properties": { "atLimit": { "type": "integer" }, "top": { "type": "array", "items": { "type": "object",
+                "properties": { "key": nullable(string()), "running": { "type": "integer" },
+                    "limit": nullable(json!({ "type": "integer" })), "queued": { "type": "integer" } } } } } },
     });
     let runs = json!({
         "Run": { "type": "object", "properties": {
@@ -457,7 +462,8 @@ fn schemas() -> Value {
             "queued": { "type": "integer" }, "running": { "type": "integer" },
             "lastHour": schema_ref("Outcomes"), "lastDay": schema_ref("Outcomes"),
             "placement": schema_ref("JobPlacement"),
-            "schedule": nullable(schema_ref("JobSchedule")) } },
+            "schedule": nullable(schema_ref("JobSchedule")),
+            "keys": schema_ref("JobKeys") } },
         "ConcurrencyLimit": { "type": "object", "required": ["limit"],
             "description": "At most `limit` runs executing at once (a run suspended on a wait holds no slot), across every process: over the whole job, per value of `key` (a CEL expression over `event`, evaluated when the run is created; one that does not evaluate is the key `null`), or shared by every job naming `group`.",
             "properties": {

@@ -34,6 +34,7 @@ mod ended;
 mod endpoints;
 mod events;
 mod flow;
+mod held;
 mod invoke;
 mod jobs;
 mod listen;
