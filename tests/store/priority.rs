@@ -1,6 +1,7 @@
 //! Behaviour suite: priority (`model::priority`, issue 26): among due runs, a run with priority
 //! `p` is claimed as if it had become due `p` seconds earlier, never before it is due; with a
-//! concurrency limit too; a retried run keeps its offset; a priority that does not compile refuses
+//! concurrency limit too; a retried run keeps its offset; a debounced run takes its last
+//! event's; a priority that does not compile refuses
 //! the job and stores nothing. Time is given to the store (and a manual clock to the client).
 
 use flare::model::{ConcurrencyLimit, Priority};
@@ -201,6 +202,42 @@ async fn priority_orders_the_queue_of_a_limited_job(db: TestDb) {
     assert_eq!(order, ["urgent", "first", "low"]);
 }
 
+async fn a_debounced_run_takes_the_priority_of_the_event_it_runs_with(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    define(&store).await;
+    let mut s = spec("digest", "doc.edited", 3);
+    s.priority = Some(Priority::parse("event.payload.p").unwrap());
+    s.debounce = Some(
+        flare::model::Debounce::new(std::time::Duration::from_secs(5))
+            .key("event.payload.doc")
+            .check()
+            .unwrap(),
+    );
+    store.job_define(s).await.unwrap();
+    send(
+        &store,
+        "edit-1",
+        "doc.edited",
+        json!({"doc": "d", "p": 0}),
+        T,
+    )
+    .await;
+    // Folded into the window's run: due at T + 6 s, priority 120 from now on.
+    send(
+        &store,
+        "edit-2",
+        "doc.edited",
+        json!({"doc": "d", "p": 120}),
+        T + 1_000,
+    )
+    .await;
+    send(&store, "plain", "audit.logged", json!({}), T + 2_000).await;
+    assert_eq!(
+        one_by_one(&store, &["digest", "audit"], T + 6_000).await,
+        ["edit-2", "plain"]
+    );
+}
+
 async fn a_priority_from_the_job_builder_is_checked_and_orders_runs(db: TestDb) {
     let clock = flare::ManualClock::new(T);
     let client = db.sender(&clock).await;
@@ -250,5 +287,6 @@ backend_tests!(
     a_run_with_priority_120_due_60_s_later_is_taken_first,
     a_high_priority_run_not_yet_due_is_not_taken_early,
     priority_orders_the_queue_of_a_limited_job,
+    a_debounced_run_takes_the_priority_of_the_event_it_runs_with,
     a_priority_from_the_job_builder_is_checked_and_orders_runs,
 );

@@ -120,3 +120,77 @@ BEGIN
         EXIT WHEN budget <= 0 OR free_b <= 0;
     END LOOP;
 END $$;
+
+-- `0024_flow_debounce.sql`'s debounce, giving a debounced run the priority of its event (`p_priority[i]`,
+-- ms): a new window's run, and the window's run when an event folds into it (as its slots).
+DROP FUNCTION flow_debounce(text[], text[], text[], bigint[], bigint[], bigint[], text[], text[],
+                            integer[], text[], text[], bigint[], text[], integer[], bigint[], text[]);
+CREATE FUNCTION flow_debounce(p_event text[], p_job text[], p_key text[], p_at bigint[],
+                              p_period bigint[], p_timeout bigint[], p_run text[],
+                              p_version text[], p_max_attempts integer[], p_slot_a text[],
+                              p_slot_b text[], p_start_timeout bigint[], p_rate_key text[],
+                              p_rate_limit integer[], p_rate_period bigint[],
+                              p_rate_reason text[], p_priority bigint[])
+RETURNS TABLE (ord integer, run_id text) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    i integer;
+    w record;
+    v_seq bigint;
+    v_due bigint;
+    v_previous text;
+BEGIN
+    FOR i IN SELECT o FROM generate_subscripts(p_event, 1) AS o
+             ORDER BY p_job[o], p_key[o], o
+    LOOP
+        INSERT INTO flow_debounces (job_id, key, first_at) VALUES (p_job[i], p_key[i], p_at[i])
+            ON CONFLICT (job_id, key) DO NOTHING;
+        SELECT d.run_id, d.first_at INTO w FROM flow_debounces d
+            WHERE d.job_id = p_job[i] AND d.key = p_key[i] FOR UPDATE;
+        v_seq := NULL;
+        IF w.run_id IS NOT NULL THEN
+            -- The window's run, while no worker holds it and it never started.
+            UPDATE run_queue q SET
+                run_at = GREATEST(q.run_at, LEAST(p_at[i] + p_period[i], w.first_at + p_timeout[i])),
+                slot_a = p_slot_a[i], slot_b = p_slot_b[i], priority_ms = p_priority[i]
+            WHERE q.seq = (SELECT r.seq FROM runs r WHERE r.id = w.run_id AND r.started_at IS NULL)
+              AND q.lease_until IS NULL AND q.started_at IS NULL
+            RETURNING q.seq, q.run_at INTO v_seq, v_due;
+        END IF;
+        IF v_seq IS NOT NULL THEN
+            UPDATE run_queue q SET expires_at = v_due + p_start_timeout[i] WHERE q.seq = v_seq;
+            SELECT r.event_id INTO v_previous FROM runs r WHERE r.seq = v_seq;
+            UPDATE runs r SET event_id = p_event[i], run_at = v_due,
+                slot_a = p_slot_a[i], slot_b = p_slot_b[i], priority_ms = p_priority[i]
+            WHERE r.seq = v_seq;
+            INSERT INTO event_debounces (event_id, job_id, run_id)
+                VALUES (v_previous, p_job[i], w.run_id) ON CONFLICT DO NOTHING;
+            ord := i;
+            run_id := w.run_id;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        -- A new window: a new run, due a period from now.
+        IF p_rate_key[i] IS NOT NULL AND NOT flow_rate_take(p_event[i], p_job[i], p_rate_key[i],
+                p_rate_limit[i], p_rate_period[i], p_at[i], p_rate_reason[i]) THEN
+            ord := i;
+            run_id := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        v_due := p_at[i] + p_period[i];
+        INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts,
+                          run_at, created_at, slot_a, slot_b, priority_ms)
+            VALUES (p_run[i], p_event[i], p_job[i], p_version[i], 'queued', 0, p_max_attempts[i],
+                    v_due, p_at[i], p_slot_a[i], p_slot_b[i], p_priority[i])
+            RETURNING seq INTO v_seq;
+        INSERT INTO run_queue (seq, job_id, run_at, slot_a, slot_b, expires_at, priority_ms)
+            VALUES (v_seq, p_job[i], v_due, p_slot_a[i], p_slot_b[i], v_due + p_start_timeout[i],
+                    p_priority[i]);
+        UPDATE flow_debounces d SET run_id = p_run[i], first_at = p_at[i]
+            WHERE d.job_id = p_job[i] AND d.key = p_key[i];
+        ord := i;
+        run_id := p_run[i];
+        RETURN NEXT;
+    END LOOP;
+END $$;

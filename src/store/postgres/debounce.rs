@@ -32,6 +32,8 @@ struct DebouncedRun {
     start_timeout: Option<i64>,
     /// The rate limit: key, limit, period, the reason of a skip.
     rate: Option<(String, i32, i64, String)>,
+    /// The priority's offset for this event, ms (`model::priority`).
+    priority: Option<i64>,
 }
 
 /// The runs of debounced jobs of a batch of events, in order.
@@ -45,7 +47,7 @@ pub(super) struct DebouncedRuns {
 pub(super) type Taken = HashMap<String, Option<String>>;
 
 const DEBOUNCE_SQL: &str = "SELECT ord, run_id FROM flow_debounce($1, $2, $3, $4, $5, $6, $7, $8, \
-     $9, $10, $11, $12, $13, $14, $15, $16)";
+     $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
 impl DebouncedRuns {
     /// Adds the run of `job` (debounced by `d`, its slots `slots`) for `event` at `now`, with
@@ -88,6 +90,7 @@ impl DebouncedRuns {
                 .start_timeout
                 .map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
             rate,
+            priority: job.priority.as_ref().and_then(|p| p.offset_ms(event)),
         });
         run
     }
@@ -132,7 +135,8 @@ impl DebouncedRuns {
         let rate_limit = col(&runs, |r| r.rate.as_ref().map(|x| x.1));
         let rate_period = col(&runs, |r| r.rate.as_ref().map(|x| x.2));
         let rate_reason = col(&runs, |r| r.rate.as_ref().map(|x| x.3.as_str()));
-        let params: [&(dyn ToSql + Sync); 16] = [
+        let priority = col(&runs, |r| r.priority);
+        let params: [&(dyn ToSql + Sync); 17] = [
             &event,
             &job,
             &key,
@@ -149,6 +153,7 @@ impl DebouncedRuns {
             &rate_limit,
             &rate_period,
             &rate_reason,
+            &priority,
         ];
         for r in rows(c, DEBOUNCE_SQL, &params).await? {
             let ord: i32 = r.try_get(0)?;

@@ -10,8 +10,8 @@ use crate::store::events::Debounced;
 use crate::store::Result;
 
 /// The run of `job` that `event` (at `now`) belongs to under the job's debounce `d`: the open
-/// window's run of its key, which takes the event (payload, start pushed back, slots of the
-/// event) and links the event it had to itself; or, when the key has none that is still
+/// window's run of its key, which takes the event (payload, start pushed back, slots and
+/// priority of the event) and links the event it had to itself; or, when the key has none that is still
 /// queued and never started, a new run due `period` later (`None` when the job's rate limit
 /// skips it).
 pub(super) fn run_take(
@@ -42,7 +42,7 @@ pub(super) fn run_take(
                 super::flow::flow_slots_put(conn, s, &job.id, due)?;
             }
             conn.prepare_cached(
-                "UPDATE runs SET event_id = ?2, run_at = ?3, slot_a = ?4, slot_b = ?5, expires_at = ?6 WHERE id = ?1",
+                "UPDATE runs SET event_id = ?2, run_at = ?3, slot_a = ?4, slot_b = ?5, expires_at = ?6, priority_ms = ?7 WHERE id = ?1",
             )?
             .execute(params![
                 run,
@@ -55,6 +55,7 @@ pub(super) fn run_take(
                     .map(|b| b.0.as_str()),
                 job.start_timeout
                     .map(|t| due.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
+                job.priority.as_ref().and_then(|p| p.offset_ms(event)),
             ])?;
             conn.prepare_cached(
                 "INSERT INTO event_debounces (event_id, job_id, run_id) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
