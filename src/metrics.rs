@@ -23,7 +23,8 @@
 //! - `flare_runs_held{reason}` — due queued runs at scrape time held back by flow control:
 //!   `concurrency` (a key, job or group at its limit), `throttle` (their key's next start is
 //!   later), `start_timeout` (past their start timeout: never started, cancelled by the rescuer's
-//!   next pass); read from the slots' counters and the queues' indexes.
+//!   next pass), and `debounce` (not due yet: the run of an open debounce window); read from the
+//!   slots' counters, the queues' indexes and the open windows.
 //!
 //! The counters are process-wide (one registry per process), recorded with one call from the
 //! code that knows: [`event_received`] after a committed insert, [`attempt_finished`] when the
@@ -237,7 +238,7 @@ pub fn render(queue: &[(&str, u64)], waiting: &[(&str, u64)], held: &[(&str, u64
         ),
         (
             "flare_runs_held",
-            "Due queued runs at scrape time held back by flow control: concurrency (a key, job or group at its limit), throttle (their key's next start is later), start_timeout (past it, to be cancelled).",
+            "Queued runs at scrape time held back by flow control: due in a key, job or group at its limit (concurrency), due with their key's next start later (throttle), past their start timeout (start_timeout, to be cancelled), an open debounce window's run (debounce).",
             "reason",
             held,
         ),

@@ -100,7 +100,8 @@ pub(crate) fn job_keys(rows: Vec<KeyRow>) -> HashMap<String, JobKeys> {
     out
 }
 
-/// Due queued runs held back by a limit now, by kind (`flare_runs_held`).
+/// Queued runs held back by flow control now, by kind (`flare_runs_held`): due runs a limit
+/// holds, and the runs of open debounce windows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunsHeld {
@@ -108,16 +109,19 @@ pub struct RunsHeld {
     pub concurrency: u64,
     /// In a key whose throttle allows its next start later (and not at a concurrency limit).
     pub throttle: u64,
+    /// Not due yet: the run of an open debounce window, which another event may push back.
+    pub debounce: u64,
     /// Past their start timeout: no claim starts them; the rescuer's next pass cancels them.
     pub start_timeout: u64,
 }
 
 impl RunsHeld {
     /// The gauges of `GET /metrics`.
-    pub fn gauges(&self) -> [(&'static str, u64); 3] {
+    pub fn gauges(&self) -> [(&'static str, u64); 4] {
         [
             ("concurrency", self.concurrency),
             ("throttle", self.throttle),
+            ("debounce", self.debounce),
             ("start_timeout", self.start_timeout),
         ]
     }

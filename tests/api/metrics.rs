@@ -60,8 +60,9 @@ async fn metrics_are_read_with_their_own_token_and_count_requests_by_route() {
     server.stop().await;
 }
 
-/// Due queued runs held by a key at its concurrency limit, by a throttled key, and past their
-/// start timeout, counted by reason at scrape time (`flare_runs_held`).
+/// Due queued runs held by a key at its concurrency limit, by a throttled key, past their start
+/// timeout, and an open debounce window's run, counted by reason at scrape time
+/// (`flare_runs_held`).
 async fn runs_held_by_flow_control_are_counted_by_reason(db: TestDb) {
     let t = 1_714_564_800_000;
     let clock = ManualClock::new(t);
@@ -80,6 +81,7 @@ async fn runs_held_by_flow_control_are_counted_by_reason(db: TestDb) {
             1,
         ),
         job("late", "report.asked").start_timeout(Duration::from_secs(1)),
+        job("digest", "doc.edited").debounce(flare::model::Debounce::new(Duration::from_secs(60))),
     ];
     for j in jobs {
         client.register_job(j).await.expect("define");
@@ -92,6 +94,8 @@ async fn runs_held_by_flow_control_are_counted_by_reason(db: TestDb) {
         ("feed.changed", json!({"f": "x"})),
         ("feed.changed", json!({"f": "x"})),
         ("report.asked", json!({})),
+        ("doc.edited", json!({})),
+        ("doc.edited", json!({})),
     ] {
         client.send_event(name, &payload).await.expect("send");
     }
@@ -124,6 +128,7 @@ async fn runs_held_by_flow_control_are_counted_by_reason(db: TestDb) {
         r#"flare_runs_held{reason="concurrency"} 2"#,
         r#"flare_runs_held{reason="throttle"} 2"#,
         r#"flare_runs_held{reason="start_timeout"} 1"#,
+        r#"flare_runs_held{reason="debounce"} 1"#,
     ] {
         assert!(
             answer.text.contains(needle),

@@ -18,7 +18,8 @@ macro_rules! queued_per_slot {
 }
 
 /// The due runs held by a full slot (the first or the second of their slots), then by a
-/// throttle's next start after `$1` (`runs_held`), in slots of jobs not paused. A slot's second
+/// throttle's next start after `$1` (`runs_held`), in slots of jobs not paused; the due runs past
+/// their start timeout; the runs of open debounce windows, not due yet. A slot's second
 /// slot is read from one of its queued runs (every run of a slot has the same, but for runs
 /// created under an older definition), through the slot queues' indexes.
 const HELD_SQL: &str = "WITH per AS (SELECT slot_a AS slot, count(*) AS n FROM run_queue \
@@ -33,7 +34,9 @@ const HELD_SQL: &str = "WITH per AS (SELECT slot_a AS slot, count(*) AS n FROM r
        WHERE a.job_id IS NULL OR a.job_id NOT IN (SELECT id FROM jobs WHERE paused)) \
      SELECT coalesce(sum(n) FILTER (WHERE running >= cap OR b_full), 0)::int8, \
        coalesce(sum(n) FILTER (WHERE NOT (running >= cap OR coalesce(b_full, false)) AND next_start > $1), 0)::int8, \
-       (SELECT count(*) FROM run_queue WHERE expires_at <= $1 AND lease_until IS NULL AND started_at IS NULL) \
+       (SELECT count(*) FROM run_queue WHERE expires_at <= $1 AND lease_until IS NULL AND started_at IS NULL), \
+       (SELECT count(*) FROM flow_debounces d JOIN runs r ON r.id = d.run_id JOIN run_queue q ON q.seq = r.seq \
+          WHERE q.lease_until IS NULL AND q.started_at IS NULL AND q.run_at > $1) \
      FROM s";
 
 impl PgStore {
@@ -67,6 +70,7 @@ impl PgStore {
             concurrency: n(r.try_get(0)?),
             throttle: n(r.try_get(1)?),
             start_timeout: n(r.try_get(2)?),
+            debounce: n(r.try_get(3)?),
         })
     }
 }

@@ -26,7 +26,8 @@ macro_rules! queued_per_slot {
 }
 
 /// The due runs held by a full slot (the first or the second of their slots), then by a
-/// throttle's next start after `?1` (`runs_held`), in slots of jobs not paused. A slot's second
+/// throttle's next start after `?1` (`runs_held`), in slots of jobs not paused; the due runs past
+/// their start timeout; the runs of open debounce windows, not due yet. A slot's second
 /// slot is read from one of its queued runs (every run of a slot has the same, but for runs
 /// created under an older definition).
 const HELD_SQL: &str = concat!(
@@ -44,7 +45,9 @@ const HELD_SQL: &str = concat!(
      SELECT coalesce(sum(CASE WHEN running >= cap OR b_full THEN n END), 0), \
        coalesce(sum(CASE WHEN NOT (running >= cap OR coalesce(b_full, 0)) AND next_start > ?1 THEN n END), 0), \
        (SELECT count(*) FROM runs INDEXED BY runs_expiring WHERE status = 'queued' \
-          AND expires_at IS NOT NULL AND started_at IS NULL AND expires_at <= ?1) \
+          AND expires_at IS NOT NULL AND started_at IS NULL AND expires_at <= ?1), \
+       (SELECT count(*) FROM flow_debounces d JOIN runs r ON r.id = d.run_id \
+          WHERE r.status = 'queued' AND r.started_at IS NULL AND r.run_at > ?1) \
      FROM s"
 );
 
@@ -76,14 +79,16 @@ impl SqliteStore {
     /// See [`crate::store::Store::runs_held`].
     pub async fn runs_held(&self, now: i64) -> Result<RunsHeld> {
         self.read(move |c| {
-            let (concurrency, throttle, start_timeout): (i64, i64, i64) = c
-                .prepare_cached(HELD_SQL)?
-                .query_row(params![now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            let (concurrency, throttle, start_timeout, debounce): (i64, i64, i64, i64) =
+                c.prepare_cached(HELD_SQL)?.query_row(params![now], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?;
             let n = |v: i64| u64::try_from(v).unwrap_or(0);
             Ok(RunsHeld {
                 concurrency: n(concurrency),
                 throttle: n(throttle),
                 start_timeout: n(start_timeout),
+                debounce: n(debounce),
             })
         })
         .await
