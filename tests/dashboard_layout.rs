@@ -158,6 +158,23 @@ async fn filter_by(b: &Browser, url: &str, name: &str, text: &str) -> Vec<String
         .click()
         .await
         .expect("submit");
+    // The submit navigates: wait for the filtered page before reading it, not the old one.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let at = b.current_url().await.expect("url");
+        if at.query_pairs().any(|(k, _)| k == name) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the filter was not submitted: {at}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.wait()
+        .for_element(Locator::Css("form.filters"))
+        .await
+        .expect("the filtered page");
     let shown = b
         .find(Locator::Css(&format!("form.filters input[name='{name}']")))
         .await
