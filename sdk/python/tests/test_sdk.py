@@ -385,6 +385,23 @@ def test_flow_control_settings_go_to_the_index() -> None:
     }
 
 
+def test_debounce_priority_and_cancel_on_reach_the_index() -> None:
+    @define_job(
+        "edits",
+        trigger={"event": "doc.edited"},
+        debounce={"periodMs": 5_000, "key": "event.payload.docId", "timeoutMs": 60_000},
+        priority={"run": "event.payload.plan == 'enterprise' ? 120 : 0"},
+        cancel_on=[{"event": "doc.deleted", "match": "payload.docId"}],
+    )
+    def edits(ctx: Context) -> None:
+        return None
+
+    entry = edits.index_entry()
+    assert entry["debounce"] == {"periodMs": 5_000, "key": "event.payload.docId", "timeoutMs": 60_000}
+    assert entry["priority"] == {"run": "event.payload.plan == 'enterprise' ? 120 : 0"}
+    assert entry["cancelOn"] == [{"event": "doc.deleted", "match": "payload.docId"}]
+
+
 def signed(body: bytes, secret: str = SECRET) -> Dict[str, str]:
     ts = str(int(time.time()))
     return {"webhook-id": "msg_t", "webhook-timestamp": ts, "webhook-signature": sign(secret, "msg_t", ts, body)}

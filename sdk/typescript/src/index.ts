@@ -15,6 +15,7 @@ export type { Handler, HandlerResponse, ServeOptions } from "./handler.js";
 export { defineJob, indexEntry, NonRetriableError, StepError } from "./job.js";
 export type {
   Callback,
+  CancelOn,
   ConcurrencyLimit,
   Duration,
   EventToSend,

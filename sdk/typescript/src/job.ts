@@ -202,6 +202,26 @@ export interface JobOptions {
   rateLimit?: { limit: number; periodMs: number; key?: string };
   /** A run not started this long (ms) after it became due is cancelled. */
   startTimeoutMs?: number;
+  /**
+   * A burst of events per key becomes one run, started `periodMs` after the last of them (with
+   * its payload), never later than `timeoutMs` after the first.
+   */
+  debounce?: { periodMs: number; key?: string; timeoutMs?: number };
+  /** `{ run: "<CEL giving seconds, -600..600>" }`: a due run is taken as if due that much earlier. */
+  priority?: { run: string };
+  /** Events that cancel this job's runs they match (a payload field, or a CEL `if`). */
+  cancelOn?: CancelOn[];
+}
+
+/** `{ event: "order.cancelled", match: "payload.orderId" }`: such an event cancels a matching run. */
+export interface CancelOn {
+  event: string;
+  /** A payload path equal in the run's event and the cancelling one. */
+  match?: string;
+  /** A CEL condition over `event` (the run's) and `async` (the cancelling one). */
+  if?: string;
+  /** How long after the run was created the cancel stays armed, ms. */
+  timeoutMs?: number;
 }
 
 /** A concurrency limit: `{ limit: 1, key: "event.payload.customerId" }` or `{ limit: 10, group: "openai" }`. */
@@ -277,7 +297,15 @@ export function indexEntry(job: Job<any, any>): Record<string, unknown> {
   };
   if (o.retry !== undefined) entry.retry = o.retry;
   if (o.timeoutMs !== undefined) entry.timeoutMs = o.timeoutMs;
-  for (const k of ["concurrency", "throttle", "rateLimit", "startTimeoutMs"] as const) {
+  for (const k of [
+    "concurrency",
+    "throttle",
+    "rateLimit",
+    "startTimeoutMs",
+    "debounce",
+    "priority",
+    "cancelOn",
+  ] as const) {
     if (o[k] !== undefined) entry[k] = o[k];
   }
   return entry;

@@ -285,6 +285,23 @@ test("flow control settings go to the index", () => {
   });
 });
 
+test("debounce, priority and cancelOn go to the index", () => {
+  const job = defineJob(
+    {
+      id: "edits",
+      trigger: { event: "doc.edited" },
+      debounce: { periodMs: 5_000, key: "event.payload.docId", timeoutMs: 60_000 },
+      priority: { run: "event.payload.plan == 'enterprise' ? 120 : 0" },
+      cancelOn: [{ event: "doc.deleted", match: "payload.docId" }],
+    },
+    () => null,
+  );
+  const entry = indexEntry(job);
+  assert.deepEqual(entry.debounce, { periodMs: 5_000, key: "event.payload.docId", timeoutMs: 60_000 });
+  assert.deepEqual(entry.priority, { run: "event.payload.plan == 'enterprise' ? 120 : 0" });
+  assert.deepEqual(entry.cancelOn, [{ event: "doc.deleted", match: "payload.docId" }]);
+});
+
 test("serve() answers index and run over node:http, and refuses unsigned requests", async () => {
   const server = http.createServer(serve({ jobs: [onboard], secret: SECRET }));
   await new Promise((r) => server.listen(0, "127.0.0.1", r));

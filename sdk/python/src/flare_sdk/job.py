@@ -39,6 +39,9 @@ class Job:
     throttle: Optional[Mapping[str, Any]] = None
     rate_limit: Optional[Mapping[str, Any]] = None
     start_timeout_ms: Optional[int] = None
+    debounce: Optional[Mapping[str, Any]] = None
+    priority: Optional[Mapping[str, Any]] = None
+    cancel_on: Optional[Sequence[Mapping[str, Any]]] = None
     is_async: bool = field(default=False)
 
     def index_entry(self) -> Dict[str, Any]:
@@ -58,9 +61,13 @@ class Job:
             ("throttle", self.throttle),
             ("rateLimit", self.rate_limit),
             ("startTimeoutMs", self.start_timeout_ms),
+            ("debounce", self.debounce),
+            ("priority", self.priority),
         ):
             if value is not None:
                 entry[name] = dict(value) if isinstance(value, Mapping) else value
+        if self.cancel_on is not None:
+            entry["cancelOn"] = [dict(c) for c in self.cancel_on]
         return entry
 
 
@@ -76,6 +83,9 @@ def define_job(
     throttle: Optional[Mapping[str, Any]] = None,
     rate_limit: Optional[Mapping[str, Any]] = None,
     start_timeout_ms: Optional[int] = None,
+    debounce: Optional[Mapping[str, Any]] = None,
+    priority: Optional[Mapping[str, Any]] = None,
+    cancel_on: Optional[Sequence[Mapping[str, Any]]] = None,
 ) -> Callable[[JobFn], Job]:
     """Defines a job with the decorated function.
 
@@ -85,7 +95,11 @@ def define_job(
     ``maxDelayMs``, ``factor``. Flow control (docs/flow-control.md): ``concurrency`` (a number,
     ``{"limit": 1, "key": "event.payload.customerId"}``, ``{"limit": 10, "group": "openai"}``, or
     a list of two), ``throttle`` (``{"limit", "periodMs", "key"?, "burst"?}``), ``rate_limit``
-    (``{"limit", "periodMs", "key"?}``), ``start_timeout_ms``.
+    (``{"limit", "periodMs", "key"?}``), ``start_timeout_ms``, ``debounce``
+    (``{"periodMs", "key"?, "timeoutMs"?}``: a burst of events per key becomes one run),
+    ``priority`` (``{"run": "<CEL giving seconds, -600..600>"}``). ``cancel_on``: events that
+    cancel the job's runs, ``[{"event": "order.cancelled", "match": "payload.orderId",
+    "if"?: "<CEL>", "timeoutMs"?: n}]``. Flare checks each when it reads the index.
     """
     if not re.fullmatch(r"[a-z0-9_-]{1,100}", id):
         raise ValueError(f"invalid job id {id!r}: use 1-100 characters of a-z 0-9 - _")
@@ -107,6 +121,9 @@ def define_job(
             throttle=throttle,
             rate_limit=rate_limit,
             start_timeout_ms=start_timeout_ms,
+            debounce=debounce,
+            priority=priority,
+            cancel_on=cancel_on,
             is_async=inspect.iscoroutinefunction(fn),
         )
 
