@@ -29,7 +29,7 @@ use crate::io::Io;
 use crate::model::validate_event_name;
 use crate::model::Debounce;
 use crate::model::Priority;
-use crate::model::{Concurrency, ConcurrencyLimit, RateLimitSpec, ThrottleSpec};
+use crate::model::{CancelOn, Concurrency, ConcurrencyLimit, RateLimitSpec, ThrottleSpec};
 pub use crate::model::{Event, InvalidJob, JobError, JobSpec, RetryPolicy};
 pub use crate::schedule::{InvalidSchedule, Schedule};
 use crate::store::ended::RunFailure;
@@ -135,6 +135,7 @@ pub struct Job {
     pub(crate) start_timeout: Option<Duration>,
     pub(crate) debounce: Option<Debounce>,
     pub(crate) priority: Option<String>,
+    pub(crate) cancel_on: Vec<CancelOn>,
     /// The failure handler's job ([`Job::on_failure`]), defined with this one.
     pub(crate) on_failure: Option<Box<Job>>,
 }
@@ -166,6 +167,7 @@ impl Job {
             start_timeout: None,
             debounce: None,
             priority: None,
+            cancel_on: Vec::new(),
             on_failure: None,
         }
     }
@@ -293,6 +295,23 @@ impl Job {
     /// defined.
     pub fn priority(mut self, run: &str) -> Self {
         self.priority = Some(run.to_string());
+        self
+    }
+
+    /// Cancels the job's queued, running and waiting runs that `on`'s event matches (see
+    /// [`CancelOn`]), recorded with a link to that event; cancelling a run cancels the runs it
+    /// invoked. At most 10; checked when the job is defined (a malformed match or condition is
+    /// refused, naming the field).
+    ///
+    /// ```no_run
+    /// # use flare::{event_trigger, CancelOn, Io, Job};
+    /// let job = Job::new("fulfil", "Fulfil", "1.0.0")
+    ///     .trigger(event_trigger("order.placed"))
+    ///     .cancel_on(CancelOn::event("order.cancelled").matching("payload.orderId"))
+    ///     .run(|_p: serde_json::Value, _io: Io| async move { Ok(()) });
+    /// ```
+    pub fn cancel_on(mut self, on: CancelOn) -> Self {
+        self.cancel_on.push(on);
         self
     }
 
@@ -447,6 +466,10 @@ impl Job {
                 job: id.clone(),
                 reason,
             })?;
+        CancelOn::check_list(&self.cancel_on).map_err(|reason| InvalidJob::Options {
+            job: id.clone(),
+            reason,
+        })?;
         let rate_limit = self
             .rate_limit
             .as_ref()
@@ -481,6 +504,7 @@ impl Job {
                 start_timeout: self.start_timeout,
                 debounce,
                 priority,
+                cancel_on: self.cancel_on,
             },
             handler,
         ))

@@ -81,6 +81,7 @@ pub use engine::{Engine, EngineConfig};
 pub use filter::Filter;
 pub use io::{Callback, Io, Logger, WaitFor};
 pub use job::{cron_trigger, event_trigger, interval_trigger, schedule_trigger, Job, Trigger};
+pub use model::CancelOn;
 pub use model::ConcurrencyLimit;
 pub use model::Debounce;
 pub use model::RetryPolicy;

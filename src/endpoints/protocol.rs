@@ -12,7 +12,7 @@ use crate::client::SendEvent;
 use crate::job::{event_trigger, schedule_trigger, Job, Schedule};
 use crate::model::Level;
 use crate::model::RetryPolicy;
-use crate::model::{ConcurrencyLimit, DelaySpec, RateLimitSpec, ThrottleSpec};
+use crate::model::{CancelOn, ConcurrencyLimit, DelaySpec, RateLimitSpec, ThrottleSpec};
 
 /// Largest `timeoutMs` an index may give: one day.
 pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
@@ -104,6 +104,10 @@ pub struct JobDef {
     /// Priority: `{"run": "<CEL>"}`, seconds (−600 to 600) earlier than due its runs are taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<Value>,
+    /// Events that cancel its runs: `[{"event", "match"?, "if"?, "timeoutMs"?}]` (see
+    /// [`crate::CancelOn`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_on: Option<Value>,
     /// The protocol version its runs speak: 2 with durable steps ([`super::stepped`]), 1 (or
     /// absent) without. Set from the index answer's top-level `protocol`, kept with each job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -249,6 +253,11 @@ impl JobDef {
         if let Some(v) = &self.concurrency {
             for limit in ConcurrencyLimit::list_from_json(v, "concurrency")? {
                 job = job.concurrency_limit(limit);
+            }
+        }
+        if let Some(v) = &self.cancel_on {
+            for on in CancelOn::list_from_json(v, "cancelOn")? {
+                job = job.cancel_on(on);
             }
         }
         Ok(job)
@@ -540,6 +549,59 @@ mod tests {
             .expect("valid");
         assert_eq!(a.retry, RetryPolicy::default());
         assert_eq!(a.timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn cancel_on_is_read_and_checked_naming_the_field() {
+        let with = |cancel_on: Value| {
+            json!({"jobs": [{"id": "fulfil", "name": "Fulfil", "version": "1.0.0",
+                "trigger": {"event": "order.placed"}, "cancelOn": cancel_on}]})
+        };
+        let defs = parse_index(with(json!([
+            {"event": "order.cancelled", "match": "payload.orderId", "timeoutMs": 86_400_000},
+            {"event": "order.refunded", "if": "async.payload.total >= event.payload.total"}
+        ])))
+        .expect("valid");
+        let (spec, _) = defs[0]
+            .to_job()
+            .expect("job")
+            .run(|_: Value, _| async { Ok(Value::Null) })
+            .validate()
+            .expect("valid");
+        assert_eq!(
+            spec.cancel_on,
+            vec![
+                CancelOn::event("order.cancelled")
+                    .matching("payload.orderId")
+                    .timeout(Duration::from_secs(86_400)),
+                CancelOn::event("order.refunded")
+                    .condition("async.payload.total >= event.payload.total"),
+            ]
+        );
+        for (cancel_on, field) in [
+            (json!({"event": "a.b"}), "cancelOn: a list"),
+            (json!([{"match": "payload.id"}]), "cancelOn[0].event"),
+            (json!([{"event": "Not A Name"}]), "cancelOn[0].event"),
+            (
+                json!([{"event": "a.b", "match": "orderId"}]),
+                "cancelOn[0].match",
+            ),
+            (
+                json!([{"event": "a.b"}, {"event": "a.b", "if": "event.payload.n >"}]),
+                "cancelOn[1].if",
+            ),
+            (
+                json!([{"event": "a.b", "timeoutMs": 5}]),
+                "cancelOn[0].timeoutMs",
+            ),
+            (json!([{"event": "a.b", "after": 5}]), "cancelOn[0].after"),
+        ] {
+            let err = parse_index(with(cancel_on.clone())).expect_err(&cancel_on.to_string());
+            assert!(
+                err.starts_with("jobs[0] (\"fulfil\")") && err.contains(field),
+                "{cancel_on}: {err}"
+            );
+        }
     }
 
     #[test]

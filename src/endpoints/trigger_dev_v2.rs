@@ -181,6 +181,7 @@ fn translate_job(job: &Value) -> Result<JobDef, String> {
         start_timeout_ms: None,
         debounce: None,
         priority: None,
+        cancel_on: None,
     };
     def.to_job()
         .and_then(|j| {

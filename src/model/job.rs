@@ -53,6 +53,8 @@ pub struct JobSpec {
     pub debounce: Option<DebounceWindow>,
     /// Its priority: seconds earlier than due its runs are taken (see [`super::priority`]).
     pub priority: Option<Priority>,
+    /// The events that cancel its queued, running and waiting runs (see [`super::cancel`]).
+    pub cancel_on: Vec<super::cancel::CancelOn>,
 }
 
 impl JobSpec {

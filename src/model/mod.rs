@@ -4,6 +4,7 @@
 //!
 //! Field names serialize in camelCase, as in the seed.
 
+pub mod cancel;
 pub mod cel;
 pub mod debounce;
 pub mod delay;
@@ -20,6 +21,7 @@ pub mod throttle;
 pub mod wait;
 
 pub use crate::clock::ms_to_time;
+pub use cancel::CancelOn;
 pub use cel::{CelKey, EventFields};
 pub use debounce::{Debounce, DebounceWindow};
 pub use delay::{Delay, DelaySpec, DelayUnits, MAX_DELAY};

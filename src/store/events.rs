@@ -87,6 +87,10 @@ pub struct EventDetail {
     pub skipped: Vec<Skipped>,
     /// Runs of debounced jobs it was folded into: a later event of the burst took its place.
     pub debounced: Vec<Debounced>,
+    /// Runs waiting for it that it resumed (`io.wait_for_event`).
+    pub resumed_runs: Vec<super::links::LinkedRun>,
+    /// Runs it cancelled (their job's `cancel_on`).
+    pub cancelled_runs: Vec<super::links::LinkedRun>,
 }
 
 /// A run an event was folded into by its job's debounce (`model::debounce`).

@@ -15,14 +15,14 @@ use super::stats::Outcomes;
 use crate::filter::Filter;
 use crate::model::Debounce;
 use crate::model::{
-    Concurrency, ConcurrencyLimit, JobSpec, RateLimitSpec, RetryPolicy, ThrottleSpec,
+    CancelOn, Concurrency, ConcurrencyLimit, JobSpec, RateLimitSpec, RetryPolicy, ThrottleSpec,
 };
 
 use super::error::{Error, Result};
 
 /// The columns of `jobs` a [`JobRow`] reads, in its order (both backends).
 pub(crate) const JOB_COLUMNS: &str =
-    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce, priority";
+    "id, name, version, event, filter, max_attempts, timeout_ms, concurrency_limits, rate_limit, throttle, start_timeout_ms, debounce, priority, cancel_on";
 
 /// A row of `jobs` as stored, turned into a [`JobSpec`] by [`JobRow::into_spec`]: the same
 /// decode for both backends. The stored row keeps what fan-out and the dashboard need (the retry
@@ -47,6 +47,8 @@ pub(crate) struct JobRow {
     pub(crate) debounce: Option<String>,
     /// The priority's CEL expression.
     pub(crate) priority: Option<String>,
+    /// The `cancelOn` list as stored JSON text.
+    pub(crate) cancel_on: Option<String>,
 }
 
 impl JobRow {
@@ -97,6 +99,14 @@ impl JobRow {
             }
             None => None,
         };
+        let cancel_on = match self.cancel_on {
+            Some(text) => {
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| Error::Corrupt(e.to_string()))?;
+                CancelOn::list_from_json(&v, "cancelOn").map_err(Error::Corrupt)?
+            }
+            None => Vec::new(),
+        };
         Ok(JobSpec {
             id: self.id,
             name: self.name,
@@ -119,8 +129,15 @@ impl JobRow {
                 .map(crate::model::Priority::parse)
                 .transpose()
                 .map_err(Error::Corrupt)?,
+            cancel_on,
         })
     }
+}
+
+/// A job's `cancelOn` list as stored (JSON text; `None` without one).
+pub(crate) fn cancel_on_text(spec: &JobSpec) -> Option<String> {
+    (!spec.cancel_on.is_empty())
+        .then(|| Value::Array(spec.cancel_on.iter().map(CancelOn::to_json).collect()).to_string())
 }
 
 /// The stored concurrency limits (JSON text) as the jobs list shows them: the list, empty when

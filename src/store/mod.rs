@@ -1,6 +1,6 @@
 //! Storage: the only module that speaks SQL. This file is the store's contract: every operation,
 //! grouped by noun, one line each; the parameter and result types live beside it, one file per
-//! noun (`events`, `runs`, `ended` (the events of runs that fail or are cancelled), `steps`, `jobs`, `schedules`, `webhooks`, `endpoints`, `nodes`,
+//! noun (`events`, `runs`, `ended` (the events of runs that fail or are cancelled), `links` (what a run's and an event's detail link to), `steps`, `jobs`, `schedules`, `webhooks`, `endpoints`, `nodes`,
 //! `stats`, `page`), the error in `error`.
 //!
 //! [`Store`] is a concrete type over two backends with the same file names holding the same things
@@ -34,6 +34,7 @@ pub mod error;
 pub mod events;
 pub mod held;
 pub mod jobs;
+pub mod links;
 pub mod nodes;
 pub mod owners;
 pub mod page;
@@ -58,6 +59,7 @@ use error::unstorable_id;
 pub use error::{storable, Error, Result};
 pub use events::{EventDetail, EventQuery, EventStatus, EventSummary, Inserted, NewEvent};
 pub use jobs::{JobDefinition, JobSchedule, JobSummary, Triggers};
+pub use links::{CancelledBy, LinkedRun};
 pub use nodes::{JobPlacement, NodeBeat, NodeSummary};
 pub use page::{Cursor, Page};
 pub use runs::{

@@ -146,6 +146,12 @@ pub struct RunDetail {
     /// cus_1`, `throttled until 2024-05-01T12:00:01Z`, `debounced: starts at 12:00:05 unless
     /// another event comes`.
     pub waiting_for: Option<String>,
+    /// The event that cancelled it (its job's `cancel_on`), while it is cancelled so.
+    pub cancelled_by: Option<super::links::CancelledBy>,
+    /// The run that invoked it (`io.invoke`), if one did.
+    pub parent_run_id: Option<String>,
+    /// The runs it invoked, with their states, in the order they were invoked.
+    pub children: Vec<super::links::LinkedRun>,
 }
 
 impl RunDetail {
@@ -178,6 +184,10 @@ pub struct PendingWait {
     pub since: DateTime<Utc>,
     /// The deadline: the wait ends with nothing then.
     pub until: DateTime<Utc>,
+    /// For a callback (`io.callback`): the path a `POST` of JSON resumes the run at, after the
+    /// server's address (`/callbacks/<token>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
 }
 
 impl PendingWait {
@@ -192,6 +202,8 @@ impl PendingWait {
         until: i64,
     ) -> Self {
         let matched = !match_path.is_empty();
+        let callback_url = (event == crate::model::wait::CALLBACK_EVENT && matched)
+            .then(|| format!("/callbacks/{match_value}"));
         Self {
             step_key,
             event,
@@ -200,6 +212,7 @@ impl PendingWait {
             condition,
             since: crate::model::ms_to_time(since),
             until: crate::model::ms_to_time(until),
+            callback_url,
         }
     }
 }
@@ -314,6 +327,9 @@ impl RunDetail {
             steps,
             wait: None,
             waiting_for: None,
+            cancelled_by: None,
+            parent_run_id: None,
+            children: Vec::new(),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! chaining, leases, concurrency, retention), `failures` (retries, attempts, panics, timeouts),
 //! `shutdown`, `steps` (durable steps and waits), `schedules` (cron and interval jobs), `control`
 //! (cancel, pause, bulk actions), `leader` (several nodes: one runs maintenance, another takes
-//! over), `nodes` (named nodes, a paused start).
+//! over), `nodes` (named nodes, a paused start), `cancel_on` (runs cancelled by an event).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,6 +13,7 @@
 mod support;
 
 mod callbacks;
+mod cancel_on;
 mod control;
 mod events;
 mod failure_events;

@@ -462,6 +462,7 @@ async fn an_endpoint_index_schedules_its_jobs_and_unschedules_them(db: TestDb) {
                     start_timeout: None,
                     debounce: None,
                     priority: None,
+                    cancel_on: Vec::new(),
                 }
             })
             .collect();

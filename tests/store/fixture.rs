@@ -28,6 +28,7 @@ pub fn spec(id: &str, event: &str, max_attempts: u32) -> JobSpec {
         start_timeout: None,
         debounce: None,
         priority: None,
+        cancel_on: Vec::new(),
     }
 }
 

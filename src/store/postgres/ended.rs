@@ -1,24 +1,23 @@
-//! `flare/run.failed` and `flare/run.cancelled` on PostgreSQL (see `store/ended.rs`): inserted
-//! in the transaction that made the runs final, through the ordinary insert of events.
+//! `flare/run.failed` and `flare/run.cancelled` on PostgreSQL (see `store/ended.rs`): the events
+//! of runs just made final, read from their rows; `writer::send_ended` inserts them in the
+//! transaction that made the runs final, through the ordinary insert of events.
 
 use deadpool_postgres::GenericClient;
 
 use super::rows::{rows, u32_of};
-use super::writer::{insert_events, EventRow};
 use crate::store::ended::RunEnded;
-use crate::store::{Result, Triggers};
+use crate::store::{NewEvent, Result};
 
-/// Sends the events of the runs `ended` (id, error), just made failed or `cancelled`, in the
-/// caller's transaction (the triggers refreshed). Returns whether workers should be woken.
-pub(super) async fn send_ended<C: GenericClient>(
+/// The events of the runs `ended` (id, error), just made failed or `cancelled`, to insert at
+/// `now`, in run id order; none for runs of `flare/…` events.
+pub(super) async fn ended_events<C: GenericClient>(
     c: &C,
-    triggers: &Triggers,
     ended: &[(String, Option<String>)],
     cancelled: bool,
     now: i64,
-) -> Result<bool> {
+) -> Result<Vec<NewEvent>> {
     if ended.is_empty() {
-        return Ok(false);
+        return Ok(Vec::new());
     }
     let ids: Vec<&str> = ended.iter().map(|(id, _)| id.as_str()).collect();
     let mut events = Vec::with_capacity(ended.len());
@@ -47,19 +46,5 @@ pub(super) async fn send_ended<C: GenericClient>(
         };
         events.extend(run.event(now));
     }
-    if events.is_empty() {
-        return Ok(false);
-    }
-    let texts: Vec<(String, Option<String>)> = events.iter().map(|e| e.texts()).collect();
-    let batch: Vec<EventRow<'_>> = events
-        .iter()
-        .zip(&texts)
-        .map(|(event, (payload, context))| EventRow {
-            event,
-            payload,
-            context: context.as_deref(),
-        })
-        .collect();
-    let (_, wake) = insert_events(c, triggers, &batch).await?;
-    Ok(wake)
+    Ok(events)
 }

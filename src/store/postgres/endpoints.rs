@@ -16,7 +16,7 @@ use crate::store::endpoints::{
 };
 use crate::store::nodes::NODE_LIVE_MS;
 use crate::store::owners::Put;
-use crate::store::{Error, Result};
+use crate::store::{Error, Result, Triggers};
 
 /// Locks endpoint `id` and returns its URL.
 pub(super) async fn endpoint_lock<C: GenericClient>(c: &C, id: &str) -> Result<String> {
@@ -39,6 +39,7 @@ pub(super) async fn endpoint_lock<C: GenericClient>(c: &C, id: &str) -> Result<S
 /// Removes `jobs` and cancels their queued runs; returns how many runs.
 pub(super) async fn jobs_remove<C: GenericClient>(
     c: &C,
+    triggers: &Triggers,
     jobs: &[String],
     url: &str,
     now: i64,
@@ -49,6 +50,7 @@ pub(super) async fn jobs_remove<C: GenericClient>(
         exec(c, "DELETE FROM schedules WHERE job_id = $1", &[job]).await?;
         cancelled += super::runs::cancel_queued_of_job(
             c,
+            triggers,
             job,
             now,
             &crate::store::endpoints::removed_message(job, url),
@@ -61,6 +63,7 @@ pub(super) async fn jobs_remove<C: GenericClient>(
 /// See [`crate::store::Store::endpoint_index`]; the caller's transaction.
 pub(super) async fn apply_index<C: GenericClient>(
     c: &C,
+    triggers: &Triggers,
     id: &str,
     index: &EndpointIndex,
 ) -> Result<IndexApplied> {
@@ -100,7 +103,7 @@ pub(super) async fn apply_index<C: GenericClient>(
             removed.push(job);
         }
     }
-    let cancelled_runs = jobs_remove(c, &removed, &url, index.now).await?;
+    let cancelled_runs = jobs_remove(c, triggers, &removed, &url, index.now).await?;
     for job in &index.jobs {
         if job_put(c, job, Some(id), index.now).await? == Put::Refused {
             return Err(Error::Conflict(format!(
@@ -157,7 +160,7 @@ impl PgStore {
                 ep.url
             )));
         }
-        let applied = apply_index(&tx, &ep.id, &index).await?;
+        let applied = apply_index(&tx, self.triggers(), &ep.id, &index).await?;
         tx.commit().await?;
         Ok(applied)
     }
@@ -191,7 +194,7 @@ impl PgStore {
     pub async fn endpoint_index(&self, id: String, index: EndpointIndex) -> Result<IndexApplied> {
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        let applied = apply_index(&tx, &id, &index).await?;
+        let applied = apply_index(&tx, self.triggers(), &id, &index).await?;
         tx.commit().await?;
         Ok(applied)
     }
@@ -240,7 +243,7 @@ impl PgStore {
         {
             removed.push(r.try_get::<_, String>(0)?);
         }
-        let cancelled_runs = jobs_remove(&tx, &removed, &url, now).await?;
+        let cancelled_runs = jobs_remove(&tx, self.triggers(), &removed, &url, now).await?;
         exec(&tx, "DELETE FROM endpoints WHERE id = $1", &[&id]).await?;
         tx.commit().await?;
         Ok(IndexApplied {

@@ -2,6 +2,8 @@
 //! transaction, cancelling a scheduled event, delivering due ones, pruning finished ones with
 //! their runs, and reading an event with its runs and children.
 
+use std::collections::HashMap;
+
 use deadpool_postgres::GenericClient;
 use tokio::sync::oneshot;
 
@@ -9,7 +11,9 @@ use super::rows::{
     event_from_row, exec, json_text, rows, run_from_row, triggers_refresh, EVENT_SELECT,
     RUN_COLUMNS,
 };
-use super::writer::{insert_events, EventRow, InsertOp, NewRuns, INSERT_RUNS_SQL};
+use super::writer::{
+    insert_events, insert_follow_ups, EventRow, InsertOp, NewRuns, INSERT_RUNS_SQL,
+};
 use super::PgStore;
 use crate::model::{EventFields, StoredEvent};
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
@@ -133,18 +137,23 @@ impl PgStore {
                 context: context.as_ref(),
                 source: &source,
             };
-            runs.fan_out(self.triggers(), &fields, now);
-            delivered.push((id, name, payload));
+            let started = runs.fan_out(self.triggers(), &fields, now);
+            delivered.push((id, name, payload, started));
         }
         // Waits for these events: the names' shared locks first (see `waits.rs`).
         let names: Vec<&str> = delivered.iter().map(|d| d.1.as_str()).collect();
+        if !runs.ids.is_empty() || !runs.slots.slot.is_empty() {
+            exec(&tx, INSERT_RUNS_SQL, &runs.params()).await?;
+        }
+        runs.debounced.take(&tx, None).await?;
+        super::cancel_on::arm(&tx, &runs.cancel_keys).await?;
         let resumed = if names.is_empty() {
-            0
+            false
         } else {
             rows(&tx, super::waits::LOCK_SHARED_SQL, &[&names]).await?;
             let events: Vec<super::waits::Delivered<'_>> = delivered
                 .iter()
-                .map(|(id, name, payload)| super::waits::Delivered {
+                .map(|(id, name, payload, _)| super::waits::Delivered {
                     id,
                     name,
                     payload,
@@ -152,14 +161,21 @@ impl PgStore {
                     now,
                 })
                 .collect();
-            super::waits::on_events(&tx, &events).await?
+            // The runs they cancel (not those they started), then the waits they resume.
+            let armed = runs.cancel_keys.runs();
+            let started: HashMap<String, usize> = delivered
+                .iter()
+                .enumerate()
+                .flat_map(|(i, d)| d.3.iter().map(move |r| (r, i)))
+                .filter(|(r, _)| armed.contains(r.as_str()))
+                .map(|(r, i)| (r.clone(), i))
+                .collect();
+            let follow = super::cancel::cancel_delivered(&tx, &events, &started).await?;
+            let resumed = super::waits::on_events(&tx, &events).await?;
+            insert_follow_ups(&tx, self.triggers(), follow).await? || resumed > 0
         };
-        if !runs.ids.is_empty() || !runs.slots.slot.is_empty() {
-            exec(&tx, INSERT_RUNS_SQL, &runs.params()).await?;
-        }
-        runs.debounced.take(&tx, None).await?;
         tx.commit().await?;
-        if !runs.ids.is_empty() || !runs.debounced.is_empty() || resumed > 0 {
+        if !runs.ids.is_empty() || !runs.debounced.is_empty() || resumed {
             self.wake();
         }
         Ok(due.len())
@@ -186,6 +202,9 @@ impl PgStore {
              datt AS (DELETE FROM run_attempts a USING druns WHERE a.run_id = druns.id), \
              dsteps AS (DELETE FROM run_steps s USING druns WHERE s.run_id = druns.id), \
              dwaits AS (DELETE FROM run_waits w USING druns WHERE w.run_id = druns.id), \
+             dkeys AS (DELETE FROM run_cancel_keys k USING druns WHERE k.run_id = druns.id), \
+             deffects AS (DELETE FROM event_effects f \
+               WHERE f.run_id IN (SELECT id FROM druns) OR f.event_id IN (SELECT id FROM doomed)), \
              dout AS (UPDATE run_outcomes o SET n = o.n - d.k FROM ( \
                  SELECT finished_at / 60000 AS minute, job_id, status, count(*) AS k FROM druns \
                  WHERE finished_at IS NOT NULL GROUP BY 1, 2, 3) d \
@@ -288,12 +307,15 @@ impl PgStore {
         })
         .collect::<Result<Vec<_>>>()?;
         let debounced = super::debounce::folded(c, &id).await?;
+        let (resumed_runs, cancelled_runs) = super::links::event_links(c, &id).await?;
         Ok(Some(EventDetail {
             event,
             runs,
             children,
             skipped,
             debounced,
+            resumed_runs,
+            cancelled_runs,
         }))
     }
 }

@@ -68,6 +68,12 @@ pub(super) async fn job_put<C: GenericClient>(
     if n != 1 {
         return Ok(Put::Refused);
     }
+    exec(
+        c,
+        "UPDATE jobs SET cancel_on = $2 WHERE id = $1",
+        &[&spec.id, &crate::store::jobs::cancel_on_text(spec)],
+    )
+    .await?;
     let (note, put) = match change {
         OwnerChange::Displace(old) => {
             let url: Option<String> = rows(

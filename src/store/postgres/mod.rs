@@ -29,6 +29,8 @@
 //! - **Storage down** for tests ([`PgStore::health_fail_writes`]): every write transaction then
 //!   starts `READ ONLY`, so PostgreSQL itself refuses the writes.
 
+mod cancel;
+mod cancel_on;
 mod debounce;
 mod ended;
 mod endpoints;
@@ -37,6 +39,7 @@ mod flow;
 mod held;
 mod invoke;
 mod jobs;
+mod links;
 mod listen;
 mod nodes;
 mod query;
@@ -108,6 +111,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (24, include_str!("0024_flow_debounce.sql")),
     (25, include_str!("0025_flow_priority.sql")),
     (30, include_str!("0030_event_waits.sql")),
+    (31, include_str!("0031_cancel_on.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
     (41, include_str!("0041_node_details.sql")),
     (42, include_str!("0042_step_label.sql")),

@@ -128,6 +128,7 @@ pub(super) async fn jobs_load<C: GenericClient>(c: &C) -> Result<Vec<JobSpec>> {
                 start_timeout_ms: r.try_get(10)?,
                 debounce: r.try_get(11)?,
                 priority: r.try_get(12)?,
+                cancel_on: r.try_get(13)?,
             }
             .into_spec()
         })

@@ -18,11 +18,11 @@ use std::collections::HashSet;
 
 use deadpool_postgres::GenericClient;
 
-use super::ended::send_ended;
 use super::rows::{
     exec, json_text, opt_json, rows, run_from_row, triggers_refresh, u32_of, LogColumns,
     RUN_COLUMNS,
 };
+use super::writer::send_ended;
 use super::{PgStore, GENERIC_PLAN_NO_WAIT};
 use crate::model::{ms_to_time, Attempt, Level, LogLine};
 use crate::store::{
@@ -111,6 +111,9 @@ macro_rules! tally_sql {
     };
 }
 
+/// The error of a run cancelled because it did not start within its job's start timeout.
+const EXPIRED: &str = "expired before it started";
+
 /// The settings of a completion: the generic plan, and the shared lock of the invoked runs'
 /// name, so a parent registering its wait for one of these runs (exclusive) is ordered with it
 /// (see `waits.rs`).
@@ -153,6 +156,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
      inv_queue AS (UPDATE run_queue q SET run_at = inv.at FROM runs pr, inv \
        WHERE pr.id = inv.parent AND q.seq = pr.seq AND q.lease_until IS NULL RETURNING q.seq, q.run_at), \
      inv_runs AS (UPDATE runs x SET run_at = inv_queue.run_at FROM inv_queue WHERE x.seq = inv_queue.seq), \
+     disarmed AS (DELETE FROM run_cancel_keys k USING done WHERE k.run_id = done.id AND done.status <> 'queued'), \
      tally AS (",
     tally_sql!("done WHERE status <> 'queued'"),
     "), \
@@ -192,85 +196,53 @@ pub(super) async fn run_state_error<C: GenericClient>(
 }
 
 /// Cancels the queued runs (not the running ones) of job `job` with `error`, in the caller's
-/// transaction; returns how many. Used when a job leaves its endpoint's index.
+/// transaction, each as any cancel is (its `flare/run.cancelled` sent, a parent waiting for it
+/// resumed); returns how many. Used when a job leaves its endpoint's index.
 pub(super) async fn cancel_queued_of_job<C: GenericClient>(
     c: &C,
+    triggers: &Triggers,
     job: &str,
     now: i64,
     error: &str,
 ) -> Result<u64> {
-    let n = rows(
+    let queued = rows(
         c,
-        concat!(
-            "WITH q AS (DELETE FROM run_queue WHERE job_id = $1 AND lease_until IS NULL \
-               RETURNING seq, attempt), \
-             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, error = $3, attempt = q.attempt \
-               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
-             tally AS (",
-            tally_sql!("c"),
-            ") SELECT count(*)::int8 FROM c"
-        ),
-        &[&job, &now, &error],
+        "SELECT r.id FROM run_queue q JOIN runs r ON r.seq = q.seq \
+         WHERE q.job_id = $1 AND q.lease_until IS NULL ORDER BY r.id",
+        &[&job],
     )
     .await?;
-    Ok(n.first()
-        .map(|r| r.try_get::<_, i64>(0))
-        .transpose()?
-        .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+    let mut n = 0;
+    for r in queued {
+        let id: String = r.try_get(0)?;
+        n += run_cancel_with(c, triggers, &id, now, Some(error)).await? as u64;
+    }
+    Ok(n)
 }
 
-/// Cancels run `id` if it is queued or running, inside `tx`: its queue row (and with it any lease,
-/// so a late completion's token matches nothing and is refused) is deleted, the run row is made
-/// final and counted, and an attempt that was executing is recorded as `cancelled`. Returns 1 when
-/// it was cancelled, 0 when it was not queued or running.
+/// Cancels run `id` if it is queued or running, inside `tx`, with its unfinished invoked runs
+/// (see `cancel.rs`: its lease removed, so a late completion is refused), each with its
+/// `flare/run.cancelled`. Returns 1 when it was cancelled, 0 when it was not queued or running.
 pub(super) async fn run_cancel_in<C: GenericClient>(
     tx: &C,
     triggers: &Triggers,
     id: &str,
     now: i64,
 ) -> Result<usize> {
-    let n = cancel_row(tx, id, now).await?;
-    if n == 1 {
-        // Its event, the parent waiting for it, and its unfinished children (`io.invoke`),
-        // cancelled with it.
-        let mut ended = vec![id.to_string()];
-        while let Some(run) = ended.pop() {
-            // A cancelled run waits no more: its callback answers 404, events pass it by.
-            super::rows::exec(tx, "DELETE FROM run_waits WHERE run_id = $1", &[&run]).await?;
-            send_ended(tx, triggers, &[(run.clone(), None)], true, now).await?;
-            super::waits::on_run_end(tx, &run, now).await?;
-            for child in super::waits::children_unfinished(tx, &run).await? {
-                if cancel_row(tx, &child, now).await? == 1 {
-                    ended.push(child);
-                }
-            }
-        }
-    }
-    Ok(n)
+    run_cancel_with(tx, triggers, id, now, None).await
 }
 
-/// The cancellation of one run's rows (see [`run_cancel_in`]); 1 when it was cancelled.
-async fn cancel_row<C: GenericClient>(tx: &C, id: &str, now: i64) -> Result<usize> {
-    Ok(rows(
-        tx,
-        concat!(
-            "WITH q AS (DELETE FROM run_queue q USING runs r \
-               WHERE r.id = $1 AND q.seq = r.seq \
-               RETURNING q.seq, q.attempt, q.started_at, q.node, q.lease_until IS NOT NULL AS running), \
-             c AS (UPDATE runs r SET status = 'cancelled', finished_at = $2, attempt = q.attempt, \
-                 started_at = CASE WHEN q.running THEN q.started_at ELSE r.started_at END, \
-                 node = CASE WHEN q.running THEN q.node ELSE r.node END \
-               FROM q WHERE r.seq = q.seq RETURNING r.seq, r.id, r.job_id, r.status, r.finished_at, r.attempt, q.running, q.started_at), \
-             a AS (INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
-               SELECT id, attempt, 'cancelled', started_at, $2, 'cancelled while running' FROM c WHERE running), \
-             tally AS (",
-            tally_sql!("c"),
-            ") SELECT 1 FROM c"
-        ),
-        &[&id, &now],
-    )
-    .await?
-    .len())
+/// [`run_cancel_in`], the run's error set to `reason` when given.
+async fn run_cancel_with<C: GenericClient>(
+    tx: &C,
+    triggers: &Triggers,
+    id: &str,
+    now: i64,
+    reason: Option<&str>,
+) -> Result<usize> {
+    let (n, ended) = super::cancel::cancelled(tx, id, now, reason, None).await?;
+    super::writer::insert_follow_ups(tx, triggers, ended).await?;
+    Ok(usize::from(n > 0))
 }
 
 /// Queues run `id` again if it is failed or cancelled, inside `tx` (see `run_retry`). Returns 1
@@ -589,6 +561,7 @@ impl PgStore {
                  error = 'lease expired: the worker running attempt ' || lost.attempt || ' stopped responding' \
                FROM lost WHERE r.seq = lost.seq \
                RETURNING r.id, r.job_id, r.attempt, r.started_at, r.finished_at, r.error, r.status), \
+             disarmed AS (DELETE FROM run_cancel_keys k USING res WHERE k.run_id = res.id AND res.status = 'failed'), \
              tally AS (",
             tally_sql!("res WHERE status = 'failed'"),
             "), \
@@ -685,29 +658,31 @@ impl PgStore {
         Ok(n)
     }
 
-    /// See [`crate::store::Store::runs_expire`].
+    /// See [`crate::store::Store::runs_expire`]: each expired run is cancelled as any cancel is
+    /// (its `flare/run.cancelled` sent, a parent waiting for it resumed), in one transaction.
     pub async fn runs_expire(&self, now: i64) -> Result<usize> {
-        let conn = self.conn().await?;
-        let n = rows(
-            &conn,
-            concat!(
-                "WITH q AS (DELETE FROM run_queue WHERE seq IN (SELECT seq FROM run_queue \
-                   WHERE expires_at <= $1 AND lease_until IS NULL AND started_at IS NULL \
-                   ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING seq, attempt), \
-                 c AS (UPDATE runs r SET status = 'cancelled', finished_at = $1, \
-                   error = 'expired before it started', attempt = q.attempt \
-                   FROM q WHERE r.seq = q.seq RETURNING r.seq, r.job_id, r.status, r.finished_at), \
-                 tally AS (",
-                tally_sql!("c"),
-                ") SELECT count(*)::int8 FROM c"
-            ),
+        let mut client = self.conn().await?;
+        triggers_refresh(&client, self.triggers()).await?;
+        let tx = self.begin(&mut client).await?;
+        let expired = rows(
+            &tx,
+            "SELECT r.id FROM run_queue q JOIN runs r ON r.seq = q.seq \
+             WHERE q.seq IN (SELECT seq FROM run_queue \
+               WHERE expires_at <= $1 AND lease_until IS NULL AND started_at IS NULL \
+               ORDER BY expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED)",
             &[&now],
         )
         .await?;
-        Ok(n.first()
-            .map(|r| r.try_get::<_, i64>(0))
-            .transpose()?
-            .map_or(0, |n| usize::try_from(n).unwrap_or(0)))
+        let mut n = 0;
+        for r in &expired {
+            let id: String = r.try_get(0)?;
+            n += run_cancel_with(&tx, self.triggers(), &id, now, Some(EXPIRED)).await?;
+        }
+        tx.commit().await?;
+        if n > 0 {
+            self.wake();
+        }
+        Ok(n)
     }
 
     /// See [`crate::store::Store::runs_next_due`]: both lookups walk a partial index in due order.
@@ -793,6 +768,7 @@ impl PgStore {
             super::flow::waiting_for(c, &detail.run).await?,
             super::debounce::waiting_for(c, &detail.run).await?,
         );
+        super::links::run_links(c, &mut detail).await?;
         Ok(Some(detail))
     }
 }

@@ -342,6 +342,7 @@ impl PgStore {
         let mut runs = super::writer::NewRuns::default();
         let child = runs.add(&job, &fields, now);
         super::rows::exec(&tx, super::writer::INSERT_RUNS_SQL, &runs.params()).await?;
+        super::cancel_on::arm(&tx, &runs.cancel_keys).await?;
         tx.commit().await?;
         self.wake();
         Ok(Some(child))

@@ -24,6 +24,7 @@ use crate::model::wait::{
     event_value, match_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
 };
 use crate::model::{ms_to_time, EventWait, WaitedEvent};
+use crate::store::links::Effect;
 use crate::store::{Lease, PendingWait, Result};
 
 /// The advisory lock class (first key) of the per-name locks; the issue that brought them.
@@ -158,6 +159,8 @@ pub(super) async fn on_events<C: GenericClient>(c: &C, events: &[Delivered<'_>])
 /// Waits to resume, as the columns of [`RESOLVE_SQL`].
 #[derive(Default)]
 struct Resolutions {
+    /// The events that resume them (by `add`: recorded as their effect once applied).
+    events: Vec<String>,
     run_ids: Vec<String>,
     keys: Vec<String>,
     outputs: Vec<String>,
@@ -173,6 +176,7 @@ async fn resolve_one<C: GenericClient>(
     now: i64,
 ) -> Result<usize> {
     let r = Resolutions {
+        events: Vec::new(),
         run_ids: vec![run_id.to_string()],
         keys: vec![key.to_string()],
         outputs: vec![output],
@@ -268,6 +272,7 @@ impl Resolutions {
             payload: e.payload.clone(),
             timestamp: ms_to_time(e.at),
         };
+        self.events.push(e.id.to_string());
         self.run_ids.push(run_id.to_string());
         self.keys.push(key.to_string());
         self.outputs
@@ -285,6 +290,16 @@ impl Resolutions {
             &[&self.run_ids, &self.keys, &self.outputs, &self.at],
         )
         .await?;
+        if !self.events.is_empty() {
+            // The event page lists the runs each event resumed.
+            let resumed: HashSet<String> =
+                n.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+            let effects: Vec<(String, String, i64)> = (0..self.run_ids.len())
+                .filter(|i| resumed.contains(&self.run_ids[*i]))
+                .map(|i| (self.events[i].clone(), self.run_ids[i].clone(), self.at[i]))
+                .collect();
+            super::links::effects_put(c, &effects, Effect::Resumed).await?;
+        }
         Ok(n.len())
     }
 }

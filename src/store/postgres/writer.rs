@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use super::cancel_on::CancelKeys;
 use super::debounce::{DebouncedRuns, Taken};
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
@@ -125,14 +126,20 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         client.query(&insert, &params),
     );
     // Then the waits the new events resume, in the same transaction.
+    // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         began?;
         locked?;
         let inserted = inserted?;
         let (mut created, existing) = prepared.created(&inserted)?;
         created.debounced = prepared.debounce(&client, &created).await?;
-        let resumed = on_events(&client, &prepared.delivered(&created.events)).await?;
-        Ok::<_, Error>((created, existing, resumed))
+        super::cancel_on::arm(&client, &prepared.runs.cancel_keys).await?;
+        let delivered = prepared.delivered(&created.events);
+        let positions = prepared.armed_positions(&delivered);
+        let follow = super::cancel::cancel_delivered(&client, &delivered, &positions).await?;
+        let resumed = on_events(&client, &delivered).await?;
+        let woken = insert_follow_ups(&client, &writer.triggers, follow).await?;
+        Ok::<_, Error>((created, existing, resumed > 0 || woken))
     }
     .await;
     let (created, existing, resumed) = match looked {
@@ -142,7 +149,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
             return Err(e);
         }
     };
-    let wake = prepared.wake || resumed > 0;
+    let wake = prepared.wake || resumed;
     // A failed statement aborts the transaction, and the COMMIT after it then rolls back.
     let (notified, committed) = futures::join!(
         async {
@@ -292,6 +299,8 @@ pub(super) struct NewRuns {
     pub(super) debounced: DebouncedRuns,
     /// Each run's priority offset, ms (`None`: priority 0).
     pub(super) priority: Vec<Option<i64>>,
+    /// The `cancel_on` keys of the runs (written by `cancel_on::arm` after the runs' insert).
+    pub(super) cancel_keys: CancelKeys,
 }
 
 /// Rows of `flow_slots` written with new runs: `$16 … $19` of [`INSERT_EVENTS_SQL`].
@@ -344,7 +353,9 @@ impl NewRuns {
                     if let Some(s) = &slots {
                         self.slots.add(&job.id, s, now);
                     }
-                    self.debounced.add(new_run_id(), &job, d, event, slots, now)
+                    let id = new_run_id();
+                    self.cancel_keys.add(&job, &id, event, now);
+                    self.debounced.add(id, &job, d, event, slots, now)
                 }
                 None => self.add(&job, event, now),
             })
@@ -393,6 +404,7 @@ impl NewRuns {
         );
         self.priority
             .push(job.priority.as_ref().and_then(|p| p.offset_ms(event)));
+        self.cancel_keys.add(job, &id, event, now);
         self.ids.push(id.clone());
         self.event_ids.push(event.id.to_string());
         self.job_ids.push(job.id.clone());
@@ -574,6 +586,33 @@ impl<'a> PreparedEvents<'a> {
             .collect()
     }
 
+    /// The armed runs (a job's `cancel_on`) of this batch, each with the index in `delivered`
+    /// of the event that started it (see `cancel_on::matched`).
+    pub(super) fn armed_positions(&self, delivered: &[Delivered<'_>]) -> HashMap<String, usize> {
+        let armed = self.runs.cancel_keys.runs();
+        if armed.is_empty() {
+            return HashMap::new();
+        }
+        let at: HashMap<&str, usize> = delivered
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.id, i))
+            .collect();
+        let mut found = HashMap::new();
+        for (i, row) in self.batch.iter().enumerate() {
+            let Some(p) = at.get(row.event.id.as_str()).filter(|_| self.candidate[i]) else {
+                continue;
+            };
+            for run in self.run_ids[i]
+                .iter()
+                .filter(|r| armed.contains(r.as_str()))
+            {
+                found.insert(run.clone(), *p);
+            }
+        }
+        found
+    }
+
     /// What the insert created, from its rows (event ids, and the runs of rate-limited jobs),
     /// and the event ids that existed before (to look up).
     pub(super) fn created(&self, rows: &[Row]) -> Result<(Created, Vec<String>)> {
@@ -693,22 +732,80 @@ pub(super) async fn events_by_ids<C: GenericClient>(
 }
 
 /// Inserts events (the first of each id; an existing id is left as stored) and the runs of the
-/// new immediate ones, in the caller's transaction. Returns what each row did, and whether
-/// workers should be woken (a `NOTIFY` is then queued in the transaction).
+/// new immediate ones, in the caller's transaction, with what they lead to: the runs they cancel
+/// (and those runs' `flare/run.cancelled`), the waits they resume. Returns what each row did,
+/// and whether workers should be woken (a `NOTIFY` is then queued in the transaction).
 pub(super) async fn insert_events<C: GenericClient>(
     c: &C,
     triggers: &Triggers,
     batch: &[EventRow<'_>],
 ) -> Result<(Vec<Inserted>, bool)> {
+    let (inserted, wake, follow) = insert_once(c, triggers, batch).await?;
+    let woken = insert_follow_ups(c, triggers, follow).await?;
+    Ok((inserted, wake || woken))
+}
+
+/// [`insert_events`] without inserting the `flare/run.cancelled` of the runs the events
+/// cancelled: those are returned, to insert next.
+async fn insert_once<C: GenericClient>(
+    c: &C,
+    triggers: &Triggers,
+    batch: &[EventRow<'_>],
+) -> Result<(Vec<Inserted>, bool, Vec<NewEvent>)> {
     let prepared = PreparedEvents::new(triggers, batch);
     rows(c, LOCK_SHARED_SQL, &[&prepared.names()]).await?;
     let inserted = rows(c, INSERT_EVENTS_SQL, &prepared.params()).await?;
     let (mut created, existing) = prepared.created(&inserted)?;
     created.debounced = prepared.debounce(c, &created).await?;
-    let resumed = on_events(c, &prepared.delivered(&created.events)).await?;
+    super::cancel_on::arm(c, &prepared.runs.cancel_keys).await?;
+    let delivered = prepared.delivered(&created.events);
+    let follow =
+        super::cancel::cancel_delivered(c, &delivered, &prepared.armed_positions(&delivered))
+            .await?;
+    let resumed = on_events(c, &delivered).await?;
     let stored = events_by_ids(c, &existing).await?;
     let wake = prepared.wake || resumed > 0;
-    Ok((prepared.finish(&created, &stored)?, wake))
+    Ok((prepared.finish(&created, &stored)?, wake, follow))
+}
+
+/// Inserts Flare's own `events` in the caller's transaction, then the events their inserts
+/// lead to (runs cancelled on them), until none is left; whether workers should be woken.
+pub(super) async fn insert_follow_ups<C: GenericClient>(
+    c: &C,
+    triggers: &Triggers,
+    mut events: Vec<NewEvent>,
+) -> Result<bool> {
+    let mut wake = false;
+    while !events.is_empty() {
+        let texts: Vec<(String, Option<String>)> = events.iter().map(NewEvent::texts).collect();
+        let batch: Vec<EventRow<'_>> = events
+            .iter()
+            .zip(&texts)
+            .map(|(event, (payload, context))| EventRow {
+                event,
+                payload,
+                context: context.as_deref(),
+            })
+            .collect();
+        let (_, woken, more) = insert_once(c, triggers, &batch).await?;
+        wake |= woken;
+        drop(batch);
+        events = more;
+    }
+    Ok(wake)
+}
+
+/// Sends the events of the runs `ended` (id, error), just made failed or `cancelled`, in the
+/// caller's transaction (the triggers refreshed). Returns whether workers should be woken.
+pub(super) async fn send_ended<C: GenericClient>(
+    c: &C,
+    triggers: &Triggers,
+    ended: &[(String, Option<String>)],
+    cancelled: bool,
+    now: i64,
+) -> Result<bool> {
+    let events = super::ended::ended_events(c, ended, cancelled, now).await?;
+    insert_follow_ups(c, triggers, events).await
 }
 
 /// The wake-up hint for other processes (`$1` = [`CHANNEL`]).

@@ -1,23 +1,22 @@
-//! `flare/run.failed` and `flare/run.cancelled` on SQLite (see `store/ended.rs`): inserted inside
-//! the write operation that made the run final.
+//! `flare/run.failed` and `flare/run.cancelled` on SQLite (see `store/ended.rs`): the event of a
+//! run just made final, read from its row; `events::send_ended` inserts it inside the write
+//! operation that made the run final.
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
-use super::events::insert_event;
-use super::writer::WriteCtx;
 use crate::store::ended::RunEnded;
-use crate::store::Result;
+use crate::store::{NewEvent, Result};
 
-/// Sends the event of run `run_id`, just made failed (`error`) or cancelled, in the caller's write.
-pub(super) fn send_ended(
-    ctx: &mut WriteCtx<'_>,
+/// The event of run `run_id`, just made failed (`error`) or cancelled, to insert at `now`;
+/// `None` for a run of a `flare/…` event (or one no longer stored).
+pub(super) fn ended_event(
+    conn: &Connection,
     run_id: &str,
     cancelled: bool,
     error: Option<&str>,
     now: i64,
-) -> Result<()> {
-    let found: Option<(String, String, String, String, u32)> = ctx
-        .conn
+) -> Result<Option<NewEvent>> {
+    let found: Option<(String, String, String, String, u32)> = conn
         .prepare_cached(
             "SELECT r.job_id, r.job_version, r.event_id, e.name, r.attempt \
              FROM runs r JOIN events e ON e.id = r.event_id WHERE r.id = ?1",
@@ -27,7 +26,7 @@ pub(super) fn send_ended(
         })
         .optional()?;
     let Some((job_id, job_version, event_id, event_name, attempt)) = found else {
-        return Ok(());
+        return Ok(None);
     };
     let ended = RunEnded {
         run_id: run_id.to_string(),
@@ -39,9 +38,5 @@ pub(super) fn send_ended(
         error: error.map(str::to_string),
         cancelled,
     };
-    if let Some(event) = ended.event(now) {
-        let (payload, context) = event.texts();
-        insert_event(ctx, &event, &payload, context.as_deref())?;
-    }
-    Ok(())
+    Ok(ended.event(now))
 }

@@ -28,29 +28,32 @@ pub(super) fn endpoint_url(conn: &Connection, id: &str) -> Result<String> {
         })
 }
 
-/// Cancels the queued runs of `jobs` with the "removed" message; returns how many.
+/// Cancels the queued runs of `jobs` with the "removed" message, each as any cancel is (its
+/// `flare/run.cancelled` sent, a parent waiting for it resumed); returns how many.
 pub(super) fn cancel_queued(
     ctx: &mut WriteCtx<'_>,
     jobs: &[String],
     url: &str,
     now: i64,
 ) -> Result<u64> {
-    // The queue of runs without slots or a priority by its index; runs in slots' queues (a
-    // limited job's) or with a priority by the job's runs.
-    let mut stmt = ctx.conn.prepare_cached(
-        "UPDATE runs INDEXED BY runs_runnable SET status = 'cancelled', finished_at = ?2, error = ?3 \
-         WHERE job_id = ?1 AND status = 'queued' AND slot_a IS NULL AND priority_ms IS NULL",
-    )?;
-    let mut slotted = ctx.conn.prepare_cached(
-        "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 \
-         WHERE job_id = ?1 AND status = 'queued' AND (slot_a IS NOT NULL OR priority_ms IS NOT NULL)",
-    )?;
     let mut n = 0;
     for job in jobs {
-        let cancelled = stmt.execute(params![job, now, removed_message(job, url)])?
-            + slotted.execute(params![job, now, removed_message(job, url)])?;
-        ctx.tally.run(now, job, "cancelled", cancelled as i64);
-        n += cancelled as u64;
+        let queued: Vec<String> = ctx
+            .conn
+            // The queue of runs without slots or a priority by its index; runs in slots' queues
+            // (a limited job's) or with a priority by the job's runs.
+            .prepare_cached(
+                "SELECT id FROM runs INDEXED BY runs_runnable \
+                   WHERE job_id = ?1 AND status = 'queued' AND slot_a IS NULL AND priority_ms IS NULL \
+                 UNION ALL SELECT id FROM runs WHERE job_id = ?1 AND status = 'queued' \
+                   AND (slot_a IS NOT NULL OR priority_ms IS NOT NULL)",
+            )?
+            .query_map([job], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let why = removed_message(job, url);
+        for id in &queued {
+            n += super::events::cancel_runs(ctx, id, now, Some(&why), None)? as u64;
+        }
     }
     Ok(n)
 }

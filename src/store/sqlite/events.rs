@@ -11,6 +11,7 @@ use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
 use crate::model::{EventFields, StoredEvent};
 use crate::store::events::Skipped;
+use crate::store::links::Effect;
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};
 
 /// Creates one queued run per matching job, with the slots of a job's concurrency limits
@@ -75,6 +76,7 @@ pub(super) fn insert_event(
     }
     ctx.tally.events(ev.now, 1);
     let run_ids = if immediate {
+        cancel_matched(ctx, &ev.id, &ev.name, &ev.payload, ev.now)?;
         if super::waits::on_event(ctx.conn, &ev.id, &ev.name, &ev.payload, ev.now, ev.now)? > 0 {
             ctx.wake = true;
         }
@@ -109,6 +111,62 @@ pub(super) fn insert_event(
         },
         created: true,
     })
+}
+
+/// Cancels the runs that the event `id` just delivered at `now` cancels (their job's
+/// `cancel_on`), before it starts runs of its own; returns how many.
+fn cancel_matched(
+    ctx: &mut WriteCtx<'_>,
+    id: &str,
+    name: &str,
+    payload: &serde_json::Value,
+    now: i64,
+) -> Result<usize> {
+    let runs = super::cancel_on::matched(ctx.conn, id, name, payload, now)?;
+    let reason = crate::model::cancel::cancelled_by_event(name, id);
+    let mut n = 0;
+    for run in runs {
+        n += cancel_runs(ctx, &run, now, Some(&reason), Some(id))?;
+    }
+    Ok(n)
+}
+
+/// Cancels run `id` (its error set to `reason` when given) and its unfinished invoked runs
+/// inside the caller's write, each with its `flare/run.cancelled`, linked to the event `by`
+/// that cancelled them if one did; returns how many (0: `id` was not queued or running, and
+/// nothing was written).
+pub(super) fn cancel_runs(
+    ctx: &mut WriteCtx<'_>,
+    id: &str,
+    now: i64,
+    reason: Option<&str>,
+    by: Option<&str>,
+) -> Result<usize> {
+    let cancelled = super::cancel::tree(ctx, id, now, reason)?;
+    for run in &cancelled {
+        if let Some(event) = by {
+            super::links::effect_put(ctx.conn, event, run, Effect::Cancelled, now)?;
+        }
+        let why = if run == id { reason } else { None };
+        send_ended(ctx, run, true, why, now)?;
+    }
+    Ok(cancelled.len())
+}
+
+/// Sends the event of run `run_id`, just made failed (`error`) or cancelled, in the caller's
+/// write (`flare/run.failed`, `flare/run.cancelled`; none for a run of a `flare/…` event).
+pub(super) fn send_ended(
+    ctx: &mut WriteCtx<'_>,
+    run_id: &str,
+    cancelled: bool,
+    error: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    if let Some(event) = super::ended::ended_event(ctx.conn, run_id, cancelled, error, now)? {
+        let (payload, context) = event.texts();
+        insert_event(ctx, &event, &payload, context.as_deref())?;
+    }
+    Ok(())
 }
 
 impl SqliteStore {
@@ -186,6 +244,7 @@ impl SqliteStore {
                     context: context.as_ref(),
                     source,
                 };
+                cancel_matched(ctx, id, name, &payload, now)?;
                 fanout(ctx, &fields, now)?;
                 if super::waits::on_event(ctx.conn, id, name, &payload, now, now)? > 0 {
                     ctx.wake = true;
@@ -256,6 +315,13 @@ impl SqliteStore {
                 "DELETE FROM run_waits WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
                 [&list],
             )?;
+            for table in ["run_cancel_keys", "event_effects"] {
+                ctx.conn.execute(
+                    &format!("DELETE FROM {table} WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))"),
+                    [&list],
+                )?;
+            }
+            ctx.conn.execute("DELETE FROM event_effects WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             ctx.conn.execute("DELETE FROM runs WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
             super::search::forget(ctx.conn, &list)?;
             ctx.conn.execute("DELETE FROM event_skips WHERE event_id IN (SELECT value FROM json_each(?1))", [&list])?;
@@ -303,12 +369,15 @@ impl SqliteStore {
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             let debounced = super::debounce::folded(c, &id)?;
+            let (resumed_runs, cancelled_runs) = super::links::event_links(c, &id)?;
             Ok(Some(EventDetail {
                 event,
                 runs,
                 children,
                 skipped,
                 debounced,
+                resumed_runs,
+                cancelled_runs,
             }))
         })
         .await

@@ -264,6 +264,7 @@ pub(super) fn run_insert_due(
     if let Some(s) = &slots {
         flow_slots_put(conn, s, &job.id, due)?;
     }
+    super::cancel_on::arm(conn, job, &id, event, now)?;
     Ok(Some(id))
 }
 

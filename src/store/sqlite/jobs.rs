@@ -57,6 +57,8 @@ pub(super) fn job_put(
         spec.debounce.as_ref().map(|d| d.to_json().to_string()),
         spec.priority.as_ref().map(|p| p.source())
     ])?;
+    conn.prepare_cached("UPDATE jobs SET cancel_on = ?2 WHERE id = ?1")?
+        .execute(params![spec.id, crate::store::jobs::cancel_on_text(spec)])?;
     let (note, put) = match change {
         OwnerChange::Displace(old) => {
             let url: String = conn

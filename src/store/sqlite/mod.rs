@@ -14,6 +14,8 @@
 //! and statistics). Only SQLite has `rollups` (the per-minute counts each batch keeps) and
 //! `search` (the payload search's FTS5 index, filled behind a watermark).
 
+mod cancel;
+mod cancel_on;
 mod debounce;
 mod ended;
 mod endpoints;
@@ -22,6 +24,7 @@ mod flow;
 mod held;
 mod invoke;
 mod jobs;
+mod links;
 mod nodes;
 mod query;
 mod rollups;
@@ -77,6 +80,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (24, include_str!("0024_flow_debounce.sql")),
     (25, include_str!("0025_flow_priority.sql")),
     (30, include_str!("0030_event_waits.sql")),
+    (31, include_str!("0031_cancel_on.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
     (41, include_str!("0041_node_details.sql")),
     (42, include_str!("0042_step_label.sql")),

@@ -33,6 +33,7 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
             start_timeout_ms: r.get(10)?,
             debounce: r.get(11)?,
             priority: r.get(12)?,
+            cancel_on: r.get(13)?,
         })
     })?;
     rows.map(|row| row?.into_spec()).collect()

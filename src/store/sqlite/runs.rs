@@ -83,55 +83,20 @@ pub(super) fn record_attempt(
     Ok(())
 }
 
-/// Cancels one queued or running run inside the caller's write: final and counted, its lease
-/// removed, so the completion of an attempt still executing no longer matches (fencing) and is
-/// refused. A running run's attempt is recorded as `cancelled`.
+/// Cancels one queued or running run inside the caller's write (and its unfinished invoked
+/// runs, each with its `flare/run.cancelled`: see `events::cancel_runs`): final and counted, its
+/// lease removed, so the completion of an attempt still executing no longer matches (fencing)
+/// and is refused. A run in another state is an error, and nothing is written then.
 pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
-    // Read before the write (RETURNING shows the new row): whether an attempt is executing.
-    let found: Option<(String, String, u32, Option<i64>)> = ctx
-        .conn
-        .prepare_cached("SELECT status, job_id, attempt, started_at FROM runs WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .optional()?;
-    let Some((status, job, attempt, started)) = found else {
-        return run_state_error(ctx.conn, id, "cancelled", "");
-    };
-    if status != "queued" && status != "running" {
-        return run_state_error(
-            ctx.conn,
-            id,
-            "cancelled",
-            "only a queued or running run can be cancelled",
-        );
+    if super::events::cancel_runs(ctx, id, now, None, None)? > 0 {
+        return Ok(());
     }
-    ctx.conn
-        .prepare_cached(
-            "UPDATE runs SET status = 'cancelled', finished_at = ?2, lease_until = NULL, lease_token = NULL WHERE id = ?1",
-        )?
-        .execute(params![id, now])?;
-    ctx.tally.run(now, &job, "cancelled", 1);
-    // A cancelled run waits no more: its callback answers 404, events pass it by.
-    ctx.conn
-        .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1")?
-        .execute([id])?;
-    super::ended::send_ended(ctx, id, true, None, now)?;
-    super::waits::on_run_end(ctx.conn, id, now)?;
-    // Its unfinished children (`io.invoke`) are cancelled with it.
-    for child in super::waits::children_unfinished(ctx.conn, id)? {
-        run_cancel_one(ctx, &child, now)?;
-    }
-    if status == "running" {
-        record_attempt(
-            ctx.conn,
-            id,
-            attempt,
-            "cancelled",
-            started,
-            now,
-            Some("cancelled while running"),
-        )?;
-    }
-    Ok(())
+    run_state_error(
+        ctx.conn,
+        id,
+        "cancelled",
+        "only a queued or running run can be cancelled",
+    )
 }
 
 /// Queues failed or cancelled run `id` again inside the caller's write (see `run_retry`); a run
@@ -310,10 +275,11 @@ impl SqliteStore {
                     ctx.tally.run(c.finished_at, job, outcome, 1);
                 }
                 if let (true, Finish::Failed(error)) = (ok, &c.finish) {
-                    super::ended::send_ended(ctx, &c.run_id, false, Some(error), c.finished_at)?;
+                    super::events::send_ended(ctx, &c.run_id, false, Some(error), c.finished_at)?;
                 }
                 if ok && matches!(c.finish, Finish::Succeeded(_) | Finish::Failed(_)) {
                     super::waits::on_run_end(ctx.conn, &c.run_id, c.finished_at)?;
+                    super::cancel_on::disarm(ctx.conn, &c.run_id)?;
                 }
                 if ok {
                     // A success's attempt is the run row itself (see `RunDetail::new`).
@@ -412,8 +378,9 @@ impl SqliteStore {
                 record_attempt(ctx.conn, id, *attempt, "lost", *started, now, Some(error))?;
                 if let Some(at) = finished {
                     ctx.tally.run(*at, job, "failed", 1);
-                    super::ended::send_ended(ctx, id, false, Some(error), now)?;
+                    super::events::send_ended(ctx, id, false, Some(error), now)?;
                     super::waits::on_run_end(ctx.conn, id, now)?;
+                    super::cancel_on::disarm(ctx.conn, id)?;
                 }
             }
             if !rescued.is_empty() {
@@ -427,22 +394,18 @@ impl SqliteStore {
     /// See [`crate::store::Store::runs_expire`].
     pub async fn runs_expire(&self, now: i64) -> Result<usize> {
         self.write(move |ctx| {
-            let expired: Vec<(String, String)> = ctx
+            let expired: Vec<String> = ctx
                 .conn
                 .prepare_cached(
-                    "SELECT id, job_id FROM runs INDEXED BY runs_expiring \
+                    "SELECT id FROM runs INDEXED BY runs_expiring \
                      WHERE status = 'queued' AND expires_at IS NOT NULL AND started_at IS NULL \
                        AND expires_at <= ?1 ORDER BY expires_at LIMIT 1000",
                 )?
-                .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .query_map([now], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            let mut cancel = ctx.conn.prepare_cached(
-                "UPDATE runs SET status = 'cancelled', finished_at = ?2, error = ?3 WHERE id = ?1 AND status = 'queued'",
-            )?;
-            for (id, job) in &expired {
-                if cancel.execute(params![id, now, EXPIRED])? == 1 {
-                    ctx.tally.run(now, job, "cancelled", 1);
-                }
+            // Cancelled as any cancel is: its `flare/run.cancelled` sent, its parent resumed.
+            for id in &expired {
+                super::events::cancel_runs(ctx, id, now, Some(EXPIRED), None)?;
             }
             Ok(expired.len())
         })
@@ -554,6 +517,7 @@ impl SqliteStore {
                 super::flow::waiting_for(c, &detail.run)?,
                 super::debounce::waiting_for(c, &detail.run)?,
             );
+            super::links::run_links(c, &mut detail)?;
             Ok(Some(detail))
         })
         .await

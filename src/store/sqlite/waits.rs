@@ -16,6 +16,7 @@ use crate::model::wait::{
     event_value, match_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
 };
 use crate::model::{ms_to_time, EventWait, StepKind, StepStatus, WaitedEvent};
+use crate::store::links::Effect;
 use crate::store::{Error, Lease, PendingWait, Result};
 
 /// Stores the wait of run `run_id`'s step `key` (suspended at `since`, timing out at `until`) and
@@ -81,7 +82,11 @@ pub(super) fn register(
                 payload,
                 timestamp: ms_to_time(r.get(2)?),
             };
-            return resolve(conn, run_id, key, &waited(&event), now);
+            let resumed = resolve(conn, run_id, key, &waited(&event), now)?;
+            if resumed {
+                super::links::effect_put(conn, &event.id, run_id, Effect::Resumed, now)?;
+            }
+            return Ok(resumed);
         }
     }
     Ok(false)
@@ -143,6 +148,7 @@ pub(super) fn on_event(
     let mut n = 0;
     for (run_id, key) in waiters {
         if resolve(conn, &run_id, &key, &output, now)? {
+            super::links::effect_put(conn, id, &run_id, Effect::Resumed, now)?;
             n += 1;
         }
     }

@@ -1,0 +1,210 @@
+//! Cancelling runs on an event on PostgreSQL (`0031_cancel_on.sql`): a run of a job with
+//! `cancel_on` is armed in the transaction that creates it (one key per entry), the transaction
+//! inserting (or delivering) events looks up the runs they cancel by those keys, and a run's
+//! keys are dropped when it ends.
+//!
+//! **Concurrency.** Unlike a wait, a key needs no lock: it is written in the very transaction
+//! that creates its run, so no event can have been meant for the run before that transaction
+//! commits. An event whose insert overlaps the run's creation and does not see the key is
+//! ordered before the run, which it then does not cancel; an event inserted after the run's
+//! creation committed sees the key. Within one batch, an event cancels the runs started by
+//! events before it in the batch, as on SQLite, where inserts are applied one by one.
+
+use std::collections::{HashMap, HashSet};
+
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+
+use super::rows::{exec, opt_json, rows};
+use super::waits::Delivered;
+use crate::model::wait::{event_value, match_key};
+use crate::model::{EventFields, EventWait, JobSpec};
+use crate::store::Result;
+
+/// The keys of new runs, as columns (`run_cancel_keys`).
+#[derive(Default)]
+pub(super) struct CancelKeys {
+    run_ids: Vec<String>,
+    n: Vec<i32>,
+    events: Vec<String>,
+    paths: Vec<String>,
+    values: Vec<String>,
+    conditions: Vec<Option<String>>,
+    run_events: Vec<Option<String>>,
+    until: Vec<Option<i64>>,
+}
+
+impl CancelKeys {
+    /// Adds the keys of run `run_id` of `job`, created at `now` for `event`: one per
+    /// `cancel_on` entry whose match field the event has.
+    pub(super) fn add(&mut self, job: &JobSpec, run_id: &str, event: &EventFields<'_>, now: i64) {
+        if job.cancel_on.is_empty() {
+            return;
+        }
+        let run_event = event_value(event.id, event.name, event.payload);
+        for (n, on) in job.cancel_on.iter().enumerate() {
+            let Some((key, until)) = on.key(&run_event, now) else {
+                continue;
+            };
+            self.run_ids.push(run_id.to_string());
+            self.n.push(i32::try_from(n).unwrap_or(i32::MAX));
+            self.events.push(key.event);
+            self.paths.push(key.match_path);
+            self.values.push(key.match_value);
+            self.conditions.push(key.condition);
+            self.run_events
+                .push(key.run_event.as_ref().map(Value::to_string));
+            self.until.push(until);
+        }
+    }
+
+    /// The runs armed.
+    pub(super) fn runs(&self) -> HashSet<&str> {
+        self.run_ids.iter().map(String::as_str).collect()
+    }
+}
+
+/// Writes `keys` for the runs that were created (a run over its job's rate limit was not) and
+/// the match paths they use, in the caller's transaction, after the runs' insert.
+pub(super) async fn arm<C: GenericClient>(c: &C, keys: &CancelKeys) -> Result<()> {
+    if keys.run_ids.is_empty() {
+        return Ok(());
+    }
+    exec(
+        c,
+        "WITH k AS (INSERT INTO run_cancel_keys \
+             (run_id, n, event_name, match_path, match_value, condition, run_event, until) \
+           SELECT u.* FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                                  $7::text[], $8::int8[]) AS u(run_id, n, e, p, v, c, re, until) \
+           WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run_id) \
+           ON CONFLICT (run_id, n) DO NOTHING RETURNING event_name, match_path) \
+         INSERT INTO cancel_paths (event_name, match_path) \
+         SELECT DISTINCT event_name, match_path FROM k ORDER BY 1, 2 ON CONFLICT DO NOTHING",
+        &[
+            &keys.run_ids,
+            &keys.n,
+            &keys.events,
+            &keys.paths,
+            &keys.values,
+            &keys.conditions,
+            &keys.run_events,
+            &keys.until,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// An armed run found by a key: its id, the key as a wait, when it is disarmed, its own event.
+type Armed = (String, EventWait, Option<i64>, String);
+
+/// The queued or running runs (a waiting run is queued) that the delivered `events` cancel,
+/// each with the index of the first event (in `events`' order) that cancels it: a key the event
+/// matches, still armed at the event's time, on a run the event did not start. `created` gives
+/// the runs started in this same batch the index of the event that started them: an event
+/// cancels only those started before it.
+pub(super) async fn matched<C: GenericClient>(
+    c: &C,
+    events: &[Delivered<'_>],
+    created: &HashMap<String, usize>,
+) -> Result<Vec<(usize, String)>> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e.name)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let mut paths: HashMap<String, Vec<String>> = HashMap::new();
+    for r in rows(
+        c,
+        "SELECT event_name, match_path FROM cancel_paths WHERE event_name = ANY($1)",
+        &[&names],
+    )
+    .await?
+    {
+        paths.entry(r.try_get(0)?).or_default().push(r.try_get(1)?);
+    }
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut keys: Vec<Vec<(String, String)>> = Vec::with_capacity(events.len());
+    let (mut kn, mut kp, mut kv) = (Vec::new(), Vec::new(), Vec::new());
+    for e in events {
+        let incoming = event_value(e.id, e.name, e.payload);
+        let mut mine = Vec::new();
+        for path in paths.get(e.name).map(Vec::as_slice).unwrap_or_default() {
+            let value = if path.is_empty() {
+                String::new()
+            } else {
+                match match_key(&incoming, path) {
+                    Some(v) => v,
+                    None => continue,
+                }
+            };
+            kn.push(e.name.to_string());
+            kp.push(path.clone());
+            kv.push(value.clone());
+            mine.push((path.clone(), value));
+        }
+        keys.push(mine);
+    }
+    if kn.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut armed: HashMap<(String, String, String), Vec<Armed>> = HashMap::new();
+    for r in rows(
+        c,
+        "SELECT k.run_id, k.event_name, k.match_path, k.match_value, k.condition, k.run_event, k.until, r.event_id \
+         FROM run_cancel_keys k \
+         JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS q(n, p, v) \
+           ON k.event_name = q.n AND k.match_path = q.p AND k.match_value = q.v \
+         JOIN runs r ON r.id = k.run_id \
+         WHERE EXISTS (SELECT 1 FROM run_queue rq WHERE rq.seq = r.seq)",
+        &[&kn, &kp, &kv],
+    )
+    .await?
+    {
+        let key = EventWait {
+            event: r.try_get(1)?,
+            match_path: r.try_get(2)?,
+            match_value: r.try_get(3)?,
+            condition: r.try_get(4)?,
+            run_event: opt_json(r.try_get(5)?)?,
+        };
+        armed
+            .entry((
+                key.event.clone(),
+                key.match_path.clone(),
+                key.match_value.clone(),
+            ))
+            .or_default()
+            .push((r.try_get(0)?, key, r.try_get(6)?, r.try_get(7)?));
+    }
+    let mut taken: HashSet<&str> = HashSet::new();
+    let mut found = Vec::new();
+    for (i, (e, mine)) in events.iter().zip(&keys).enumerate() {
+        let incoming = event_value(e.id, e.name, e.payload);
+        for (path, value) in mine {
+            let Some(runs) = armed.get(&(e.name.to_string(), path.clone(), value.clone())) else {
+                continue;
+            };
+            for (run, key, until, own) in runs {
+                let later = created.get(run).is_some_and(|at| *at >= i);
+                if taken.contains(run.as_str())
+                    || until.is_some_and(|u| u <= e.now)
+                    || own == e.id
+                    || later
+                    || !key.accepts(&incoming)
+                {
+                    continue;
+                }
+                taken.insert(run);
+                found.push((i, run.clone()));
+            }
+        }
+    }
+    Ok(found)
+}
