@@ -3,7 +3,8 @@
 //!
 //! One module per noun: `backup` (online SQLite backups), `nodes` (several nodes racing on one database), `upgrades` (databases
 //! migrated while they hold work), `search` (the payload search and the event counts),
-//! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals);
+//! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals),
+//! `ended` (runs cancelled without an attempt send `flare/run.cancelled`);
 //! `fixture` holds what they build on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,6 +14,7 @@ mod support;
 
 mod backup;
 mod debounce;
+mod ended;
 mod expiry;
 mod fixture;
 mod flow;
