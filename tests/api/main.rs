@@ -3,7 +3,8 @@
 //! Every test runs on each backend (`backend_tests!`).
 //!
 //! `fixture` holds the events every test starts from and the requests; the other modules are the
-//! tests, by what they are about: `events` (lists, cursors, details), `actions` (replay, retry,
+//! tests, by what they are about: `events` (lists, cursors, details), `links` (what cancelled,
+//! resumed or invoked a run), `actions` (replay, retry,
 //! cancel, pause, bulk), `stats` (jobs, statistics, `/metrics`, the OpenAPI document),
 //! `parameters` (bad ones), `storage` (readiness and storage failures).
 
@@ -13,6 +14,7 @@ mod support;
 mod actions;
 mod events;
 mod fixture;
+mod links;
 mod metrics;
 mod parameters;
 mod stats;

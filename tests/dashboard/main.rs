@@ -7,7 +7,8 @@
 //!
 //! `fixture` holds the events every test starts from and the requests a browser sends; the
 //! other modules are the tests, by what they are about: `pages`, `login`, `actions` (the forms
-//! that change things), `endpoints`, `jobs`, `debounce` (a debounced job on every page).
+//! that change things), `endpoints`, `jobs`, `debounce` (a debounced job on every page), `links`
+//! (what cancelled, resumed or invoked a run).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,6 +20,7 @@ mod debounce;
 mod endpoints;
 mod fixture;
 mod jobs;
+mod links;
 mod login;
 mod pages;
 mod polish;

@@ -386,6 +386,7 @@ async fn detail_page(state: &AppState, id: &str, edit: Option<ReplayEdit>) -> Pa
                     }
                 }
             }
+            (super::links::of_event(&detail))
             @if !detail.debounced.is_empty() {
                 section.debounced {
                     h2 { "Folded into a later event's run (" (detail.debounced.len()) ")" }

@@ -7,7 +7,7 @@
 //! settings, load, success rates and where it runs), [`endpoints`] (`/endpoints`: the HTTP job
 //! endpoints with their health and recent errors; add, re-index, remove), [`workers`]
 //! (`/workers`: the live processes, what they run, their load, version and last beat), [`webhooks`]
-//! (`/webhooks`) and [`login`] (`/login`, `/logout`). [`charts`] draws inline SVG; [`page`] holds
+//! (`/webhooks`) and [`login`] (`/login`, `/logout`). [`links`] shows what a run's and an event's pages link to (cancelled by, invoked runs, runs an event resumed or cancelled); [`charts`] draws inline SVG; [`page`] holds
 //! the layout and the small formatting pieces every screen shares; [`cache`] keeps the aggregate
 //! counts (overview, job rates) for a few seconds, refreshed in the background.
 //!
@@ -32,6 +32,7 @@ pub mod charts;
 pub mod endpoints;
 pub mod events;
 pub mod jobs;
+pub mod links;
 pub mod login;
 pub mod overview;
 pub mod page;

@@ -223,13 +223,14 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
                     span.muted { " stops it: a running job is told, and its outcome is not recorded" }
                 }
             }
+            (super::links::of_run(&detail))
             @if let Some(w) = &detail.wait {
                 section #run-waiting-for {
                     @match (w.event.as_str(), &w.match_value) {
                         ("flare/callback", Some(token)) => {
                             h2 { "Waiting for a callback" }
                             dl.facts {
-                                dt { "URL" } dd { code { "POST /callbacks/" (token) } " (step " code { (w.step_key) } ")" }
+                                dt { "URL" } dd #callback-url { code { "POST " (w.callback_url.clone().unwrap_or_else(|| format!("/callbacks/{token}"))) } " (step " code { (w.step_key) } ")" }
                             }
                         }
                         ("flare/job.invoked", Some(child)) => {
