@@ -86,6 +86,7 @@ pub struct RunFailure {
     pub event_name: String,
     /// Its last attempt's number (attempts counted when it was cancelled).
     pub attempt: u32,
-    /// Its last error (none for a cancellation).
+    /// Its last error; for a cancellation, why when Flare knows (expired before it started,
+    /// cancelled by an event, its endpoint job removed), else none.
     pub error: Option<String>,
 }

@@ -27,7 +27,7 @@ async fn runs_and_events_show_what_cancelled_resumed_and_invoked_them(db: TestDb
                     Ok(json!("packed"))
                 }),
         )
-        .unwrap();
+        .expect("ok");
     f.client
         .define_job(
             Job::new("fulfil", "Fulfil", "1.0.0")
@@ -50,17 +50,17 @@ async fn runs_and_events_show_what_cancelled_resumed_and_invoked_them(db: TestDb
                     Ok(json!(packed))
                 }),
         )
-        .unwrap();
+        .expect("ok");
     let made = f
         .client
         .send_event("order.made", &json!({ "orderId": "o1" }))
         .await
-        .unwrap();
+        .expect("ok");
     let parent = made.run_ids[0].clone();
     let run_waits = |id: String| {
         let f = &f;
         async move {
-            let d = f.client.store().run_detail(&id).await.unwrap()?;
+            let d = f.client.store().run_detail(&id).await.expect("detail")?;
             (d.run.status == RunStatus::Queued && d.wait.is_some()).then_some(d)
         }
     };
@@ -72,7 +72,7 @@ async fn runs_and_events_show_what_cancelled_resumed_and_invoked_them(db: TestDb
         .client
         .send_event("invoice.paid", &json!({ "orderId": "o1" }))
         .await
-        .unwrap();
+        .expect("ok");
     let event = f.get(&format!("/api/events/{}", paid.id)).await;
     assert_eq!(event["resumedRuns"][0]["runId"], json!(parent));
     assert_eq!(event["resumedRuns"][0]["jobId"], "fulfil");
@@ -100,7 +100,7 @@ async fn runs_and_events_show_what_cancelled_resumed_and_invoked_them(db: TestDb
     assert_eq!(run["cancelledBy"], Value::Null);
     let child = f.get(&format!("/api/runs/{first}")).await;
     assert_eq!(child["parentRunId"], json!(parent));
-    let token = pack.wait.unwrap().match_value.unwrap();
+    let token = pack.wait.expect("wait").match_value.expect("token");
     assert_eq!(child["wait"]["callbackUrl"], format!("/callbacks/{token}"));
     assert!(child["wait"]["until"].is_string(), "its deadline");
 
@@ -109,7 +109,7 @@ async fn runs_and_events_show_what_cancelled_resumed_and_invoked_them(db: TestDb
         .client
         .send_event("order.cancelled", &json!({ "orderId": "o1" }))
         .await
-        .unwrap();
+        .expect("ok");
     let run = f.get(&format!("/api/runs/{parent}")).await;
     assert_eq!(run["status"], "cancelled");
     assert_eq!(run["cancelledBy"]["eventId"], json!(cancelled.id));
@@ -118,7 +118,7 @@ async fn runs_and_events_show_what_cancelled_resumed_and_invoked_them(db: TestDb
     assert_eq!(run["children"][1]["status"], "cancelled");
     assert_eq!(run["wait"], Value::Null);
     let event = f.get(&format!("/api/events/{}", cancelled.id)).await;
-    let runs = event["cancelledRuns"].as_array().unwrap();
+    let runs = event["cancelledRuns"].as_array().expect("runs");
     assert_eq!(runs.len(), 3, "the order and its two packs: {runs:?}");
     assert!(runs.iter().all(|r| r["status"] == "cancelled"));
     // A pack's callback is refused now: its run is over.
