@@ -1,6 +1,6 @@
 //! Indexes: a bad one refused whole, a re-index removing vanished jobs and cancelling their queued
-//! runs, job ids as one namespace with the jobs defined in code, and a job's debounce checked
-//! and listed.
+//! runs, `cancelOn` checked and arming the jobs' runs, job ids as one namespace with the jobs
+//! defined in code, and a job's debounce checked and listed.
 
 use std::sync::Arc;
 
@@ -196,6 +196,86 @@ async fn reindex_removes_vanished_jobs_and_cancels_their_queued_runs(db: TestDb)
     client.shutdown().await;
 }
 
+/// `cancelOn` in an index: a bad entry refuses the index naming the field; a good one arms the
+/// endpoint job's runs, which a matching event then cancels.
+async fn cancel_on_in_an_index_is_checked_and_cancels_the_jobs_runs(db: TestDb) {
+    let ship = |cancel_on: serde_json::Value| {
+        json!({"id": "ship", "name": "Ship", "version": "1.0.0", "trigger": {"event": "order.placed"},
+               "retry": {"maxAttempts": 3, "minDelayMs": 3600000, "maxDelayMs": 3600000},
+               "cancelOn": cancel_on})
+    };
+    let (client, _clock, registry) = registry(&db).await;
+    for (bad, field) in [
+        (
+            json!([{"event": "order.cancelled", "match": "orderId"}]),
+            "cancelOn[0].match",
+        ),
+        (
+            json!([{"event": "order.cancelled", "if": "async.payload.id =="}]),
+            "cancelOn[0].if",
+        ),
+        (
+            json!([{"event": "order.cancelled", "timeoutMs": 10}]),
+            "cancelOn[0].timeoutMs",
+        ),
+        (json!({"event": "order.cancelled"}), "cancelOn: a list"),
+    ] {
+        let app = App::start(serving(vec![ship(bad.clone())], |_| {
+            json_answer(json!({"output": 1}))
+        }))
+        .await;
+        let err = registry
+            .add(&app.url, Some(SECRET.into()))
+            .await
+            .expect_err("refused");
+        assert!(err.to_string().contains(field), "{bad}: {err}");
+        assert!(client.store().endpoints_load().await.unwrap().is_empty());
+    }
+    let app = App::start(serving(
+        vec![ship(
+            json!([{"event": "order.cancelled", "match": "payload.orderId"}]),
+        )],
+        |_| json_answer(json!({"error": "no truck yet"})),
+    ))
+    .await;
+    registry.add(&app.url, Some(SECRET.into())).await.unwrap();
+    let placed = client
+        .send_event("order.placed", &json!({"orderId": "o1"}))
+        .await
+        .unwrap();
+    let run_id = placed.run_ids[0].clone();
+    wait_for("the first attempt to fail and wait an hour", || async {
+        let d = client.store().run_detail(&run_id).await.unwrap()?;
+        (!d.attempts.is_empty() && d.run.status == RunStatus::Queued).then_some(())
+    })
+    .await;
+    let other = client
+        .send_event("order.cancelled", &json!({"orderId": "o2"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .store()
+            .run_detail(&run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .run
+            .status,
+        RunStatus::Queued,
+        "another order's cancel ({}) leaves it",
+        other.id
+    );
+    let cancel = client
+        .send_event("order.cancelled", &json!({"orderId": "o1"}))
+        .await
+        .unwrap();
+    let run = client.store().run_detail(&run_id).await.unwrap().unwrap();
+    assert_eq!(run.run.status, RunStatus::Cancelled);
+    assert_eq!(run.cancelled_by.unwrap().event_id, cancel.id);
+    client.shutdown().await;
+}
+
 async fn job_ids_are_one_namespace(db: TestDb) {
     let one = App::start(serving(vec![job("shared", "s.s")], |_| {
         json_answer(json!({"output": 1}))
@@ -300,6 +380,7 @@ async fn a_debounce_is_checked_and_listed(db: TestDb) {
 }
 
 backend_tests!(
+    cancel_on_in_an_index_is_checked_and_cancels_the_jobs_runs,
     a_bad_index_is_refused_whole_and_stores_nothing,
     reindex_removes_vanished_jobs_and_cancels_their_queued_runs,
     job_ids_are_one_namespace,
