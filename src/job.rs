@@ -574,6 +574,22 @@ mod tests {
     }
 
     #[test]
+    fn cancel_on_is_checked_at_definition_naming_the_field() {
+        let bad = job("a", "1.0.0")
+            .cancel_on(CancelOn::event("order.cancelled").matching("payload.orderId"))
+            .cancel_on(CancelOn::event("order.cancelled").condition("async.payload.n >"));
+        let Err(InvalidJob::Options { reason, .. }) = bad.validate() else {
+            panic!("accepted")
+        };
+        assert!(reason.starts_with("cancelOn[1].if:"), "{reason}");
+        let (spec, _) = job("a", "1.0.0")
+            .cancel_on(CancelOn::event("order.cancelled").matching("payload.orderId"))
+            .validate()
+            .expect("valid");
+        assert_eq!(spec.cancel_on.len(), 1);
+    }
+
+    #[test]
     fn spec_matches_name_and_filter() {
         let (spec, _) = job("a", "1.0.0")
             .trigger(event_trigger("payment.succeeded").filter(json!({"currency": ["usd"]})))

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use flare::store::{ClaimGroup, ClaimParams, Completion, EventQuery, Finish, Lease};
+use flare::store::{ClaimGroup, ClaimParams, Completion, EventQuery, Finish, Lease, NewEvent};
 use flare::{
     event_trigger, CancelOn, Client, Clock, Io, Job, ManualClock, RunStatus, StepStatus,
     StoredEvent, WaitFor,
@@ -228,6 +228,40 @@ async fn the_entry_disarms_after_its_timeout_counted_from_each_run(db: TestDb) {
     let d = sender.store().event_detail(&ev.id).await.unwrap().unwrap();
     assert_eq!(d.cancelled_runs.len(), 1);
     assert_eq!(d.cancelled_runs[0].run_id, young);
+}
+
+/// Events inserted together (one transaction; on PostgreSQL one statement): each cancels the
+/// runs started by the events before it, as if they were sent one by one.
+async fn in_one_batch_an_event_cancels_the_runs_started_before_it(db: TestDb) {
+    let clock = ManualClock::new(START);
+    let sender = db.sender(&clock).await;
+    sender.define_job(napper()).unwrap();
+    let event = |id: &str, name: &str| NewEvent {
+        id: id.into(),
+        name: name.into(),
+        payload: json!({ "orderId": "o1" }),
+        context: None,
+        source: "api".into(),
+        parent_run_id: None,
+        deliver_at: None,
+        now: START,
+    };
+    let inserted = sender
+        .store()
+        .event_insert_many(vec![
+            event("b1", "order.placed"),
+            event("b2", "order.cancelled"),
+            event("b3", "order.placed"),
+        ])
+        .await
+        .unwrap();
+    let before = inserted[0].event.run_ids[0].clone();
+    let after = inserted[2].event.run_ids[0].clone();
+    assert_eq!(status(&sender, &before).await, RunStatus::Cancelled);
+    assert_eq!(status(&sender, &after).await, RunStatus::Queued);
+    let d = sender.store().event_detail("b2").await.unwrap().unwrap();
+    assert_eq!(d.cancelled_runs.len(), 1);
+    assert_eq!(d.cancelled_runs[0].run_id, before);
 }
 
 /// The store's rules with a claimed run: the event removes its lease (the heartbeat reports it
@@ -459,6 +493,7 @@ backend_tests!(
     an_event_cancels_the_queued_run_it_matches_and_is_linked_to_it,
     an_event_that_does_not_match_cancels_nothing,
     the_entry_disarms_after_its_timeout_counted_from_each_run,
+    in_one_batch_an_event_cancels_the_runs_started_before_it,
     a_running_run_is_cancelled_and_its_completion_refused,
     a_run_waiting_on_a_sleep_is_cancelled_and_never_resumes,
     a_run_waiting_for_an_event_is_cancelled_and_the_event_lists_what_it_resumed,

@@ -10,22 +10,24 @@ use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
 
+use super::cancel_on::Paths;
 use super::rows::rows;
 use super::waits::Delivered;
 use crate::model::cancel::cancelled_by_event;
 use crate::store::links::Effect;
 use crate::store::{NewEvent, Result};
 
-/// Cancels the runs that the delivered `events` cancel (their jobs' `cancel_on`; `created`: see
-/// `cancel_on::matched`), each linked to its event; returns their `flare/run.cancelled` events,
+/// Cancels the runs that the delivered `events` cancel (their jobs' `cancel_on`; `paths` and
+/// `created`: see `cancel_on::matched`), each linked to its event; returns their `flare/run.cancelled` events,
 /// to insert next in the transaction.
 pub(super) async fn cancel_delivered<C: GenericClient>(
     c: &C,
+    paths: Option<Paths>,
     events: &[Delivered<'_>],
     created: &HashMap<String, usize>,
 ) -> Result<Vec<NewEvent>> {
     let mut follow = Vec::new();
-    for (i, run) in super::cancel_on::matched(c, events, created).await? {
+    for (i, run) in super::cancel_on::matched(c, paths, events, created).await? {
         let e = &events[i];
         let reason = cancelled_by_event(e.name, e.id);
         let (_, ended) = cancelled(c, &run, e.now, Some(&reason), Some(e.id)).await?;

@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
+use tokio_postgres::Row;
 
 use super::rows::{exec, opt_json, rows};
 use super::waits::Delivered;
@@ -64,6 +65,35 @@ impl CancelKeys {
     }
 }
 
+/// The match paths in use per event name (`$1`: the names), for [`matched`].
+pub(super) const PATHS_SQL: &str =
+    "SELECT event_name, match_path FROM cancel_paths WHERE event_name = ANY($1)";
+
+/// Match paths by event name.
+pub(super) type Paths = HashMap<String, Vec<String>>;
+
+/// The paths [`PATHS_SQL`] read (before this transaction's keys were written), with those of
+/// `armed`, the keys this transaction writes.
+pub(super) fn paths_with(rows: &[Row], armed: &CancelKeys) -> Result<Paths> {
+    let mut paths: Paths = HashMap::new();
+    let read = rows
+        .iter()
+        .map(|r| Ok((r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let own = armed
+        .events
+        .iter()
+        .cloned()
+        .zip(armed.paths.iter().cloned());
+    for (name, path) in read.into_iter().chain(own) {
+        let known = paths.entry(name).or_default();
+        if !known.contains(&path) {
+            known.push(path);
+        }
+    }
+    Ok(paths)
+}
+
 /// Writes `keys` for the runs that were created (a run over its job's rate limit was not) and
 /// the match paths they use, in the caller's transaction, after the runs' insert.
 pub(super) async fn arm<C: GenericClient>(c: &C, keys: &CancelKeys) -> Result<()> {
@@ -103,30 +133,31 @@ type Armed = (String, EventWait, Option<i64>, String);
 /// matches, still armed at the event's time, on a run the event did not start. `created` gives
 /// the runs started in this same batch the index of the event that started them: an event
 /// cancels only those started before it.
+/// The match paths are `paths` when the caller read them already (see [`paths_with`]).
 pub(super) async fn matched<C: GenericClient>(
     c: &C,
+    paths: Option<Paths>,
     events: &[Delivered<'_>],
     created: &HashMap<String, usize>,
 ) -> Result<Vec<(usize, String)>> {
     if events.is_empty() {
         return Ok(Vec::new());
     }
-    let names: Vec<&str> = events
-        .iter()
-        .map(|e| e.name)
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    let mut paths: HashMap<String, Vec<String>> = HashMap::new();
-    for r in rows(
-        c,
-        "SELECT event_name, match_path FROM cancel_paths WHERE event_name = ANY($1)",
-        &[&names],
-    )
-    .await?
-    {
-        paths.entry(r.try_get(0)?).or_default().push(r.try_get(1)?);
-    }
+    let paths = match paths {
+        Some(p) => p,
+        None => {
+            let names: Vec<&str> = events
+                .iter()
+                .map(|e| e.name)
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            paths_with(
+                &rows(c, PATHS_SQL, &[&names]).await?,
+                &CancelKeys::default(),
+            )?
+        }
+    };
     if paths.is_empty() {
         return Ok(Vec::new());
     }

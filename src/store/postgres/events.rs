@@ -170,7 +170,7 @@ impl PgStore {
                 .filter(|(r, _)| armed.contains(r.as_str()))
                 .map(|(r, i)| (r.clone(), i))
                 .collect();
-            let follow = super::cancel::cancel_delivered(&tx, &events, &started).await?;
+            let follow = super::cancel::cancel_delivered(&tx, None, &events, &started).await?;
             let resumed = super::waits::on_events(&tx, &events).await?;
             insert_follow_ups(&tx, self.triggers(), follow).await? || resumed > 0
         };

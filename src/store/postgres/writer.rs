@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::cancel_on::CancelKeys;
+use super::cancel_on::{paths_with, CancelKeys, PATHS_SQL};
 use super::debounce::{DebouncedRuns, Taken};
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
@@ -101,6 +101,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     triggers_refresh(&client, &writer.triggers).await?;
     let insert = client.prepare_cached(INSERT_EVENTS_SQL).await?;
     let notify = client.prepare_cached(NOTIFY_SQL).await?;
+    let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -119,24 +120,27 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let names = prepared.names();
     let lock_params: [&(dyn ToSql + Sync); 1] = [&names];
     // Sent in this order on the first poll; each answer comes back in order. The names' shared
-    // locks come before the insert, for waits for events (see `waits.rs`).
-    let (began, locked, inserted) = futures::join!(
+    // locks come before the insert, for waits for events (see `waits.rs`); the match paths of
+    // `cancel_on` keys come with them, so that events no key can match cost no round trip.
+    let (began, locked, inserted, paths) = futures::join!(
         client.batch_execute(begin),
         client.query(LOCK_SHARED_SQL, &lock_params),
         client.query(&insert, &params),
+        client.query(&cancel_paths, &lock_params),
     );
-    // Then the waits the new events resume, in the same transaction.
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         began?;
         locked?;
         let inserted = inserted?;
+        let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
         let (mut created, existing) = prepared.created(&inserted)?;
         created.debounced = prepared.debounce(&client, &created).await?;
         super::cancel_on::arm(&client, &prepared.runs.cancel_keys).await?;
         let delivered = prepared.delivered(&created.events);
         let positions = prepared.armed_positions(&delivered);
-        let follow = super::cancel::cancel_delivered(&client, &delivered, &positions).await?;
+        let follow =
+            super::cancel::cancel_delivered(&client, Some(paths), &delivered, &positions).await?;
         let resumed = on_events(&client, &delivered).await?;
         let woken = insert_follow_ups(&client, &writer.triggers, follow).await?;
         Ok::<_, Error>((created, existing, resumed > 0 || woken))
@@ -759,9 +763,8 @@ async fn insert_once<C: GenericClient>(
     created.debounced = prepared.debounce(c, &created).await?;
     super::cancel_on::arm(c, &prepared.runs.cancel_keys).await?;
     let delivered = prepared.delivered(&created.events);
-    let follow =
-        super::cancel::cancel_delivered(c, &delivered, &prepared.armed_positions(&delivered))
-            .await?;
+    let positions = prepared.armed_positions(&delivered);
+    let follow = super::cancel::cancel_delivered(c, None, &delivered, &positions).await?;
     let resumed = on_events(c, &delivered).await?;
     let stored = events_by_ids(c, &existing).await?;
     let wake = prepared.wake || resumed > 0;
