@@ -155,8 +155,8 @@ pub struct RunDetail {
 }
 
 impl RunDetail {
-    /// Shows `wait` as what the run waits for, while the run is queued or running (a cancelled
-    /// run's wait row stays until retention, and is not shown).
+    /// Shows `wait` as what the run waits for, while the run is queued or running (a finished
+    /// run's wait is not shown: a cancel drops its wait rows, and an ended wait has none).
     pub(crate) fn with_wait(mut self, wait: Option<PendingWait>) -> Self {
         if matches!(self.run.status, RunStatus::Queued | RunStatus::Running) {
             self.wait = wait;
