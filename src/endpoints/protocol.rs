@@ -552,59 +552,6 @@ mod tests {
     }
 
     #[test]
-    fn cancel_on_is_read_and_checked_naming_the_field() {
-        let with = |cancel_on: Value| {
-            json!({"jobs": [{"id": "fulfil", "name": "Fulfil", "version": "1.0.0",
-                "trigger": {"event": "order.placed"}, "cancelOn": cancel_on}]})
-        };
-        let defs = parse_index(with(json!([
-            {"event": "order.cancelled", "match": "payload.orderId", "timeoutMs": 86_400_000},
-            {"event": "order.refunded", "if": "async.payload.total >= event.payload.total"}
-        ])))
-        .expect("valid");
-        let (spec, _) = defs[0]
-            .to_job()
-            .expect("job")
-            .run(|_: Value, _| async { Ok(Value::Null) })
-            .validate()
-            .expect("valid");
-        assert_eq!(
-            spec.cancel_on,
-            vec![
-                CancelOn::event("order.cancelled")
-                    .matching("payload.orderId")
-                    .timeout(Duration::from_secs(86_400)),
-                CancelOn::event("order.refunded")
-                    .condition("async.payload.total >= event.payload.total"),
-            ]
-        );
-        for (cancel_on, field) in [
-            (json!({"event": "a.b"}), "cancelOn: a list"),
-            (json!([{"match": "payload.id"}]), "cancelOn[0].event"),
-            (json!([{"event": "Not A Name"}]), "cancelOn[0].event"),
-            (
-                json!([{"event": "a.b", "match": "orderId"}]),
-                "cancelOn[0].match",
-            ),
-            (
-                json!([{"event": "a.b"}, {"event": "a.b", "if": "event.payload.n >"}]),
-                "cancelOn[1].if",
-            ),
-            (
-                json!([{"event": "a.b", "timeoutMs": 5}]),
-                "cancelOn[0].timeoutMs",
-            ),
-            (json!([{"event": "a.b", "after": 5}]), "cancelOn[0].after"),
-        ] {
-            let err = parse_index(with(cancel_on.clone())).expect_err(&cancel_on.to_string());
-            assert!(
-                err.starts_with("jobs[0] (\"fulfil\")") && err.contains(field),
-                "{cancel_on}: {err}"
-            );
-        }
-    }
-
-    #[test]
     fn the_index_says_which_protocol_version_its_jobs_speak() {
         let defs = parse_index(json!({"protocol": 2, "jobs": [job("a")]})).expect("valid");
         assert_eq!(defs[0].protocol, Some(PROTOCOL_STEPS));

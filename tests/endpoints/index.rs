@@ -219,6 +219,11 @@ async fn cancel_on_in_an_index_is_checked_and_cancels_the_jobs_runs(db: TestDb) 
             "cancelOn[0].timeoutMs",
         ),
         (json!({"event": "order.cancelled"}), "cancelOn: a list"),
+        (json!([{"match": "payload.orderId"}]), "cancelOn[0].event"),
+        (
+            json!([{"event": "order.cancelled", "after": 1}]),
+            "cancelOn[0].after",
+        ),
     ] {
         let app = App::start(serving(vec![ship(bad.clone())], |_| {
             json_answer(json!({"output": 1}))
@@ -232,9 +237,10 @@ async fn cancel_on_in_an_index_is_checked_and_cancels_the_jobs_runs(db: TestDb) 
         assert!(client.store().endpoints_load().await.unwrap().is_empty());
     }
     let app = App::start(serving(
-        vec![ship(
-            json!([{"event": "order.cancelled", "match": "payload.orderId"}]),
-        )],
+        vec![ship(json!([
+            {"event": "order.cancelled", "match": "payload.orderId", "timeoutMs": 86_400_000},
+            {"event": "order.refunded", "if": "async.payload.total >= 100"}
+        ]))],
         |_| json_answer(json!({"error": "no truck yet"})),
     ))
     .await;
@@ -265,6 +271,22 @@ async fn cancel_on_in_an_index_is_checked_and_cancels_the_jobs_runs(db: TestDb) 
         RunStatus::Queued,
         "another order's cancel ({}) leaves it",
         other.id
+    );
+    client
+        .send_event("order.refunded", &json!({"total": 99}))
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .store()
+            .run_detail(&run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .run
+            .status,
+        RunStatus::Queued,
+        "a refund under its condition leaves it"
     );
     let cancel = client
         .send_event("order.cancelled", &json!({"orderId": "o1"}))
