@@ -65,6 +65,32 @@ impl CancelKeys {
     }
 }
 
+/// The armed runs among `started` (an event's id and the runs it started, for each event of a
+/// batch), each with the index in `delivered` of the event that started it (see [`matched`]).
+pub(super) fn positions<'a>(
+    armed: &CancelKeys,
+    delivered: &[Delivered<'_>],
+    started: impl Iterator<Item = (&'a str, &'a [String])>,
+) -> HashMap<String, usize> {
+    let armed = armed.runs();
+    if armed.is_empty() {
+        return HashMap::new();
+    }
+    let at: HashMap<&str, usize> = delivered
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.id, i))
+        .collect();
+    let mut found = HashMap::new();
+    for (event, runs) in started {
+        let Some(p) = at.get(event) else { continue };
+        for run in runs.iter().filter(|r| armed.contains(r.as_str())) {
+            found.insert(run.clone(), *p);
+        }
+    }
+    found
+}
+
 /// The match paths in use per event name (`$1`: the names), for [`matched`].
 pub(super) const PATHS_SQL: &str =
     "SELECT event_name, match_path FROM cancel_paths WHERE event_name = ANY($1)";

@@ -2,8 +2,6 @@
 //! transaction, cancelling a scheduled event, delivering due ones, pruning finished ones with
 //! their runs, and reading an event with its runs and children.
 
-use std::collections::HashMap;
-
 use deadpool_postgres::GenericClient;
 use tokio::sync::oneshot;
 
@@ -162,14 +160,11 @@ impl PgStore {
                 })
                 .collect();
             // The runs they cancel (not those they started), then the waits they resume.
-            let armed = runs.cancel_keys.runs();
-            let started: HashMap<String, usize> = delivered
-                .iter()
-                .enumerate()
-                .flat_map(|(i, d)| d.3.iter().map(move |r| (r, i)))
-                .filter(|(r, _)| armed.contains(r.as_str()))
-                .map(|(r, i)| (r.clone(), i))
-                .collect();
+            let started = super::cancel_on::positions(
+                &runs.cancel_keys,
+                &events,
+                delivered.iter().map(|d| (d.0.as_str(), d.3.as_slice())),
+            );
             let follow = super::cancel::cancel_delivered(&tx, None, &events, &started).await?;
             let resumed = super::waits::on_events(&tx, &events).await?;
             insert_follow_ups(&tx, self.triggers(), follow).await? || resumed > 0

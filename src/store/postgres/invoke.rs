@@ -64,6 +64,7 @@ impl PgStore {
         let mut runs = super::writer::NewRuns::default();
         let run = runs.add(&job, &fields, event.now);
         exec(&tx, super::writer::INSERT_RUNS_SQL, &runs.params()).await?;
+        super::cancel_on::arm(&tx, &runs.cancel_keys).await?;
         tx.commit().await?;
         self.wake();
         if job.rate_limit.is_none() {

@@ -593,28 +593,10 @@ impl<'a> PreparedEvents<'a> {
     /// The armed runs (a job's `cancel_on`) of this batch, each with the index in `delivered`
     /// of the event that started it (see `cancel_on::matched`).
     pub(super) fn armed_positions(&self, delivered: &[Delivered<'_>]) -> HashMap<String, usize> {
-        let armed = self.runs.cancel_keys.runs();
-        if armed.is_empty() {
-            return HashMap::new();
-        }
-        let at: HashMap<&str, usize> = delivered
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.id, i))
-            .collect();
-        let mut found = HashMap::new();
-        for (i, row) in self.batch.iter().enumerate() {
-            let Some(p) = at.get(row.event.id.as_str()).filter(|_| self.candidate[i]) else {
-                continue;
-            };
-            for run in self.run_ids[i]
-                .iter()
-                .filter(|r| armed.contains(r.as_str()))
-            {
-                found.insert(run.clone(), *p);
-            }
-        }
-        found
+        let started = (self.batch.iter().zip(&self.run_ids).zip(&self.candidate))
+            .filter(|(_, first)| **first)
+            .map(|((row, runs), _)| (row.event.id.as_str(), runs.as_slice()));
+        super::cancel_on::positions(&self.runs.cancel_keys, delivered, started)
     }
 
     /// What the insert created, from its rows (event ids, and the runs of rate-limited jobs),
