@@ -3,7 +3,8 @@
 //!
 //! One module per noun: `backup` (online SQLite backups), `nodes` (several nodes racing on one database), `upgrades` (databases
 //! migrated while they hold work), `search` (the payload search and the event counts),
-//! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals);
+//! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals),
+//! `wait_locks` (PostgreSQL: an insert takes its names' locks before it writes);
 //! `fixture` holds what they build on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,4 +24,5 @@ mod search;
 mod sources;
 mod throttle;
 mod upgrades;
+mod wait_locks;
 mod webhooks;

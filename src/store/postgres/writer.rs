@@ -98,6 +98,10 @@ pub(super) fn is_deadlock(e: &Error) -> bool {
 pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
     let client = writer.pool.get().await?;
     triggers_refresh(&client, &writer.triggers).await?;
+    // Every statement of the pipeline below is prepared first: a statement given as text is
+    // prepared in a round trip of its own when polled, so it would be sent after the prepared
+    // ones that follow it (the insert would run before the names' locks).
+    let lock = client.prepare_cached(LOCK_SHARED_SQL).await?;
     let insert = client.prepare_cached(INSERT_EVENTS_SQL).await?;
     let notify = client.prepare_cached(NOTIFY_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
@@ -121,7 +125,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     // locks come before the insert, for waits for events (see `waits.rs`).
     let (began, locked, inserted) = futures::join!(
         client.batch_execute(begin),
-        client.query(LOCK_SHARED_SQL, &lock_params),
+        client.query(&lock, &lock_params),
         client.query(&insert, &params),
     );
     // Then the waits the new events resume, in the same transaction.
