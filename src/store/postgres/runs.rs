@@ -312,17 +312,16 @@ impl PgStore {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        // Each group's claim is one statement in its own transaction: nothing stays open.
+        // Each group's claim is its own transaction: nothing stays open.
         let client = self.conn().await?;
         let mut claimed = Vec::new();
         for (jobs, limit, flow) in groups {
             let taken = match flow {
                 Some(flow) => {
                     let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-                    self.with_settings(
+                    super::flow::claim(
+                        self,
                         &client,
-                        CLAIM_SETTINGS,
-                        super::flow::FLOW_CLAIM_SQL,
                         &[
                             &jobs[0],
                             &flow.second_slot,
@@ -333,7 +332,7 @@ impl PgStore {
                             &limit,
                         ],
                     )
-                    .await?
+                    .await
                 }
                 None => {
                     self.with_settings(
@@ -342,8 +341,22 @@ impl PgStore {
                         CLAIM_SQL,
                         &[&p.now, &p.lease_until, &token, &jobs, &limit, &p.node],
                     )
-                    .await?
+                    .await
                 }
+            };
+            // The groups claimed before this one committed: their runs go to the worker (else
+            // they would stay leased, unrun, until their leases expire), this one's error is
+            // seen at the next claim.
+            let taken = match taken {
+                Ok(taken) => taken,
+                Err(e) if !claimed.is_empty() => {
+                    if let Some(suppressed) = crate::log_throttle::storage_failure("postgres:claim")
+                    {
+                        tracing::error!(error = %e, suppressed, "claiming a group of runs failed; the runs claimed before it start");
+                    }
+                    break;
+                }
+                Err(e) => return Err(e),
             };
             for r in taken {
                 claimed.push(ClaimedRun {
