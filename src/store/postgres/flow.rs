@@ -10,7 +10,6 @@ use tokio_postgres::Row;
 
 use super::listen::CHANNEL;
 use super::rows::{exec, rows};
-use super::runs::CLAIM_SETTINGS;
 use super::PgStore;
 use crate::store::runs::SlotState;
 use crate::store::Result;
@@ -28,7 +27,8 @@ const FLOW_READ_SQL: &str =
      JOIN runs r ON r.seq = c.seq JOIN events e ON e.id = r.event_id";
 
 /// Claims the due runs of one limited job (the parameters of [`FLOW_TAKE_SQL`]) in one
-/// transaction of two statements, the second reading what the first took.
+/// transaction of two statements (after the claim's `settings`), the second reading what the
+/// first took.
 ///
 /// Not one statement: `flow_claim` is a volatile function, so each of its statements sees the
 /// rows committed up to that statement, while the statement calling it reads with the snapshot
@@ -39,12 +39,13 @@ const FLOW_READ_SQL: &str =
 pub(super) async fn claim(
     store: &PgStore,
     c: &Object,
+    settings: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<Row>> {
     let take = c.prepare_cached(FLOW_TAKE_SQL).await?;
     let read = c.prepare_cached(FLOW_READ_SQL).await?;
     let mode = if store.read_only() { " READ ONLY" } else { "" };
-    let begin = format!("BEGIN{mode}; {CLAIM_SETTINGS}");
+    let begin = format!("BEGIN{mode}; {settings}");
     let (began, taken) = futures::join!(c.batch_execute(&begin), c.query(&take, params));
     let taken = match began.and(taken) {
         Ok(taken) => taken,
@@ -64,6 +65,23 @@ pub(super) async fn claim(
     let found = found?;
     ended?;
     Ok(found)
+}
+
+/// The rows of a group's claim, or `None` when it failed after earlier groups of the same
+/// claim committed theirs (`claimed`): those runs must reach the worker, else they would stay
+/// leased, unrun, until their leases expire; this group's error is logged and met again at the
+/// next claim.
+pub(super) fn unless_claimed(taken: Result<Vec<Row>>, claimed: bool) -> Result<Option<Vec<Row>>> {
+    match taken {
+        Ok(taken) => Ok(Some(taken)),
+        Err(e) if claimed => {
+            if let Some(suppressed) = crate::log_throttle::storage_failure("postgres:claim") {
+                tracing::error!(error = %e, suppressed, "claiming a group of runs failed; the runs claimed before it start");
+            }
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// What holds queued run `run` back, from its slots (see `crate::store::runs::waiting_for`).

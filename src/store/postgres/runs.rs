@@ -146,12 +146,16 @@ pub(super) const COMPLETE_SQL: &str = concat!(
      inv AS (DELETE FROM run_waits w USING done \
        WHERE done.status IN ('succeeded', 'failed') AND w.event_name = 'flare/job.invoked' \
          AND w.match_path = 'run' AND w.match_value = done.id \
-       RETURNING w.run_id AS parent, w.step_key, done.finished_at AS at, \
+       RETURNING w.run_id AS parent, w.step_key, done.finished_at AS at, done.status = 'succeeded' AS ok, \
+         'run ' || done.id || ' failed: ' || coalesce(done.error, 'no error given') AS err, \
          json_build_object('runId', done.id, 'status', done.status, 'output', done.output::json, 'error', done.error)::text AS out), \
-     inv_steps AS (UPDATE run_steps s SET status = 'succeeded', finished_at = inv.at, output = inv.out \
+     inv_steps AS (UPDATE run_steps s SET status = CASE WHEN inv.ok THEN 'succeeded' ELSE 'failed' END, \
+         finished_at = inv.at, output = inv.out, error = CASE WHEN inv.ok THEN NULL ELSE inv.err END \
        FROM inv WHERE s.run_id = inv.parent AND s.key = inv.step_key AND s.status <> 'succeeded'), \
      inv_queue AS (UPDATE run_queue q SET run_at = inv.at FROM runs pr, inv \
-       WHERE pr.id = inv.parent AND q.seq = pr.seq AND q.lease_until IS NULL RETURNING q.seq, q.run_at), \
+       WHERE pr.id = inv.parent AND q.seq = pr.seq AND q.lease_until IS NULL \
+         AND (SELECT count(*) FROM run_waits w WHERE w.run_id = inv.parent AND w.event_name = 'flare/job.invoked') \
+           = (SELECT count(*) FROM inv x WHERE x.parent = inv.parent) RETURNING q.seq, q.run_at), \
      inv_runs AS (UPDATE runs x SET run_at = inv_queue.run_at FROM inv_queue WHERE x.seq = inv_queue.seq), \
      tally AS (",
     tally_sql!("done WHERE status <> 'queued'"),
@@ -322,6 +326,7 @@ impl PgStore {
                     super::flow::claim(
                         self,
                         &client,
+                        CLAIM_SETTINGS,
                         &[
                             &jobs[0],
                             &flow.second_slot,
@@ -344,19 +349,9 @@ impl PgStore {
                     .await
                 }
             };
-            // The groups claimed before this one committed: their runs go to the worker (else
-            // they would stay leased, unrun, until their leases expire), this one's error is
-            // seen at the next claim.
-            let taken = match taken {
-                Ok(taken) => taken,
-                Err(e) if !claimed.is_empty() => {
-                    if let Some(suppressed) = crate::log_throttle::storage_failure("postgres:claim")
-                    {
-                        tracing::error!(error = %e, suppressed, "claiming a group of runs failed; the runs claimed before it start");
-                    }
-                    break;
-                }
-                Err(e) => return Err(e),
+            // A failed group after others claimed: those runs still go to the worker.
+            let Some(taken) = super::flow::unless_claimed(taken, !claimed.is_empty())? else {
+                break;
             };
             for r in taken {
                 claimed.push(ClaimedRun {
@@ -468,9 +463,15 @@ impl PgStore {
             .collect();
         let mut client = self.conn().await?;
         if failed.is_empty() {
-            // The hot path: one round trip.
+            // The hot path: one round trip (the parents' queue rows locked first: `children.rs`).
             let held: HashSet<String> = self
-                .with_settings(&client, COMPLETE_SETTINGS, COMPLETE_SQL, &params)
+                .with_settings_after(
+                    &client,
+                    COMPLETE_SETTINGS,
+                    (super::waits::LOCK_PARENTS_SQL, &[&ids]),
+                    COMPLETE_SQL,
+                    &params,
+                )
                 .await?
                 .iter()
                 .map(|r| {
@@ -485,6 +486,7 @@ impl PgStore {
         triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
         exec(&tx, super::waits::LOCK_INVOKE_SHARED_SQL, &[]).await?;
+        super::waits::lock_parents(&tx, &ids).await?;
         let held: HashSet<String> = rows(&tx, COMPLETE_SQL, &params)
             .await?
             .iter()
@@ -623,6 +625,10 @@ impl PgStore {
             }
         }
         requeued |= send_ended(&tx, self.triggers(), &failed, false, now).await?;
+        // A parent waiting for a run that failed here resumes (`children.rs`).
+        for (id, _) in &failed {
+            requeued |= super::waits::on_run_end(&tx, id, now).await? > 0;
+        }
         tx.commit().await?;
         if requeued {
             self.wake();

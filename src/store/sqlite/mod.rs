@@ -14,6 +14,7 @@
 //! and statistics). Only SQLite has `rollups` (the per-minute counts each batch keeps) and
 //! `search` (the payload search's FTS5 index, filled behind a watermark).
 
+mod children;
 mod debounce;
 mod ended;
 mod endpoints;
