@@ -370,6 +370,31 @@ async fn a_fan_out_resumes_its_caller_once_when_every_child_ended(db: TestDb) {
     assert!(parent.wait.is_none(), "no wait left");
 }
 
+/// Children ending on two nodes at once: the caller still resumes once, after the last one
+/// (on PostgreSQL two completions each ending a last-but-one child must not both miss the other).
+async fn a_fan_out_whose_children_end_on_two_nodes_resumes_its_caller_once(db: TestDb) {
+    let (client, clock) = db.client().await;
+    let other = db.client_on(&clock, crate::support::test_config()).await;
+    children(&client);
+    children(&other);
+    let executions = Arc::new(AtomicU32::new(0));
+    client.define_job(fan_out(Arc::clone(&executions))).unwrap();
+    for round in 0..3 {
+        let ev = client
+            .send_event("fan.start", &json!({ "many": 100, "round": round }))
+            .await
+            .unwrap();
+        let d = settled(&client, &ev.id).await;
+        assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+        assert_eq!(
+            d.runs[0].output,
+            Some(json!({ "got": 100, "last": { "n": 198 } }))
+        );
+    }
+    assert_eq!(executions.load(Ordering::SeqCst), 6, "twice per caller");
+    other.shutdown().await;
+}
+
 /// A failing child among several: the caller still resumes once, after the last one ended,
 /// with that child's error.
 async fn a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended(db: TestDb) {
@@ -493,6 +518,7 @@ backend_tests!(
     a_retry_of_the_caller_invokes_the_job_again,
     a_retry_after_a_timeout_invokes_the_job_again,
     a_fan_out_resumes_its_caller_once_when_every_child_ended,
+    a_fan_out_whose_children_end_on_two_nodes_resumes_its_caller_once,
     a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended,
     a_child_whose_worker_died_resumes_its_parent_when_it_ends,
     an_unknown_job_id_in_a_fan_out_writes_nothing,

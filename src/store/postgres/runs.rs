@@ -143,19 +143,22 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.id = q.id \
        WHERE r.seq = q.seq \
        RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error, r.slot_a), \
-     inv AS (DELETE FROM run_waits w USING done \
-       WHERE done.status IN ('succeeded', 'failed') AND w.event_name = 'flare/job.invoked' \
-         AND w.match_path = 'run' AND w.match_value = done.id \
-       RETURNING w.run_id AS parent, w.step_key, done.finished_at AS at, done.status = 'succeeded' AS ok, \
-         'run ' || done.id || ' failed: ' || coalesce(done.error, 'no error given') AS err, \
-         json_build_object('runId', done.id, 'status', done.status, 'output', done.output::json, 'error', done.error)::text AS out), \
+     inv_w AS (SELECT d.*, (SELECT ARRAY[w.run_id, w.step_key] FROM run_waits w \
+         WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = d.id LIMIT 1) AS w \
+       FROM done d WHERE d.status IN ('succeeded', 'failed') AND EXISTS (SELECT 1 FROM run_waits \
+         WHERE event_name = 'flare/job.invoked' AND match_path = 'run')), \
+     inv AS (DELETE FROM run_waits w USING inv_w x WHERE w.run_id = x.w[1] AND w.step_key = x.w[2] \
+       RETURNING w.run_id AS parent, w.step_key, x.finished_at AS at, x.status = 'succeeded' AS ok, \
+         'run ' || x.id || ' failed: ' || coalesce(x.error, 'no error given') AS err, \
+         json_build_object('runId', x.id, 'status', x.status, 'output', x.output::json, 'error', x.error)::text AS out), \
      inv_steps AS (UPDATE run_steps s SET status = CASE WHEN inv.ok THEN 'succeeded' ELSE 'failed' END, \
          finished_at = inv.at, output = inv.out, error = CASE WHEN inv.ok THEN NULL ELSE inv.err END \
        FROM inv WHERE s.run_id = inv.parent AND s.key = inv.step_key AND s.status <> 'succeeded'), \
-     inv_queue AS (UPDATE run_queue q SET run_at = inv.at FROM runs pr, inv \
-       WHERE pr.id = inv.parent AND q.seq = pr.seq AND q.lease_until IS NULL \
-         AND (SELECT count(*) FROM run_waits w WHERE w.run_id = inv.parent AND w.event_name = 'flare/job.invoked') \
-           = (SELECT count(*) FROM inv x WHERE x.parent = inv.parent) RETURNING q.seq, q.run_at), \
+     inv_parents AS (SELECT parent, max(at) AS at, count(*) AS ended FROM inv GROUP BY parent), \
+     inv_queue AS (UPDATE run_queue q SET run_at = p.at FROM runs pr, inv_parents p \
+       WHERE pr.id = p.parent AND q.seq = pr.seq AND q.lease_until IS NULL AND p.ended = \
+         (SELECT count(*) FROM run_waits w WHERE w.run_id = p.parent AND w.event_name = 'flare/job.invoked') \
+       RETURNING q.seq, q.run_at), \
      inv_runs AS (UPDATE runs x SET run_at = inv_queue.run_at FROM inv_queue WHERE x.seq = inv_queue.seq), \
      tally AS (",
     tally_sql!("done WHERE status <> 'queued'"),

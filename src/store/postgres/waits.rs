@@ -43,11 +43,14 @@ pub(super) const LOCK_INVOKE_SHARED_SQL: &str =
     "SELECT pg_advisory_xact_lock_shared(27, hashtext('flare/job.invoked'))";
 
 /// Locks the queue rows of the runs waiting for any of the runs `$1` (their parents: the fan-in of
-/// `children.rs`), in queue order so that two transactions lock them in one order.
-pub(super) const LOCK_PARENTS_SQL: &str =
-    "SELECT 1 FROM run_queue q JOIN runs pr ON pr.seq = q.seq \
-     WHERE pr.id IN (SELECT w.run_id FROM run_waits w WHERE w.event_name = 'flare/job.invoked' \
-       AND w.match_path = 'run' AND w.match_value = ANY($1::text[])) \
+/// `children.rs`), in queue order so that two transactions lock them in one order. Each run's
+/// wait is looked up by its id (an index probe whatever the statistics say), and not at all
+/// while no run waits for a child.
+pub(super) const LOCK_PARENTS_SQL: &str = "SELECT 1 FROM run_queue q JOIN runs pr ON pr.seq = q.seq \
+     WHERE pr.id = ANY(ARRAY(SELECT DISTINCT (SELECT w.run_id FROM run_waits w \
+         WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = c.id LIMIT 1) \
+       FROM unnest($1::text[]) AS c(id) \
+       WHERE EXISTS (SELECT 1 FROM run_waits WHERE event_name = 'flare/job.invoked' AND match_path = 'run'))) \
      ORDER BY q.seq FOR UPDATE OF q";
 
 /// [`LOCK_PARENTS_SQL`] for the runs `ids`, in the caller's transaction.
