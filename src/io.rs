@@ -1,5 +1,6 @@
 //! What a running job gets besides its payload: `io.logger`, durable steps (`io.run_task`,
-//! `io.wait`, `io.wait_until`) and `io.send_event`.
+//! `io.wait`, `io.wait_until`, `io.wait_for_event`, `io.invoke`, `io.invoke_all`,
+//! `io.callback`) and `io.send_event`.
 //!
 //! Log lines are kept with the attempt and stored when it finishes, in the same transaction as its
 //! outcome. A step's result is stored as soon as it succeeds, so when the run executes again (a
@@ -236,9 +237,10 @@ impl Io {
     /// Runs job `job_id` with `payload` as the durable step `key` (a run of that job alone, whose
     /// event's parent is this run) and returns its output once it succeeded. Its failure or
     /// cancellation, or its not ending within `timeout`, is returned as a step error (the job's
-    /// retry policy applies; the stored outcome is returned again on a retry). Meanwhile this run
-    /// holds no worker slot, as in [`Io::wait_for_event`]; cancelling it cancels the child. An
-    /// unknown job id is a fatal error.
+    /// retry policy applies, and this run's retry invokes the job again: a new child; an output
+    /// once returned is kept). Meanwhile this run holds no worker slot, as in
+    /// [`Io::wait_for_event`]; cancelling it cancels the child. An unknown job id is a fatal
+    /// error, and no child is started.
     ///
     /// ```no_run
     /// # async fn demo(io: flare::Io) -> Result<(), flare::JobError> {
@@ -270,10 +272,12 @@ impl Io {
         })
     }
 
-    /// Runs job `job_id` once per payload (fan-out), all at once, as the steps `<key>:0`,
-    /// `<key>:1`, …, and returns their outputs in order when every one succeeded (fan-in); the
-    /// first failure found is returned as a step error. Each child's `timeout` counts from when
-    /// this run first waits for it. See [`Io::invoke`].
+    /// Runs job `job_id` once per payload (fan-out), all at once (started in one transaction),
+    /// as the steps `<key>:0`, `<key>:1`, …, and returns their outputs in order when every one
+    /// succeeded (fan-in): this run resumes once, when the last child ended, not once per
+    /// child. The first failure in key order is returned as a step error (a retry invokes the
+    /// failed ones again, and keeps the outputs of those that succeeded). Each child's
+    /// `timeout` counts from when it was started. See [`Io::invoke`].
     pub async fn invoke_all<T: DeserializeOwned, P: Serialize>(
         &self,
         key: &str,

@@ -49,6 +49,10 @@ pub enum Scenario {
     /// End-to-end runs doing `--steps` no-op `io.run_task` steps each, on SQLite and (with
     /// `--database-url`) PostgreSQL: the cost of a durable step (not part of `all`).
     Steps,
+    /// A fan-out / fan-in of `--children` runs through `io.invoke_all`, beside the plain drain
+    /// of as many queued runs, on SQLite and (with `--database-url`) PostgreSQL (not part of
+    /// `all`).
+    FanIn,
     /// A long mixed load on a real `flare serve`: `--rate` sends/s and dashboard reads for
     /// `--soak-secs`, sampling memory, WAL size and latency (not part of `all`).
     Soak,
@@ -128,6 +132,9 @@ pub struct Args {
     /// steps: the numbers of no-op steps per run to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "0,1,5")]
     pub steps: Vec<usize>,
+    /// fan-in: the children one parent invokes at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub children: usize,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -18,6 +18,10 @@
 //! - **steps** (not part of `all`): end-to-end runs whose job does 0, 1, 5 (`--steps`) no-op
 //!   `io.run_task` steps, on SQLite and, with `--database-url postgres://…`, on PostgreSQL: runs/s
 //!   and the latency of a step call (see `src/bench/steps.rs`).
+//! - **fan-in** (not part of `all`): a parent job invoking `--children` (10,000) no-op runs with
+//!   `io.invoke_all`, from its event to the parent's success, beside the plain drain of as many
+//!   queued runs, on SQLite and, with `--database-url postgres://…`, PostgreSQL: children/s and
+//!   drain runs/s side by side (see `src/bench/fan_in.rs`).
 //! - **soak** (not part of `all`): a real `flare serve` under `--rate` sends/s and dashboard reads
 //!   for `--soak-secs`, sampled every `--sample-secs` (see `src/bench/soak.rs`).
 //! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
@@ -34,6 +38,7 @@ mod backend;
 mod dashboard;
 mod drain;
 mod endpoint;
+mod fan_in;
 mod report;
 mod scale;
 mod scenarios;
@@ -219,6 +224,45 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
                     ),
                 ));
             }
+        }
+    }
+    if args.scenario == Scenario::FanIn {
+        for backend in backend::Backend::selected(&args) {
+            let settings = serde_json::json!({
+                "store": backend.name(), "children": args.children, "engine": engine,
+            });
+            let (mut fanned, mut drained) = (Vec::new(), Vec::new());
+            for rep in 0..reps {
+                let what = format!("{}, rep {}/{reps}", backend.name(), rep + 1);
+                let pb = bar(format!("fan-in, {what}"), Some(args.children as u64));
+                fanned.push(measured(fan_in::run(&args, backend, &pb)).await?);
+                pb.finish_and_clear();
+                let pb = bar(
+                    format!("fan-in's plain drain, {what}"),
+                    Some(args.children as u64),
+                );
+                drained.push(measured(fan_in::plain(&args, backend, &pb)).await?);
+                pb.finish_and_clear();
+            }
+            let n = args.children;
+            figures.push(emit(
+                &args,
+                Figure::new(
+                    "fan-in",
+                    format!("{}, {n} children", backend.name()),
+                    settings.clone(),
+                    fanned,
+                ),
+            ));
+            figures.push(emit(
+                &args,
+                Figure::new(
+                    "fan-in drain",
+                    format!("{}, plain drain of {n}", backend.name()),
+                    settings,
+                    drained,
+                ),
+            ));
         }
     }
     if args.scenario == Scenario::Endpoint {

@@ -131,6 +131,13 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("p99_ms", "ms p99"),
             ("max_ms", "ms max"),
         ],
+        "fan-in" => &[
+            ("children_per_s", "children/s"),
+            ("secs", "s to the parent's end"),
+            ("first_child_secs", "s to 1st child start"),
+            ("parent_executions", "parent executions"),
+        ],
+        "fan-in drain" => &[("runs_per_s", "runs/s")],
         "steps" => &[
             ("runs_per_s", "runs/s"),
             ("steps_per_s", "steps/s"),

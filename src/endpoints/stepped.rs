@@ -87,6 +87,12 @@ pub(crate) async fn execute(
             (StepKind::Invoke, StepStatus::Succeeded) => {
                 done.insert(step.key.clone(), invoke_told(&step.key, step.output));
             }
+            // A child that failed in this attempt is told; one of an earlier attempt is not:
+            // when the endpoint asks again, the job is invoked again (a new child).
+            (StepKind::Invoke, StepStatus::Failed) if step.attempt == io.attempt() => {
+                done.insert(step.key.clone(), invoke_told(&step.key, step.output));
+            }
+            (StepKind::Invoke, StepStatus::Failed) => {}
             (_, StepStatus::Succeeded) => {
                 done.insert(step.key, json!({ "output": step.output }));
             }

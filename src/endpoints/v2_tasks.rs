@@ -187,6 +187,8 @@ impl Task {
         }
         let mut status = match step.status {
             StepStatus::Succeeded => Status::Completed,
+            // A child that did not succeed ended its invoke step (read as a `RunNotification`).
+            StepStatus::Failed if step.kind == StepKind::Invoke => Status::Completed,
             StepStatus::Failed => Status::Errored,
             _ => Status::Waiting,
         };
@@ -227,7 +229,11 @@ impl Task {
                         output = Some(json!(callbacks::TIMED_OUT));
                         error = Some(callbacks::TIMED_OUT.to_string());
                     }
-                    Ended::Output(o) | Ended::Run(o) => output = Some(o),
+                    Ended::Output(o) | Ended::Run(o) => {
+                        output = Some(o);
+                        // An invoke step's error says why its child failed: in the notification.
+                        error = None;
+                    }
                 },
                 _ => {}
             }

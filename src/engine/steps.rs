@@ -28,7 +28,7 @@ use crate::clock::SharedClock;
 use crate::log_throttle::storage_failure;
 use crate::model::JobError;
 use crate::model::{EventWait, Step, StepKind, StepStatus, WaitedEvent};
-use crate::store::{Lease, NewStep, Store};
+use crate::store::{Lease, NewChild, NewStep, Store};
 
 /// Longest step key, in bytes.
 pub const MAX_STEP_KEY_LEN: usize = 200;
@@ -335,8 +335,14 @@ impl Steps {
     }
 
     /// See [`crate::Io::invoke_all`]: runs of `job_id`, one per payload, as the steps `keys`;
-    /// their outputs once all have ended, or the first child error (a step error); otherwise
-    /// suspends the execution on the first child not ended yet (never returns).
+    /// their outputs once every one has ended, or the first child error in key order (a step
+    /// error); otherwise suspends the execution until the last child ends (never returns).
+    ///
+    /// A step whose child failed (or timed out) in an earlier attempt is invoked again in this
+    /// one, a new child (`model::wait::invoke_event_id`); one that failed in this attempt is its
+    /// error. Children not ended yet are started once per key, whoever asks again, all in one
+    /// write with their steps and this run's waits for them; the run resumes once, when none is
+    /// left (fan-in).
     pub(crate) async fn invoke(
         &self,
         keys: &[String],
@@ -365,55 +371,101 @@ impl Steps {
         }
         let stored = self.stored().await?;
         let now = self.clock.now_ms();
-        // Every child not ended yet exists (started once per key, whoever asks again).
-        let mut children = Vec::with_capacity(keys.len());
-        for (key, payload) in keys.iter().zip(payloads) {
-            match stored.get(key) {
+        let until = now.saturating_add(timeout_ms.max(0));
+        let mut ended: Vec<Option<Result<Value, JobError>>> = Vec::with_capacity(keys.len());
+        // Waiting children: (index, child run id, since, until).
+        let mut pending: Vec<(usize, String, i64, i64)> = Vec::new();
+        let mut start: Vec<NewChild> = Vec::new();
+        let mut started: Vec<usize> = Vec::new();
+        for (i, (key, payload)) in keys.iter().zip(payloads).enumerate() {
+            let again_in = match stored.get(key) {
                 Some(step) if step.kind != StepKind::Invoke => {
                     return Err(kind_clash(key, step.kind, StepKind::Invoke));
                 }
-                Some(step) if step.status == StepStatus::Succeeded => children.push(None),
-                _ => children.push(Some(self.spawn(key, job_id, payload, now).await?)),
-            }
-        }
-        let mut outputs = Vec::with_capacity(keys.len());
-        for (key, child) in keys.iter().zip(children) {
-            let (since, until) = match stored.get(key) {
                 Some(step) if step.status == StepStatus::Succeeded => {
-                    outputs.push(outcome(key, step.output.clone())?);
+                    ended.push(Some(outcome(key, step.output.clone())));
                     continue;
                 }
-                Some(step) => (
-                    step.started_at.timestamp_millis(),
-                    step.wait_until.map_or(now, |t| t.timestamp_millis()),
-                ),
-                None => (now, now.saturating_add(timeout_ms.max(0))),
+                Some(step) if step.status == StepStatus::Failed && step.attempt == self.attempt => {
+                    ended.push(Some(outcome(key, step.output.clone())));
+                    continue;
+                }
+                // Failed in an earlier attempt: invoked again, a new child.
+                Some(step) if step.status == StepStatus::Failed => Some(self.attempt),
+                Some(step) => {
+                    let child = step.output.as_ref().and_then(|o| o["runId"].as_str());
+                    if let Some(child) = child {
+                        ended.push(None);
+                        pending.push((
+                            i,
+                            child.to_string(),
+                            step.started_at.timestamp_millis(),
+                            step.wait_until.map_or(now, |t| t.timestamp_millis()),
+                        ));
+                        continue;
+                    }
+                    // Stored before children kept their id: found by its event.
+                    None
+                }
+                None => None,
             };
-            if stored.contains_key(key) && until <= now {
-                let ended = match self.store.wait_expire(self.lease.clone(), key, now).await {
-                    Ok(Some(output)) => output,
-                    Ok(None) => {
-                        return Err(JobError::from(format!(
-                            "invoke {key:?} could not end: this worker lost the run's lease"
-                        )))
-                    }
-                    Err(e) => {
-                        return Err(JobError::from(format!("invoke {key:?} could not end: {e}")))
-                    }
-                };
-                outputs.push(outcome(key, Some(ended))?);
+            ended.push(None);
+            started.push(i);
+            start.push(NewChild {
+                key: key.clone(),
+                event_id: crate::model::wait::invoke_event_id(&self.lease.run_id, key, again_in),
+                payload,
+                until,
+            });
+        }
+        if !start.is_empty() {
+            let ids = self.spawn_children(job_id, start).await?;
+            for (i, child) in started.into_iter().zip(ids) {
+                pending.push((i, child, now, until));
+            }
+        }
+        // Timed out: unless the child ended meanwhile, the step fails.
+        for (i, _, _, until) in &pending {
+            if *until > now {
                 continue;
             }
-            let child = child.unwrap_or_default();
+            let key = &keys[*i];
+            let output = match self.store.wait_expire(self.lease.clone(), key, now).await {
+                Ok(Some(output)) => output,
+                Ok(None) => {
+                    return Err(JobError::from(format!(
+                        "invoke {key:?} could not end: this worker lost the run's lease"
+                    )))
+                }
+                Err(e) => return Err(JobError::from(format!("invoke {key:?} could not end: {e}"))),
+            };
+            ended[*i] = Some(outcome(key, Some(output)));
+        }
+        // The first error in key order (a child failed, or timed out); else, while children
+        // run, wait for them: the run resumes when the last one ends, or at the first timeout.
+        if let Some(i) = ended.iter().position(|e| matches!(e, Some(Err(_)))) {
+            if let Some(Err(e)) = ended.swap_remove(i) {
+                return Err(e);
+            }
+        }
+        let next = pending
+            .iter()
+            .filter(|(i, ..)| ended[*i].is_none())
+            .min_by_key(|(.., until)| *until)
+            .cloned();
+        if let Some((i, child, since, until)) = next {
             self.suspend(Suspension::Wait {
-                key: key.to_string(),
+                key: keys[i].clone(),
                 until,
                 since,
                 event: Some(EventWait::invoke(&child)),
             })
             .await;
         }
-        Ok(outputs)
+        Ok(ended
+            .into_iter()
+            .map(|e| e.and_then(Result::ok).unwrap_or(Value::Null))
+            .collect())
     }
 
     /// See [`crate::Io::callback`]: the callback step `key` (its token, when the run reached it,
@@ -516,7 +568,8 @@ impl Steps {
         }
     }
 
-    /// Starts (or finds) the child run of step `key`.
+    /// Starts (or finds) the child run of step `key`, alone: no step or wait is written (a
+    /// Trigger.dev v2 invoke task, which waits with [`Self::suspend_on`]).
     pub(crate) async fn spawn(
         &self,
         key: &str,
@@ -538,6 +591,42 @@ impl Steps {
             ))),
             Err(e) => Err(JobError::from(format!(
                 "invoke {key:?} could not start its run: {e}"
+            ))),
+        }
+    }
+
+    /// Starts (or finds) the children of invoke steps, with their steps and this run's waits,
+    /// in one write; their run ids in order.
+    async fn spawn_children(
+        &self,
+        job_id: &str,
+        children: Vec<NewChild>,
+    ) -> Result<Vec<String>, JobError> {
+        let what = match children.as_slice() {
+            [one] => format!("invoke {:?}", one.key),
+            many => format!(
+                "invoke [{}]",
+                many.iter()
+                    .map(|c| c.key.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let now = self.clock.now_ms();
+        match self
+            .store
+            .runs_invoke(self.lease.clone(), job_id, self.attempt, children, now)
+            .await
+        {
+            Ok(Some(ids)) => Ok(ids),
+            Ok(None) => Err(JobError::from(format!(
+                "{what} could not start its run: this worker lost the run's lease"
+            ))),
+            Err(crate::store::Error::NotFound { .. }) => Err(JobError::fatal(format!(
+                "{what}: no job {job_id:?} is defined"
+            ))),
+            Err(e) => Err(JobError::from(format!(
+                "{what} could not start its run: {e}"
             ))),
         }
     }

@@ -28,6 +28,17 @@ pub const INVOKE_EVENT: &str = "flare/job.invoked";
 /// The match path of a parent's wait for its child (never a payload path: no event matches it).
 pub const INVOKE_PATH: &str = "run";
 
+/// The id of the event that starts the child of run `run_id`'s invoke step `key`: its
+/// idempotency key. The first child is `<run>-invoke-<key>`; one started again by a retry of the
+/// caller (`again_in`: that attempt) `<run>-invoke<attempt>-<key>`. The text after `invoke` (a
+/// `-`, or digits and a `-`) tells the two apart, so no key can give another key's id.
+pub fn invoke_event_id(run_id: &str, key: &str, again_in: Option<u32>) -> String {
+    match again_in {
+        None => format!("{run_id}-invoke-{key}"),
+        Some(attempt) => format!("{run_id}-invoke{attempt}-{key}"),
+    }
+}
+
 /// The name a run waits under for a callback (`io.callback`), matched on [`CALLBACK_PATH`] = the
 /// callback's token; resumed by a `POST /callbacks/{token}`, not by any event.
 pub const CALLBACK_EVENT: &str = "flare/callback";

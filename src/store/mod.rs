@@ -68,7 +68,7 @@ pub use runs::{
 };
 pub use schedules::ScheduleState;
 pub use stats::{QueueDepth, Stats, StatsQuery};
-pub use steps::NewStep;
+pub use steps::{NewChild, NewStep};
 pub use webhooks::{
     NewWebhookDelivery, StoredWebhookSource, WebhookDelivery, WebhookRecorded, WebhookRejection,
 };
@@ -373,6 +373,27 @@ impl Store {
         unstorable_id("event", &event.id)?;
         let job_id = job_id.to_string();
         dispatch!(self, s => s.job_invoke(job_id, event).await)
+    }
+
+    /// Starts the runs of job `job_id` (each alone) for the invoke steps of the run holding `lease` in its attempt `attempt`, with each step (waiting, its child's id as output) and the parent's wait for it, in one transaction; an event id already stored is that step's child, started once. Their ids in order (`None`: lease lost); an unknown job is `NotFound`, nothing written.
+    pub async fn runs_invoke(
+        &self,
+        lease: Lease,
+        job_id: &str,
+        attempt: u32,
+        children: Vec<NewChild>,
+        now: i64,
+    ) -> Result<Option<Vec<String>>> {
+        if !storable(&lease.run_id)
+            || children
+                .iter()
+                .any(|c| !storable(&c.key) || !storable(&c.event_id))
+        {
+            return Ok(None);
+        }
+        unstorable_id("job", job_id)?;
+        let job_id = job_id.to_string();
+        dispatch!(self, s => s.runs_invoke(lease, job_id, attempt, children, now).await)
     }
 
     /// Stores the callback step `key` (token, deadline) of the run holding `lease` with its wait, before the job waits on it (false: lease lost).

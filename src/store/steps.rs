@@ -1,4 +1,5 @@
-//! Durable steps in the store: a step to record under a run's lease ([`NewStep`]).
+//! Durable steps in the store: a step to record under a run's lease ([`NewStep`]), a run to
+//! start for an invoke step ([`NewChild`]).
 
 use serde_json::Value;
 
@@ -31,4 +32,20 @@ pub struct NewStep {
     /// What the run page shows for it when its key says little (a Trigger.dev v2 task's name
     /// and key, whose step key is a hash); kept when `None`.
     pub label: Option<String>,
+}
+
+/// A run to start for an invoke step of the run holding a lease (see
+/// [`crate::store::Store::runs_invoke`]): a run of the invoked job alone, whose parent waits for
+/// it under the step `key` until `until`.
+#[derive(Debug, Clone)]
+pub struct NewChild {
+    /// The caller's step key.
+    pub key: String,
+    /// The id of the child's event, its idempotency key
+    /// ([`crate::model::wait::invoke_event_id`]).
+    pub event_id: String,
+    /// The child's payload.
+    pub payload: Value,
+    /// When the caller stops waiting for it (the step's timeout), ms.
+    pub until: i64,
 }

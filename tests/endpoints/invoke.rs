@@ -1,8 +1,8 @@
 //! Version 2 of the protocol: `invoke` steps, with a scripted endpoint playing an SDK. The child
 //! is a run of that one job (the engine's `io.invoke`); the parent waits holding no slot and is
 //! called again with the child's output as the step's `output`, or with its failure or the
-//! timeout as the step's `error`, which the SDK throws (the job's retry policy sees it, and the
-//! child is not run again); an unknown job fails the run at once.
+//! timeout as the step's `error`, which the SDK throws (the job's retry policy sees it, and its
+//! retry invokes the job again: a new child); an unknown job fails the run at once.
 
 use std::time::Duration;
 
@@ -139,9 +139,15 @@ async fn a_failing_child_is_a_step_error_the_retry_policy_sees(db: TestDb) {
     );
     assert_eq!(
         seen_for(&app, "failing").len(),
-        1,
-        "the child ran once: its outcome is the step's"
+        2,
+        "the retry invoked the job again: a new child"
     );
+    assert!(client
+        .store()
+        .event_get(&format!("{parent}-invoke2-call"))
+        .await
+        .unwrap()
+        .is_some());
     client.shutdown().await;
 }
 
@@ -170,7 +176,19 @@ async fn a_child_not_done_by_the_timeout_is_a_step_error(db: TestDb) {
         (d.run.status == RunStatus::Queued && d.run.error.is_some()).then_some(())
     })
     .await;
+    // The retry invokes `sleepy` again, which times out again.
     clock.advance(Duration::from_secs(2));
+    client.engine().wake();
+    wait_for("the parent to wait for its second child", || async {
+        let d = client.store().run_detail(&parent).await.unwrap()?;
+        let waits = d
+            .steps
+            .iter()
+            .any(|s| s.key == "call" && s.status == StepStatus::Waiting);
+        (waits && d.run.status == RunStatus::Queued && d.run.attempt == 1).then_some(())
+    })
+    .await;
+    clock.advance(Duration::from_secs(60));
     client.engine().wake();
     let run = run_of(&client, &ev, "parent").await;
     assert_eq!(run.run.status, RunStatus::Failed, "{run:?}");

@@ -1,11 +1,19 @@
 //! Behaviour suite: `io.invoke` / `io.invoke_all` — a run starts runs of one job (not a
 //! broadcast), waits for them holding no slot, and gets their outputs; a child's failure or a
-//! timeout is a step error; an unknown job id is a clear fatal error; a child records its
-//! parent; cancelling the parent cancels its unfinished children.
+//! timeout is a step error, and the caller's retry invokes the job again (a new child); a
+//! fan-out resumes its caller once, when the last child ended (fan-in); a child whose worker
+//! died resumes its parent when it ends, run again or failed by the rescuer; an unknown job id
+//! is a clear fatal error with nothing written; a child records its parent; cancelling the
+//! parent cancels its unfinished children.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use flare::{event_trigger, Client, Io, Job, JobError, RetryPolicy, RunStatus};
+use flare::store::{ClaimGroup, ClaimParams};
+use flare::{
+    event_trigger, Client, Clock, Io, Job, JobError, RetryPolicy, RunStatus, StepKind, StepStatus,
+};
 use serde_json::{json, Value};
 
 use crate::backend_tests;
@@ -176,10 +184,342 @@ async fn cancelling_the_parent_cancels_its_unfinished_children(db: TestDb) {
     assert_eq!(d.run.status, RunStatus::Cancelled);
 }
 
+/// A caller's retry after its child failed invokes the job again: a new child, whose output
+/// the retry returns (the failed one's outcome is not served again).
+async fn a_retry_of_the_caller_invokes_the_job_again(db: TestDb) {
+    let (client, clock) = db.client().await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&runs);
+    client
+        .define_job(
+            Job::new("flaky", "Flaky", "1.0.0")
+                .trigger(event_trigger("never.sent"))
+                .retry(once())
+                .run(move |_p: Value, _io: Io| {
+                    let n = counted.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        if n == 0 {
+                            return Err(JobError::fatal("the first child fails"));
+                        }
+                        Ok(json!({ "child": n + 1 }))
+                    }
+                }),
+        )
+        .unwrap();
+    client
+        .define_job(
+            Job::new("caller", "Caller", "1.0.0")
+                .trigger(event_trigger("call.start"))
+                .retry(
+                    RetryPolicy::default()
+                        .max_attempts(2)
+                        .delays(Duration::from_secs(1), Duration::from_secs(1)),
+                )
+                .run(|_p: Value, io: Io| async move {
+                    let got: Value = io.invoke("call", "flaky", &json!({}), DAY).await?;
+                    Ok(json!({ "got": got }))
+                }),
+        )
+        .unwrap();
+    let (ev, parent) = start(&client, json!({})).await;
+    // Attempt 1 fails with the child's error; its invoke step is shown failed.
+    let detail = wait_for("the caller's first attempt to fail", || async {
+        let d = client.store().run_detail(&parent).await.unwrap()?;
+        d.attempts
+            .iter()
+            .any(|a| a.outcome == "retrying")
+            .then_some(d)
+    })
+    .await;
+    let step = detail.steps.iter().find(|s| s.key == "call").unwrap();
+    assert_eq!(step.kind, StepKind::Invoke);
+    assert_eq!(step.status, StepStatus::Failed);
+    assert!(
+        step.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("the first child fails"),
+        "{step:?}"
+    );
+    clock.advance(Duration::from_secs(2));
+    client.engine().wake();
+    let d = settled(&client, &ev).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+    assert_eq!(d.runs[0].output, Some(json!({ "got": { "child": 2 } })));
+    let first = child_of(&client, &parent, "call").await;
+    assert_eq!(first.runs[0].status, RunStatus::Failed);
+    let again = client
+        .store()
+        .event_detail(&format!("{parent}-invoke2-call"))
+        .await
+        .unwrap()
+        .expect("the retry's child");
+    assert_eq!(again.runs[0].status, RunStatus::Succeeded);
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "two children, one per attempt"
+    );
+    let step = client.store().run_detail(&parent).await.unwrap().unwrap();
+    let step = step.steps.iter().find(|s| s.key == "call").unwrap();
+    assert_eq!(step.status, StepStatus::Succeeded);
+    assert_eq!(
+        step.output.as_ref().unwrap()["runId"],
+        json!(again.runs[0].id)
+    );
+}
+
+/// A caller that timed out waiting for its child invokes the job again in its retry.
+async fn a_retry_after_a_timeout_invokes_the_job_again(db: TestDb) {
+    let (client, clock) = db.client().await;
+    children(&client);
+    client
+        .define_job(
+            Job::new("caller", "Caller", "1.0.0")
+                .trigger(event_trigger("call.start"))
+                .retry(
+                    RetryPolicy::default()
+                        .max_attempts(2)
+                        .delays(Duration::from_secs(1), Duration::from_secs(1)),
+                )
+                .run(|p: Value, io: Io| async move {
+                    // The first attempt waits for `sleepy` (a day) a minute; the retry for `double`.
+                    let job = if io.attempt() == 1 {
+                        "sleepy"
+                    } else {
+                        "double"
+                    };
+                    let _ = p;
+                    let got: Value = io
+                        .invoke("call", job, &json!({ "n": 4 }), Duration::from_secs(60))
+                        .await?;
+                    Ok(json!({ "got": got }))
+                }),
+        )
+        .unwrap();
+    let (ev, parent) = start(&client, json!({})).await;
+    wait_for("the caller to wait", || async {
+        let d = client.store().run_detail(&parent).await.unwrap()?;
+        d.wait.is_some().then_some(())
+    })
+    .await;
+    clock.advance(Duration::from_secs(61));
+    client.engine().wake();
+    wait_for("the caller's first attempt to time out", || async {
+        let d = client.store().run_detail(&parent).await.unwrap()?;
+        d.attempts
+            .iter()
+            .any(|a| a.outcome == "retrying")
+            .then_some(())
+    })
+    .await;
+    clock.advance(Duration::from_secs(2));
+    client.engine().wake();
+    let d = settled(&client, &ev).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+    assert_eq!(d.runs[0].output, Some(json!({ "got": { "n": 8 } })));
+}
+
+/// Counts the executions of its body; fans out to `p.many` children of `p.job` (default
+/// `double`), or `boom` for the indexes in `p.fail`.
+fn fan_out(executions: Arc<AtomicU32>) -> Job {
+    Job::new("fan", "Fan", "1.0.0")
+        .trigger(event_trigger("fan.start"))
+        .retry(once())
+        .run(move |p: Value, io: Io| {
+            executions.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let many = p["many"].as_u64().unwrap_or(0);
+                let payloads: Vec<Value> = (0..many).map(|n| json!({ "n": n })).collect();
+                let job = p["job"].as_str().unwrap_or("double").to_string();
+                let got: Vec<Value> = io.invoke_all("all", &job, &payloads, DAY).await?;
+                Ok(json!({ "got": got.len(), "last": got.last() }))
+            }
+        })
+}
+
+/// Hundreds of children: the caller's body runs twice (before the wait and after the last
+/// child ended), not once per child.
+async fn a_fan_out_resumes_its_caller_once_when_every_child_ended(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    children(&client);
+    let executions = Arc::new(AtomicU32::new(0));
+    client.define_job(fan_out(Arc::clone(&executions))).unwrap();
+    let ev = client
+        .send_event("fan.start", &json!({ "many": 300 }))
+        .await
+        .unwrap();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+    assert_eq!(
+        d.runs[0].output,
+        Some(json!({ "got": 300, "last": { "n": 598 } }))
+    );
+    assert_eq!(
+        executions.load(Ordering::SeqCst),
+        2,
+        "the caller ran before the wait and once after"
+    );
+    let parent = client
+        .store()
+        .run_detail(&ev.run_ids[0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(parent.steps.len(), 300);
+    assert!(parent.wait.is_none(), "no wait left");
+}
+
+/// Children ending on two nodes at once: the caller still resumes once, after the last one
+/// (on PostgreSQL two completions each ending a last-but-one child must not both miss the other).
+async fn a_fan_out_whose_children_end_on_two_nodes_resumes_its_caller_once(db: TestDb) {
+    let (client, clock) = db.client().await;
+    let other = db.client_on(&clock, crate::support::test_config()).await;
+    children(&client);
+    children(&other);
+    let executions = Arc::new(AtomicU32::new(0));
+    client.define_job(fan_out(Arc::clone(&executions))).unwrap();
+    for round in 0..3 {
+        let ev = client
+            .send_event("fan.start", &json!({ "many": 100, "round": round }))
+            .await
+            .unwrap();
+        let d = settled(&client, &ev.id).await;
+        assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+        assert_eq!(
+            d.runs[0].output,
+            Some(json!({ "got": 100, "last": { "n": 198 } }))
+        );
+    }
+    assert_eq!(executions.load(Ordering::SeqCst), 6, "twice per caller");
+    other.shutdown().await;
+}
+
+/// A failing child among several: the caller still resumes once, after the last one ended,
+/// with that child's error.
+async fn a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    children(&client);
+    let executions = Arc::new(AtomicU32::new(0));
+    client.define_job(fan_out(Arc::clone(&executions))).unwrap();
+    let ev = client
+        .send_event("fan.start", &json!({ "many": 5, "job": "boom" }))
+        .await
+        .unwrap();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    let error = d.runs[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("\"all:0\"") && error.contains("boom went the child"),
+        "{error}"
+    );
+    assert_eq!(executions.load(Ordering::SeqCst), 2);
+    let parent = client
+        .store()
+        .run_detail(&ev.run_ids[0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(parent.steps.iter().all(|s| s.status == StepStatus::Failed));
+}
+
+/// The child's worker dies holding it: the rescuer queues it again (attempts left) and its
+/// next attempt's end resumes the parent; or fails it for good (none left), which resumes the
+/// parent with that failure.
+async fn a_child_whose_worker_died_resumes_its_parent_when_it_ends(db: TestDb) {
+    for attempts in [2, 1] {
+        let (client, clock) = db.client().await;
+        let dead = db.sender(&clock).await;
+        let id = format!("work{attempts}");
+        let job = Job::new(&id, "Work", "1.0.0")
+            .trigger(event_trigger("never.sent"))
+            .retry(RetryPolicy::default().max_attempts(attempts))
+            .run(|_p: Value, _io: Io| async move { Ok(json!("done")) });
+        // Stored by a process that will die holding the child; not defined in `client`'s engine
+        // until then, so the dead one claims it.
+        dead.register_job(job.clone()).await.unwrap();
+        client.define_job(caller()).unwrap();
+        let (ev, parent) = start(&client, json!({ "job": id })).await;
+        let child = child_of(&client, &parent, "call").await.runs[0].id.clone();
+        let now = clock.now_ms();
+        let claimed = dead
+            .store()
+            .runs_claim(ClaimParams {
+                node: None,
+                now,
+                lease_until: now + 30_000,
+                groups: vec![ClaimGroup {
+                    jobs: vec![id.clone()],
+                    limit: 10,
+                    flow: None,
+                }],
+            })
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].id, child);
+        wait_for("the parent to wait", || async {
+            let d = client.store().run_detail(&parent).await.unwrap()?;
+            d.wait.is_some().then_some(())
+        })
+        .await;
+        client.define_job(job).unwrap();
+        clock.advance(Duration::from_secs(31));
+        client.engine().maintenance().rescue_once().await.unwrap();
+        client.engine().wake();
+        let d = settled(&client, &ev).await;
+        if attempts == 2 {
+            assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+            assert_eq!(d.runs[0].output, Some(json!({ "got": "done" })));
+        } else {
+            assert_eq!(d.runs[0].status, RunStatus::Failed);
+            let error = d.runs[0].error.clone().unwrap_or_default();
+            assert!(error.contains("lease expired"), "{error}");
+        }
+        client.shutdown().await;
+    }
+}
+
+/// An unknown job id to `invoke_all`: the caller fails for good naming it, and nothing of the
+/// fan-out was written (no child, no step, no wait).
+async fn an_unknown_job_id_in_a_fan_out_writes_nothing(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    let executions = Arc::new(AtomicU32::new(0));
+    client.define_job(fan_out(Arc::clone(&executions))).unwrap();
+    let ev = client
+        .send_event("fan.start", &json!({ "many": 3, "job": "no-such-job" }))
+        .await
+        .unwrap();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    let error = d.runs[0].error.clone().unwrap_or_default();
+    assert!(error.contains("no job \"no-such-job\""), "{error}");
+    let parent = &ev.run_ids[0];
+    for i in 0..3 {
+        assert!(client
+            .store()
+            .event_get(&format!("{parent}-invoke-all:{i}"))
+            .await
+            .unwrap()
+            .is_none());
+    }
+    let detail = client.store().run_detail(parent).await.unwrap().unwrap();
+    assert!(detail.steps.is_empty(), "{:?}", detail.steps);
+    assert!(detail.wait.is_none());
+    assert_eq!(executions.load(Ordering::SeqCst), 1, "fatal: not retried");
+}
+
 backend_tests!(
     invoke_returns_the_child_output_and_the_child_records_its_parent,
     a_failing_child_or_a_timeout_is_a_step_error,
     an_unknown_job_id_fails_the_caller_for_good,
     invoke_all_fans_out_and_returns_every_output_in_order,
     cancelling_the_parent_cancels_its_unfinished_children,
+    a_retry_of_the_caller_invokes_the_job_again,
+    a_retry_after_a_timeout_invokes_the_job_again,
+    a_fan_out_resumes_its_caller_once_when_every_child_ended,
+    a_fan_out_whose_children_end_on_two_nodes_resumes_its_caller_once,
+    a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended,
+    a_child_whose_worker_died_resumes_its_parent_when_it_ends,
+    an_unknown_job_id_in_a_fan_out_writes_nothing,
 );

@@ -236,10 +236,9 @@ async fn events_sent_while_runs_enter_the_wait_are_never_missed(db: TestDb) {
         .define_job(
             Job::new("racer", "Racer", "1.0.0")
                 .trigger(event_trigger("order.created"))
-                // No concurrency limit: a limit is a cluster-wide flow-control slot now, and on
-                // PostgreSQL resumed runs of a limited job were seen left unclaimed in this race
-                // (an open interaction of flow control with waits, noted on issue 26). This test
-                // is about the wait's race with the insert.
+                // A cluster-wide limit: suspensions free its slot while resumptions make its runs
+                // due again, at the same moment.
+                .concurrency(RUNS as u32)
                 .run(move |p: Value, io: Io| {
                     let sender = sender.clone();
                     async move {

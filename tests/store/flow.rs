@@ -371,10 +371,47 @@ async fn a_key_that_does_not_evaluate_is_the_key_null(db: TestDb) {
         .is_empty());
 }
 
+/// Runs inserted while another node claims: every run a claim leases is returned to that claim
+/// (on PostgreSQL the claim's function saw runs committed after its statement began, and the
+/// statement's read of them did not: such a run stayed leased and never ran).
+async fn every_run_a_claim_leases_is_returned_to_it_while_runs_are_inserted(db: TestDb) {
+    let stores = nodes(&db).await;
+    let c = define(&stores[0], &[ConcurrencyLimit::job(1_000)]).await;
+    const N: usize = 300;
+    let inserter = stores[1].clone();
+    let inserting = tokio::spawn(async move {
+        for i in 0..N {
+            send(&inserter, 1, &format!("c{i}"), 1_000).await;
+        }
+    });
+    let mut returned = std::collections::HashSet::new();
+    loop {
+        let finished = inserting.is_finished();
+        let got = stores[0]
+            .runs_claim(claim(&c, 1_000, 50, "n"))
+            .await
+            .unwrap();
+        // Every run is inserted and none is left to claim: a run leased but not returned is
+        // lost.
+        let done = finished && got.is_empty();
+        returned.extend(got.into_iter().map(|r| r.id));
+        if done {
+            break;
+        }
+    }
+    inserting.await.unwrap();
+    assert_eq!(
+        returned.len(),
+        N,
+        "every run inserted was returned by a claim"
+    );
+}
+
 backend_tests!(
     per_key_and_group_limits_hold_across_nodes_racing_to_claim,
     a_key_at_its_limit_does_not_hold_back_other_keys,
     a_waiting_run_holds_no_slot_and_a_whole_job_limit_counts_every_key,
     a_lost_lease_holds_its_slot_until_the_rescuer_returns_it,
     a_key_that_does_not_evaluate_is_the_key_null,
+    every_run_a_claim_leases_is_returned_to_it_while_runs_are_inserted,
 );

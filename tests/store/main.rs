@@ -4,7 +4,8 @@
 //! One module per noun: `backup` (online SQLite backups), `nodes` (several nodes racing on one database), `upgrades` (databases
 //! migrated while they hold work), `search` (the payload search and the event counts),
 //! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals),
-//! `ended` (runs cancelled without an attempt send `flare/run.cancelled`);
+//! `ended` (runs cancelled without an attempt send `flare/run.cancelled`), `wait_locks`
+//! (PostgreSQL: an insert takes its names' locks before it writes);
 //! `fixture` holds what they build on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -25,4 +26,5 @@ mod search;
 mod sources;
 mod throttle;
 mod upgrades;
+mod wait_locks;
 mod webhooks;

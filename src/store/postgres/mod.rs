@@ -31,6 +31,7 @@
 
 mod cancel;
 mod cancel_on;
+mod children;
 mod debounce;
 mod ended;
 mod endpoints;
@@ -524,6 +525,33 @@ impl PgStore {
         let mode = if self.read_only() { " READ ONLY" } else { "" };
         self.pipelined(c, &format!("BEGIN{mode}; {settings}"), &st, params)
             .await
+    }
+
+    /// [`PgStore::with_settings`] with a statement `first` (and its parameters) before `sql`,
+    /// whose result is not read (a lock), in the same round trip.
+    pub(super) async fn with_settings_after(
+        &self,
+        c: &Object,
+        settings: &str,
+        first: (&str, &[&(dyn ToSql + Sync)]),
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let before = c.prepare_cached(first.0).await?;
+        let st = c.prepare_cached(sql).await?;
+        let mode = if self.read_only() { " READ ONLY" } else { "" };
+        let begin = format!("BEGIN{mode}; {settings}");
+        let (began, done, result, ended) = futures::join!(
+            c.batch_execute(&begin),
+            c.query(&before, first.1),
+            c.query(&st, params),
+            c.batch_execute("COMMIT"),
+        );
+        began?;
+        done?;
+        let result = result?;
+        ended?;
+        Ok(result)
     }
 
     /// Sends `begin`, the statement and `COMMIT` in one round trip. A failed statement aborts the

@@ -146,15 +146,22 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.id = q.id \
        WHERE r.seq = q.seq \
        RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error, r.slot_a), \
-     inv AS (DELETE FROM run_waits w USING done \
-       WHERE done.status IN ('succeeded', 'failed') AND w.event_name = 'flare/job.invoked' \
-         AND w.match_path = 'run' AND w.match_value = done.id \
-       RETURNING w.run_id AS parent, w.step_key, done.finished_at AS at, \
-         json_build_object('runId', done.id, 'status', done.status, 'output', done.output::json, 'error', done.error)::text AS out), \
-     inv_steps AS (UPDATE run_steps s SET status = 'succeeded', finished_at = inv.at, output = inv.out \
+     inv_w AS (SELECT d.*, (SELECT ARRAY[w.run_id, w.step_key] FROM run_waits w \
+         WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = d.id LIMIT 1) AS w \
+       FROM done d WHERE d.status IN ('succeeded', 'failed') AND EXISTS (SELECT 1 FROM run_waits \
+         WHERE event_name = 'flare/job.invoked' AND match_path = 'run')), \
+     inv AS (DELETE FROM run_waits w USING inv_w x WHERE w.run_id = x.w[1] AND w.step_key = x.w[2] \
+       RETURNING w.run_id AS parent, w.step_key, x.finished_at AS at, x.status = 'succeeded' AS ok, \
+         'run ' || x.id || ' failed: ' || coalesce(x.error, 'no error given') AS err, \
+         json_build_object('runId', x.id, 'status', x.status, 'output', x.output::json, 'error', x.error)::text AS out), \
+     inv_steps AS (UPDATE run_steps s SET status = CASE WHEN inv.ok THEN 'succeeded' ELSE 'failed' END, \
+         finished_at = inv.at, output = inv.out, error = CASE WHEN inv.ok THEN NULL ELSE inv.err END \
        FROM inv WHERE s.run_id = inv.parent AND s.key = inv.step_key AND s.status <> 'succeeded'), \
-     inv_queue AS (UPDATE run_queue q SET run_at = inv.at FROM runs pr, inv \
-       WHERE pr.id = inv.parent AND q.seq = pr.seq AND q.lease_until IS NULL RETURNING q.seq, q.run_at), \
+     inv_parents AS (SELECT parent, max(at) AS at, count(*) AS ended FROM inv GROUP BY parent), \
+     inv_queue AS (UPDATE run_queue q SET run_at = p.at FROM runs pr, inv_parents p \
+       WHERE pr.id = p.parent AND q.seq = pr.seq AND q.lease_until IS NULL AND p.ended = \
+         (SELECT count(*) FROM run_waits w WHERE w.run_id = p.parent AND w.event_name = 'flare/job.invoked') \
+       RETURNING q.seq, q.run_at), \
      inv_runs AS (UPDATE runs x SET run_at = inv_queue.run_at FROM inv_queue WHERE x.seq = inv_queue.seq), \
      disarmed AS (DELETE FROM run_cancel_keys k USING done WHERE k.run_id = done.id AND done.status <> 'queued'), \
      tally AS (",
@@ -284,17 +291,17 @@ impl PgStore {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        // Each group's claim is one statement in its own transaction: nothing stays open.
+        // Each group's claim is its own transaction: nothing stays open.
         let client = self.conn().await?;
         let mut claimed = Vec::new();
         for (jobs, limit, flow) in groups {
             let taken = match flow {
                 Some(flow) => {
                     let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-                    self.with_settings(
+                    super::flow::claim(
+                        self,
                         &client,
                         CLAIM_SETTINGS,
-                        super::flow::FLOW_CLAIM_SQL,
                         &[
                             &jobs[0],
                             &flow.second_slot,
@@ -305,7 +312,7 @@ impl PgStore {
                             &limit,
                         ],
                     )
-                    .await?
+                    .await
                 }
                 None => {
                     self.with_settings(
@@ -314,8 +321,12 @@ impl PgStore {
                         CLAIM_SQL,
                         &[&p.now, &p.lease_until, &token, &jobs, &limit, &p.node],
                     )
-                    .await?
+                    .await
                 }
+            };
+            // A failed group after others claimed: those runs still go to the worker.
+            let Some(taken) = super::flow::unless_claimed(taken, !claimed.is_empty())? else {
+                break;
             };
             for r in taken {
                 claimed.push(ClaimedRun {
@@ -427,9 +438,15 @@ impl PgStore {
             .collect();
         let mut client = self.conn().await?;
         if failed.is_empty() {
-            // The hot path: one round trip.
+            // The hot path: one round trip (the parents' queue rows locked first: `children.rs`).
             let held: HashSet<String> = self
-                .with_settings(&client, COMPLETE_SETTINGS, COMPLETE_SQL, &params)
+                .with_settings_after(
+                    &client,
+                    COMPLETE_SETTINGS,
+                    (super::waits::LOCK_PARENTS_SQL, &[&ids]),
+                    COMPLETE_SQL,
+                    &params,
+                )
                 .await?
                 .iter()
                 .map(|r| {
@@ -444,6 +461,7 @@ impl PgStore {
         triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
         exec(&tx, super::waits::LOCK_INVOKE_SHARED_SQL, &[]).await?;
+        super::waits::lock_parents(&tx, &ids).await?;
         let held: HashSet<String> = rows(&tx, COMPLETE_SQL, &params)
             .await?
             .iter()
@@ -583,6 +601,10 @@ impl PgStore {
             }
         }
         requeued |= send_ended(&tx, self.triggers(), &failed, false, now).await?;
+        // A parent waiting for a run that failed here resumes (`children.rs`).
+        for (id, _) in &failed {
+            requeued |= super::waits::on_run_end(&tx, id, now).await? > 0;
+        }
         tx.commit().await?;
         if requeued {
             self.wake();

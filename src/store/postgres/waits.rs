@@ -43,6 +43,22 @@ type Waiters = HashMap<(String, String, String), Vec<(String, String, EventWait)
 pub(super) const LOCK_INVOKE_SHARED_SQL: &str =
     "SELECT pg_advisory_xact_lock_shared(27, hashtext('flare/job.invoked'))";
 
+/// Locks the queue rows of the runs waiting for any of the runs `$1` (their parents: the fan-in of
+/// `children.rs`), in queue order so that two transactions lock them in one order. Each run's
+/// wait is looked up by its id (an index probe whatever the statistics say), and not at all
+/// while no run waits for a child.
+pub(super) const LOCK_PARENTS_SQL: &str = "SELECT 1 FROM run_queue q JOIN runs pr ON pr.seq = q.seq \
+     WHERE pr.id = ANY(ARRAY(SELECT DISTINCT (SELECT w.run_id FROM run_waits w \
+         WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = c.id LIMIT 1) \
+       FROM unnest($1::text[]) AS c(id) \
+       WHERE EXISTS (SELECT 1 FROM run_waits WHERE event_name = 'flare/job.invoked' AND match_path = 'run'))) \
+     ORDER BY q.seq FOR UPDATE OF q";
+
+/// [`LOCK_PARENTS_SQL`] for the runs `ids`, in the caller's transaction.
+pub(super) async fn lock_parents<C: GenericClient>(c: &C, ids: &[&str]) -> Result<()> {
+    exec(c, LOCK_PARENTS_SQL, &[&ids]).await.map(|_| ())
+}
+
 /// An event just delivered, for [`on_events`].
 pub(super) struct Delivered<'a> {
     pub(super) id: &'a str,
@@ -229,6 +245,8 @@ async fn child_outcome<C: GenericClient>(c: &C, id: &str) -> Result<Option<Strin
 /// transaction; the shared lock of [`INVOKE_EVENT`] first (see the module doc). Returns how many.
 pub(super) async fn on_run_end<C: GenericClient>(c: &C, id: &str, now: i64) -> Result<usize> {
     exec(c, LOCK_INVOKE_SHARED_SQL, &[]).await?;
+    // The parents' queue rows first, then their waits read again (see `children.rs`).
+    lock_parents(c, &[id]).await?;
     let parents = rows(
         c,
         "SELECT run_id, step_key FROM run_waits WHERE event_name = $1 AND match_path = $2 AND match_value = $3",
@@ -306,16 +324,23 @@ impl Resolutions {
 
 /// Resumes waits (`$1` run ids, `$2` step keys, `$3` the events as JSON, `$4` due times): each
 /// wait row still there is deleted (a wait resumed or timed out already is gone: nothing else
-/// changes), its step succeeds with the event, and a queued run becomes due (queue row, then
-/// run row).
+/// changes), its step succeeds with the event (an invoke step whose child did not succeed
+/// fails with its outcome), and a queued run becomes due (queue row, then run row); a parent
+/// waiting for several children only once none is left (`children.rs`).
 const RESOLVE_SQL: &str = "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS u(run_id, key, output, at)), \
      d AS (DELETE FROM run_waits w USING u WHERE w.run_id = u.run_id AND w.step_key = u.key \
-       RETURNING u.run_id, u.key, u.output, u.at), \
-     s AS (UPDATE run_steps s SET status = 'succeeded', finished_at = d.at, output = d.output \
+       RETURNING u.run_id, u.key, u.output, u.at, w.event_name = 'flare/job.invoked' AS invoke, \
+         w.event_name = 'flare/job.invoked' AND u.output::json->>'status' IS DISTINCT FROM 'succeeded' AS failed), \
+     s AS (UPDATE run_steps s SET status = CASE WHEN d.failed THEN 'failed' ELSE 'succeeded' END, \
+         finished_at = d.at, output = d.output, error = CASE WHEN d.failed THEN 'run ' || (d.output::json->>'runId') \
+           || ' ' || (d.output::json->>'status') || ': ' || coalesce(d.output::json->>'error', 'no error given') END \
        FROM d WHERE s.run_id = d.run_id AND s.key = d.key AND s.status <> 'succeeded'), \
      q AS (UPDATE run_queue q SET run_at = d.at FROM runs r, d \
-       WHERE r.id = d.run_id AND q.seq = r.seq AND q.lease_until IS NULL RETURNING q.seq, q.run_at), \
+       WHERE r.id = d.run_id AND q.seq = r.seq AND q.lease_until IS NULL AND (NOT d.invoke \
+         OR (SELECT count(*) FROM run_waits w WHERE w.run_id = d.run_id AND w.event_name = 'flare/job.invoked') \
+          = (SELECT count(*) FROM d x WHERE x.run_id = d.run_id AND x.invoke)) \
+       RETURNING q.seq, q.run_at), \
      hist AS (UPDATE runs x SET run_at = q.run_at FROM q WHERE x.seq = q.seq) \
      SELECT run_id FROM d";
 
@@ -430,10 +455,13 @@ pub(super) async fn expire<C: GenericClient>(
     if held == 0 {
         return Ok(None);
     }
+    // Still waiting (else it ended meanwhile: its outcome stays). An invoke step fails.
     exec(
         tx,
-        "UPDATE run_steps SET status = 'succeeded', finished_at = $3, output = 'null' \
-         WHERE run_id = $1 AND key = $2 AND status <> 'succeeded'",
+        "UPDATE run_steps SET status = CASE WHEN kind = 'invoke' THEN 'failed' ELSE 'succeeded' END, \
+           finished_at = $3, output = 'null', \
+           error = CASE WHEN kind = 'invoke' THEN 'the invoked run did not end before the timeout' END \
+         WHERE run_id = $1 AND key = $2 AND status = 'waiting'",
         &[&lease.run_id, &key, &now],
     )
     .await?;

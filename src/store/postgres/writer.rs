@@ -99,6 +99,10 @@ pub(super) fn is_deadlock(e: &Error) -> bool {
 pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
     let client = writer.pool.get().await?;
     triggers_refresh(&client, &writer.triggers).await?;
+    // Every statement of the pipeline below is prepared first: a statement given as text is
+    // prepared in a round trip of its own when polled, so it would be sent after the prepared
+    // ones that follow it (the insert would run before the names' locks).
+    let lock = client.prepare_cached(LOCK_SHARED_SQL).await?;
     let insert = client.prepare_cached(INSERT_EVENTS_SQL).await?;
     let notify = client.prepare_cached(NOTIFY_SQL).await?;
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
@@ -124,7 +128,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     // `cancel_on` keys come with them, so that events no key can match cost no round trip.
     let (began, locked, inserted, paths) = futures::join!(
         client.batch_execute(begin),
-        client.query(LOCK_SHARED_SQL, &lock_params),
+        client.query(&lock, &lock_params),
         client.query(&insert, &params),
         client.query(&cancel_paths, &lock_params),
     );

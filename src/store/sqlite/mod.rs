@@ -16,6 +16,7 @@
 
 mod cancel;
 mod cancel_on;
+mod children;
 mod debounce;
 mod ended;
 mod endpoints;

@@ -225,21 +225,53 @@ pub(super) fn children_unfinished(conn: &Connection, id: &str) -> Result<Vec<Str
 }
 
 /// Resumes the wait `key` of `run_id` with `output` (JSON), unless it is gone (resumed or timed
-/// out): the wait row deleted, the step succeeded with it, a queued run due now.
+/// out): the wait row deleted, the step succeeded with it (an invoke step whose child did not
+/// succeed fails with its outcome), a queued run due now; a parent waiting for several
+/// children only once none is left (fan-in).
 fn resolve(conn: &Connection, run_id: &str, key: &str, output: &str, now: i64) -> Result<bool> {
-    let gone = conn
-        .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2")?
-        .execute(params![run_id, key])?;
-    if gone == 0 {
+    let gone: Option<String> = conn
+        .prepare_cached(
+            "DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2 RETURNING event_name",
+        )?
+        .query_row(params![run_id, key], |r| r.get(0))
+        .optional()?;
+    let Some(name) = gone else {
         return Ok(false);
-    }
+    };
+    let invoke = name == INVOKE_EVENT;
+    let failed = invoke
+        .then(|| serde_json::from_str::<Value>(output).ok())
+        .flatten()
+        .filter(|o| o["status"] != "succeeded")
+        .map(|o| {
+            format!(
+                "run {} {}: {}",
+                o["runId"].as_str().unwrap_or("?"),
+                o["status"].as_str().unwrap_or("ended"),
+                o["error"].as_str().unwrap_or("no error given")
+            )
+        });
     conn.prepare_cached(
-        "UPDATE run_steps SET status = 'succeeded', finished_at = ?3, output = ?4 \
+        "UPDATE run_steps SET status = ?5, finished_at = ?3, output = ?4, error = ?6 \
          WHERE run_id = ?1 AND key = ?2 AND status <> 'succeeded'",
     )?
-    .execute(params![run_id, key, now, output])?;
-    conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
-        .execute(params![run_id, now])?;
+    .execute(params![
+        run_id,
+        key,
+        now,
+        output,
+        if failed.is_some() {
+            "failed"
+        } else {
+            "succeeded"
+        },
+        failed
+    ])?;
+    conn.prepare_cached(
+        "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued' \
+         AND NOT (?3 AND EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND event_name = ?4))",
+    )?
+    .execute(params![run_id, now, invoke, INVOKE_EVENT])?;
     Ok(true)
 }
 
@@ -416,10 +448,13 @@ impl SqliteStore {
             ctx.conn
                 .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2")?
                 .execute(params![lease.run_id, key])?;
+            // Still waiting (else it ended meanwhile: its outcome stays). An invoke step fails.
             ctx.conn
                 .prepare_cached(
-                    "UPDATE run_steps SET status = 'succeeded', finished_at = ?3, output = 'null' \
-                     WHERE run_id = ?1 AND key = ?2 AND status <> 'succeeded'",
+                    "UPDATE run_steps SET status = CASE WHEN kind = 'invoke' THEN 'failed' ELSE 'succeeded' END, \
+                       finished_at = ?3, output = 'null', \
+                       error = CASE WHEN kind = 'invoke' THEN 'the invoked run did not end before the timeout' END \
+                     WHERE run_id = ?1 AND key = ?2 AND status = 'waiting'",
                 )?
                 .execute(params![lease.run_id, key, now])?;
             let output: Option<Option<String>> = ctx

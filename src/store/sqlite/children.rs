@@ -1,0 +1,115 @@
+//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on SQLite: started in one operation of
+//! the writer per batch, with their steps and their parent's waits. A parent has one wait per
+//! child and resumes once, when the last one ended (fan-in, `waits::resolve`); the one writer
+//! orders the children's ends.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::SqliteStore;
+use crate::model::wait::{INVOKE_EVENT, INVOKE_PATH};
+use crate::model::{StepKind, StepStatus};
+use crate::store::{Error, Lease, NewChild, Result};
+
+/// The step of a new child (waiting, its child's id as output): parameters run id, key, kind,
+/// status, attempt, since, until, output. A step that failed (its child did, in an earlier
+/// attempt) is replaced: this is its next invocation.
+const CHILD_STEP_SQL: &str = "INSERT INTO run_steps \
+       (run_id, key, kind, status, attempt, started_at, wait_until, output) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+     ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, \
+       attempt = excluded.attempt, started_at = excluded.started_at, finished_at = NULL, \
+       wait_until = excluded.wait_until, output = excluded.output, error = NULL \
+     WHERE run_steps.status <> 'succeeded'";
+
+impl SqliteStore {
+    /// See [`crate::store::Store::runs_invoke`]: one operation of the writer.
+    pub async fn runs_invoke(
+        &self,
+        lease: Lease,
+        job_id: String,
+        attempt: u32,
+        children: Vec<NewChild>,
+        now: i64,
+    ) -> Result<Option<Vec<String>>> {
+        self.write(move |ctx| {
+            // The definitions as this batch's writer knows them (reloaded when they changed).
+            let job = ctx.triggers.get(&job_id).ok_or(Error::NotFound {
+                what: "job",
+                id: job_id.clone(),
+            })?;
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            if !held {
+                return Ok(None);
+            }
+            let source = format!("job:{}", lease.run_id);
+            let mut ids = Vec::with_capacity(children.len());
+            for c in &children {
+                let created = ctx
+                    .conn
+                    .prepare_cached(
+                        "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
+                    )?
+                    .execute(params![
+                        c.event_id,
+                        INVOKE_EVENT,
+                        c.payload.to_string(),
+                        source,
+                        lease.run_id,
+                        now
+                    ])?;
+                if created == 0 {
+                    // Started before (an execution that stopped before it waited): found again.
+                    let child: Option<String> = ctx
+                        .conn
+                        .prepare_cached("SELECT id FROM runs WHERE event_id = ?1 ORDER BY rowid LIMIT 1")?
+                        .query_row([&c.event_id], |r| r.get(0))
+                        .optional()?;
+                    ids.push(child.unwrap_or_default());
+                    continue;
+                }
+                ctx.tally.events(now, 1);
+                // Queued like any run of its job: its flow control applies.
+                let fields = crate::model::EventFields {
+                    id: &c.event_id,
+                    name: INVOKE_EVENT,
+                    payload: &c.payload,
+                    context: None,
+                    source: &source,
+                };
+                let Some(child) = super::flow::run_insert(ctx.conn, &job, &fields, now)? else {
+                    // Rolled back with this operation's savepoint: nothing of the batch stays.
+                    return Err(Error::Conflict(format!(
+                        "the rate limit of job {:?} started no run for invoke step {:?}",
+                        job.id, c.key
+                    )));
+                };
+                ctx.conn.prepare_cached(CHILD_STEP_SQL)?.execute(params![
+                    lease.run_id,
+                    c.key,
+                    StepKind::Invoke.as_str(),
+                    StepStatus::Waiting.as_str(),
+                    attempt,
+                    now,
+                    c.until,
+                    serde_json::json!({ "runId": child }).to_string(),
+                ])?;
+                ctx.conn
+                    .prepare_cached(
+                        "INSERT OR REPLACE INTO run_waits \
+                           (run_id, step_key, event_name, match_path, match_value, since, until) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    )?
+                    .execute(params![lease.run_id, c.key, INVOKE_EVENT, INVOKE_PATH, child, now, c.until])?;
+                ctx.wake = true;
+                ids.push(child);
+            }
+            Ok(Some(ids))
+        })
+        .await
+    }
+}

@@ -1,0 +1,62 @@
+//! Smoke test of `flare bench fan-in` at a tiny N: a parent invokes its children with
+//! `io.invoke_all`, runs twice (before its wait and after the last child), and the plain drain of
+//! as many runs is measured beside it, on SQLite and on a fresh PostgreSQL database of the local
+//! server (skipped without one, except under `CI`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use clap::Parser;
+use flare::bench::{Args, Figure};
+use support::{Backend, TestDb};
+
+const CHILDREN: usize = 200;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: Args,
+}
+
+fn check(figures: &[Figure], stores: &[&str]) {
+    assert_eq!(figures.len(), 2 * stores.len(), "{figures:?}");
+    for (pair, store) in figures.chunks(2).zip(stores) {
+        let (fan, drain) = (&pair[0], &pair[1]);
+        assert_eq!(fan.scenario, "fan-in");
+        assert_eq!(drain.scenario, "fan-in drain");
+        assert_eq!(fan.settings["store"], *store);
+        assert_eq!(fan.median["children"], CHILDREN as f64);
+        assert!(fan.median["children_per_s"] > 0.0, "{fan:?}");
+        assert_eq!(fan.median["parent_executions"], 2.0, "{fan:?}");
+        assert_eq!(drain.median["events"], CHILDREN as f64);
+        assert!(drain.median["runs_per_s"] > 0.0, "{drain:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_in_and_its_plain_drain_on_both_stores() {
+    let children = CHILDREN.to_string();
+    let mut args = Cli::parse_from([
+        "bench",
+        "fan-in",
+        "--reps",
+        "1",
+        "--children",
+        &children,
+        "--json",
+    ])
+    .args;
+    // `--database-url` also reads DATABASE_URL: the test decides.
+    args.database_url = None;
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        check(&flare::bench::run(args).await.unwrap(), &["sqlite"]);
+        return;
+    };
+    // The scenario creates (and drops) its own database on the server of this URL.
+    args.database_url = Some(db.url.clone());
+    check(
+        &flare::bench::run(args).await.unwrap(),
+        &["sqlite", "postgres"],
+    );
+}
