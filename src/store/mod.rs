@@ -350,7 +350,7 @@ impl Store {
         dispatch!(self, s => s.wait_expire(lease, key.to_string(), now).await)
     }
 
-    /// Starts a run of job `job_id` (alone) for the step `key` of the run holding `lease`, once per key; its id (`None`: lease lost).
+    /// Starts a run of job `job_id` (alone) for the step `key` of the run holding `lease`, once per key, writing no step or wait (a Trigger.dev v2 invoke task, which waits on its own; `io.invoke` is [`Store::runs_invoke`]); its id (`None`: lease lost).
     pub async fn run_invoke(
         &self,
         lease: Lease,

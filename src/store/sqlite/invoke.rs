@@ -1,6 +1,6 @@
 //! A run of one job for an event inserted without fan-out (Trigger.dev v2's `invokeJob`, which
 //! has no calling run: see [`crate::store::Store::job_invoke`]). A run invoked by another run
-//! (`io.invoke`) is `Store::run_invoke`, in `waits.rs`.
+//! (`io.invoke`) is `Store::runs_invoke`, in `children.rs`.
 
 use rusqlite::{params, OptionalExtension};
 
