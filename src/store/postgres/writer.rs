@@ -99,9 +99,7 @@ pub(super) fn is_deadlock(e: &Error) -> bool {
 pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
     let client = writer.pool.get().await?;
     triggers_refresh(&client, &writer.triggers).await?;
-    // Every statement of the pipeline below is prepared first: a statement given as text is
-    // prepared in a round trip of its own when polled, so it would be sent after the prepared
-    // ones that follow it (the insert would run before the names' locks).
+    // All prepared first: one given as text is prepared when polled, after the insert is sent.
     let lock = client.prepare_cached(LOCK_SHARED_SQL).await?;
     let insert = client.prepare_cached(INSERT_EVENTS_SQL).await?;
     let notify = client.prepare_cached(NOTIFY_SQL).await?;
