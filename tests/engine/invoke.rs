@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use flare::store::{ClaimGroup, ClaimParams};
 use flare::{
-    event_trigger, Client, Clock, Io, Job, JobError, RetryPolicy, RunStatus, StepKind, StepStatus,
+    event_trigger, CancelOn, Client, Clock, Io, Job, JobError, RetryPolicy, RunStatus, StepKind,
+    StepStatus,
 };
 use serde_json::{json, Value};
 
@@ -480,6 +481,46 @@ async fn a_child_whose_worker_died_resumes_its_parent_when_it_ends(db: TestDb) {
     }
 }
 
+/// A child of a job with `cancel_on` is armed like any run of that job: the event cancels it,
+/// and its caller resumes with that end.
+async fn an_invoked_child_is_cancelled_by_its_job_s_cancel_on(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    client
+        .define_job(
+            Job::new("pack", "Pack", "1.0.0")
+                .trigger(event_trigger("never.sent"))
+                .cancel_on(CancelOn::event("order.cancelled").matching("payload.orderId"))
+                .run(|_p: Value, io: Io| async move {
+                    io.wait("slowly", DAY).await;
+                    Ok(json!("packed"))
+                }),
+        )
+        .unwrap();
+    client.define_job(caller()).unwrap();
+    let (ev, parent) = start(
+        &client,
+        json!({ "job": "pack", "payload": { "orderId": "o7" } }),
+    )
+    .await;
+    let child = child_of(&client, &parent, "call").await.runs[0].id.clone();
+    wait_for("the caller to wait", || async {
+        let d = client.store().run_detail(&parent).await.unwrap()?;
+        d.wait.is_some().then_some(())
+    })
+    .await;
+    let cancelling = client
+        .send_event("order.cancelled", &json!({ "orderId": "o7" }))
+        .await
+        .unwrap();
+    let d = client.store().run_detail(&child).await.unwrap().unwrap();
+    assert_eq!(d.run.status, RunStatus::Cancelled);
+    assert_eq!(d.cancelled_by.unwrap().event_id, cancelling.id);
+    let d = settled(&client, &ev).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    let error = d.runs[0].error.clone().unwrap_or_default();
+    assert!(error.contains("cancelled"), "{error}");
+}
+
 /// An unknown job id to `invoke_all`: the caller fails for good naming it, and nothing of the
 /// fan-out was written (no child, no step, no wait).
 async fn an_unknown_job_id_in_a_fan_out_writes_nothing(db: TestDb) {
@@ -522,4 +563,5 @@ backend_tests!(
     a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended,
     a_child_whose_worker_died_resumes_its_parent_when_it_ends,
     an_unknown_job_id_in_a_fan_out_writes_nothing,
+    an_invoked_child_is_cancelled_by_its_job_s_cancel_on,
 );

@@ -123,6 +123,7 @@ impl PgStore {
             )
             .await?;
             exec(&tx, super::writer::INSERT_RUNS_SQL, &runs.params()).await?;
+            super::cancel_on::arm(&tx, &runs.cancel_keys).await?;
             if job.rate_limit.is_some() {
                 let made = rows(
                     &tx,
