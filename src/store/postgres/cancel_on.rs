@@ -17,8 +17,8 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::rows::{exec, opt_json, rows};
-use super::waits::Delivered;
-use crate::model::wait::{event_value, match_key};
+use super::waits::{lookup_keys, Delivered, LookupKeys};
+use crate::model::wait::event_value;
 use crate::model::{EventFields, EventWait, JobSpec};
 use crate::store::Result;
 
@@ -187,27 +187,12 @@ pub(super) async fn matched<C: GenericClient>(
     if paths.is_empty() {
         return Ok(Vec::new());
     }
-    let mut keys: Vec<Vec<(String, String)>> = Vec::with_capacity(events.len());
-    let (mut kn, mut kp, mut kv) = (Vec::new(), Vec::new(), Vec::new());
-    for e in events {
-        let incoming = event_value(e.id, e.name, e.payload);
-        let mut mine = Vec::new();
-        for path in paths.get(e.name).map(Vec::as_slice).unwrap_or_default() {
-            let value = if path.is_empty() {
-                String::new()
-            } else {
-                match match_key(&incoming, path) {
-                    Some(v) => v,
-                    None => continue,
-                }
-            };
-            kn.push(e.name.to_string());
-            kp.push(path.clone());
-            kv.push(value.clone());
-            mine.push((path.clone(), value));
-        }
-        keys.push(mine);
-    }
+    let LookupKeys {
+        per_event: keys,
+        names: kn,
+        paths: kp,
+        values: kv,
+    } = lookup_keys(events, &paths);
     if kn.is_empty() {
         return Ok(Vec::new());
     }

@@ -70,6 +70,49 @@ pub(super) struct Delivered<'a> {
     pub(super) now: i64,
 }
 
+/// The (name, path, value) keys `events` look up by the match `paths` of their names: per
+/// event its (path, value) pairs, and all of them as the columns `$1`–`$3` of a lookup. Event
+/// waits and cancel-on keys share this rule (an empty path matches every event of the name; an
+/// event without the path's field looks nothing up).
+pub(super) struct LookupKeys {
+    pub(super) per_event: Vec<Vec<(String, String)>>,
+    pub(super) names: Vec<String>,
+    pub(super) paths: Vec<String>,
+    pub(super) values: Vec<String>,
+}
+
+pub(super) fn lookup_keys(
+    events: &[Delivered<'_>],
+    paths: &HashMap<String, Vec<String>>,
+) -> LookupKeys {
+    let mut keys = LookupKeys {
+        per_event: Vec::with_capacity(events.len()),
+        names: Vec::new(),
+        paths: Vec::new(),
+        values: Vec::new(),
+    };
+    for e in events {
+        let incoming = event_value(e.id, e.name, e.payload);
+        let mut mine = Vec::new();
+        for path in paths.get(e.name).map(Vec::as_slice).unwrap_or_default() {
+            let value = if path.is_empty() {
+                String::new()
+            } else {
+                match match_key(&incoming, path) {
+                    Some(v) => v,
+                    None => continue,
+                }
+            };
+            keys.names.push(e.name.to_string());
+            keys.paths.push(path.clone());
+            keys.values.push(value.clone());
+            mine.push((path.clone(), value));
+        }
+        keys.per_event.push(mine);
+    }
+    keys
+}
+
 /// Resumes every wait the delivered `events` match (broadcast; a waiter matched by several takes
 /// the first), in the caller's transaction, which holds the shared locks of their names.
 /// Returns how many were resumed.
@@ -96,28 +139,12 @@ pub(super) async fn on_events<C: GenericClient>(c: &C, events: &[Delivered<'_>])
     if paths.is_empty() {
         return Ok(0);
     }
-    // The (name, path, value) keys each event looks up.
-    let mut keys: Vec<Vec<(String, String)>> = Vec::with_capacity(events.len());
-    let (mut kn, mut kp, mut kv) = (Vec::new(), Vec::new(), Vec::new());
-    for e in events {
-        let incoming = event_value(e.id, e.name, e.payload);
-        let mut mine = Vec::new();
-        for path in paths.get(e.name).map(Vec::as_slice).unwrap_or_default() {
-            let value = if path.is_empty() {
-                String::new()
-            } else {
-                match match_key(&incoming, path) {
-                    Some(v) => v,
-                    None => continue,
-                }
-            };
-            kn.push(e.name.to_string());
-            kp.push(path.clone());
-            kv.push(value.clone());
-            mine.push((path.clone(), value));
-        }
-        keys.push(mine);
-    }
+    let LookupKeys {
+        per_event: keys,
+        names: kn,
+        paths: kp,
+        values: kv,
+    } = lookup_keys(events, &paths);
     if kn.is_empty() {
         return Ok(0);
     }
