@@ -362,6 +362,46 @@ async fn a_debounce_is_checked_when_the_job_is_defined(db: TestDb) {
     );
 }
 
+/// A keyed run pushed back by its window leaves its slot due too early (a slot's due time is a
+/// lower bound); the claim that reads the slot then finds the run not yet due, takes nothing and
+/// makes the slot due at the run's new start, where the next claim takes it.
+async fn a_run_pushed_back_is_claimed_at_its_new_start_and_not_before(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let mut job = debounced(None, Some("event.payload.doc"));
+    job.concurrency =
+        flare::model::Concurrency::new(&[ConcurrencyLimit::key(1, "event.payload.doc")]).unwrap();
+    let second = job.second_slot();
+    define(&store, job).await;
+    let claim = |now: i64| ClaimParams {
+        node: Some("n".into()),
+        now,
+        lease_until: now + 60_000,
+        groups: vec![ClaimGroup {
+            jobs: vec![JOB.into()],
+            limit: 10,
+            flow: Some(FlowGroup {
+                second_slot: second.clone(),
+            }),
+        }],
+    };
+    store.event_insert(edit("p1", "a", 1, 1_000)).await.unwrap();
+    store.event_insert(edit("p2", "a", 2, 3_000)).await.unwrap();
+    let next = || store.runs_next_due(vec![JOB.into()]);
+    let early = next().await.unwrap().expect("a due time");
+    assert!(early <= 6_000, "a lower bound of the first start: {early}");
+    assert!(store.runs_claim(claim(7_000)).await.unwrap().is_empty());
+    assert_eq!(
+        next().await.unwrap(),
+        Some(8_000),
+        "made exact by the claim"
+    );
+    assert!(store.runs_claim(claim(7_999)).await.unwrap().is_empty());
+    let claimed = store.runs_claim(claim(8_000)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].event_id, "p2");
+    assert_eq!(next().await.unwrap(), None, "nothing else is queued");
+}
+
 backend_tests!(
     a_burst_of_events_is_one_run_with_the_last_payload,
     the_start_is_never_past_the_timeout_after_the_first_event,
@@ -369,6 +409,7 @@ backend_tests!(
     a_new_window_takes_the_rate_limit_and_a_fold_does_not,
     a_debounced_run_takes_the_slots_of_its_last_event,
     a_debounce_is_checked_when_the_job_is_defined,
+    a_run_pushed_back_is_claimed_at_its_new_start_and_not_before,
 );
 
 /// Sends event `c<round>-<i>` for document `same` from `SENDERS` tasks at once, spread over

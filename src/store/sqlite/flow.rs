@@ -18,23 +18,30 @@ pub(super) type ClaimRow = (i64, String, String, String, u32, u32, String, Strin
 /// A [`ClaimRow`] after its rank: the due time less its priority's offset (`model::priority`).
 pub(super) type Ranked = (i64, ClaimRow);
 
-/// The due queued runs without a priority of one slot, oldest first, at most `?3`, read with
-/// their events and their rank.
-const SLOT_RUNS: &str =
+/// The queued runs without a priority of one slot in due order, due or not ([`slot_runs`] stops
+/// at the first not yet due: its time is the slot's next due time), read with their events and
+/// their rank. Runs past their start timeout are left out (the rescuer cancels them). No
+/// `LIMIT ?n` in the claim's statements: see [`super::runs::CLAIM_SELECT`].
+pub(super) const SLOT_RUNS: &str =
     "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload, r.run_at \
      FROM runs r INDEXED BY runs_slot_queue JOIN events e ON e.id = r.event_id \
      WHERE r.slot_a = ?1 AND r.status = 'queued' AND r.slot_a IS NOT NULL AND r.priority_ms IS NULL \
-       AND r.run_at <= ?2 AND (r.expires_at IS NULL OR r.expires_at > ?2 OR r.started_at IS NOT NULL) \
-     ORDER BY r.run_at, r.seq LIMIT ?3";
+       AND (r.expires_at IS NULL OR r.expires_at > ?2 OR r.started_at IS NOT NULL) \
+     ORDER BY r.run_at, r.seq";
 
-/// [`SLOT_RUNS`] for the runs with a priority: lowest rank first, up to `?2` + 600 s.
+/// [`SLOT_RUNS`] for the due runs with a priority: lowest rank first, up to `?2` + 600 s.
 pub(super) const SLOT_RANKED: &str =
     "SELECT r.seq, r.id, r.event_id, r.job_id, r.attempt + 1, r.max_attempts, e.name, e.payload, r.run_at - r.priority_ms \
      FROM runs r INDEXED BY runs_slot_ranked JOIN events e ON e.id = r.event_id \
      WHERE r.slot_a = ?1 AND r.status = 'queued' AND r.slot_a IS NOT NULL AND r.priority_ms IS NOT NULL \
        AND r.run_at - r.priority_ms <= ?2 + 600000 AND r.run_at <= ?2 \
        AND (r.expires_at IS NULL OR r.expires_at > ?2 OR r.started_at IS NOT NULL) \
-     ORDER BY r.run_at - r.priority_ms, r.seq LIMIT ?3";
+     ORDER BY r.run_at - r.priority_ms, r.seq";
+
+/// Whether any run with slots and a priority is queued (the first entry of its index): without
+/// one, the claim reads each slot's queue with one statement.
+const ANY_SLOT_RANKED: &str = "SELECT EXISTS (SELECT 1 FROM runs INDEXED BY runs_slot_ranked_due \
+     WHERE slot_a IS NOT NULL AND priority_ms IS NOT NULL AND status = 'queued')";
 
 /// The earliest due time of slot `?1`'s queued runs, without and with a priority.
 const SLOT_NEXT_DUE: &str = "SELECT min(coalesce(a, b), coalesce(b, a)) FROM \
@@ -43,30 +50,56 @@ const SLOT_NEXT_DUE: &str = "SELECT min(coalesce(a, b), coalesce(b, a)) FROM \
       (SELECT min(run_at) FROM runs INDEXED BY runs_slot_ranked_due \
         WHERE slot_a = ?1 AND status = 'queued' AND slot_a IS NOT NULL AND priority_ms IS NOT NULL) AS b)";
 
-/// The rows of a claim's `sql` (the columns of [`ClaimRow`], then the rank).
+/// The first `max` rows of a claim's `sql` (the columns of [`ClaimRow`], then the rank). The
+/// statements walk an index in the order they return, so stopping here costs what a `LIMIT`
+/// would.
 pub(super) fn ranked_rows(
     conn: &Connection,
     sql: &str,
     args: impl rusqlite::Params,
+    max: usize,
 ) -> Result<Vec<Ranked>> {
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_map(args, |r| {
-            Ok((
-                r.get(8)?,
-                (
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ),
-            ))
-        })?
-        .collect::<rusqlite::Result<_>>()?)
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(args, ranked)?;
+    Ok(rows.take(max).collect::<rusqlite::Result<_>>()?)
+}
+
+/// One row of a claim's statement as a [`Ranked`].
+fn ranked(r: &rusqlite::Row<'_>) -> rusqlite::Result<Ranked> {
+    Ok((
+        r.get(8)?,
+        (
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+        ),
+    ))
+}
+
+/// Slot `slot`'s due runs without a priority, oldest first, at most `n`, and the due time of
+/// the first one left (`None`: none is queued).
+fn slot_runs(
+    conn: &Connection,
+    slot: &str,
+    now: i64,
+    n: usize,
+) -> Result<(Vec<Ranked>, Option<i64>)> {
+    let mut stmt = conn.prepare_cached(SLOT_RUNS)?;
+    let mut rows = stmt.query_map(params![slot, now], ranked)?;
+    let mut due = Vec::new();
+    for row in rows.by_ref() {
+        let row = row?;
+        if row.0 > now || due.len() >= n {
+            return Ok((due, Some(row.0)));
+        }
+        due.push(row);
+    }
+    Ok((due, None))
 }
 
 /// The `n` lowest ranks (then sequence numbers) of two lists each in that order: the runs
@@ -81,15 +114,20 @@ pub(super) fn lowest_ranks(plain: Vec<Ranked>, ranked: Vec<Ranked>, n: usize) ->
     all.into_iter().take(n).map(|(_, row)| row).collect()
 }
 
-/// Slots of job `?1` with room and a due run, in due order, at most `?3`.
-const FREE_SLOTS: &str = "SELECT slot, cap - running, thr_interval, thr_tolerance, tat \
+/// Slots of job `?1` with room and a due run, in due order.
+pub(super) const FREE_SLOTS: &str = "SELECT slot, cap - running, thr_interval, thr_tolerance, tat \
      FROM flow_slots INDEXED BY flow_slots_free \
      WHERE job_id = ?1 AND next_due IS NOT NULL AND running < cap AND next_due <= ?2 \
-     ORDER BY next_due LIMIT ?3";
+     ORDER BY next_due";
 
 /// Claims up to `limit` due runs of limited job `job` inside the caller's write: from each slot
 /// with room (in due order) at most its room, and in all at most the second slot's room. The
 /// triggers count each taken run in its slots; each slot read gets its exact next due time.
+///
+/// Per slot, while no run with slots has a priority (the usual case): one read of its queue in
+/// due order, stopped at its room or at the first run not yet due (the next due time), one
+/// update per run taken and one of the slot. With such runs, their queue is read beside it and
+/// the next due time looked up.
 pub(super) fn claim_flow(
     conn: &Connection,
     job: &str,
@@ -121,10 +159,14 @@ pub(super) fn claim_flow(
     type Free = (String, i64, Option<f64>, Option<f64>, Option<f64>);
     let slots: Vec<Free> = conn
         .prepare_cached(FREE_SLOTS)?
-        .query_map(params![job, p.now, budget], |r| {
+        .query_map(params![job, p.now], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?
+        .take(limit)
         .collect::<rusqlite::Result<_>>()?;
+    let any_ranked: bool = conn
+        .prepare_cached(ANY_SLOT_RANKED)?
+        .query_row([], |r| r.get(0))?;
     let mut claimed = Vec::new();
     let mut take = conn.prepare_cached(
         "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
@@ -136,12 +178,14 @@ pub(super) fn claim_flow(
         if let (Some(interval), Some(tolerance)) = (interval, tolerance) {
             n = admit(tat, now, interval, tolerance, n).0;
         }
-        let args = params![slot, p.now, n];
-        let rows = lowest_ranks(
-            ranked_rows(conn, SLOT_RUNS, args)?,
-            ranked_rows(conn, SLOT_RANKED, args)?,
-            usize::try_from(n).unwrap_or(0),
-        );
+        let n = usize::try_from(n).unwrap_or(0);
+        let (plain, next_plain) = slot_runs(conn, &slot, p.now, n)?;
+        let rows = if any_ranked {
+            let ranked = ranked_rows(conn, SLOT_RANKED, params![slot, p.now], n)?;
+            lowest_ranks(plain, ranked, n)
+        } else {
+            lowest_ranks(plain, Vec::new(), n)
+        };
         let taken = i64::try_from(rows.len()).unwrap_or(i64::MAX);
         for row in rows {
             take.execute(params![row.0, p.now, p.lease_until, token, p.node])?;
@@ -157,9 +201,12 @@ pub(super) fn claim_flow(
             }
             _ => (tat, None),
         };
-        let due: Option<i64> = conn
-            .prepare_cached(SLOT_NEXT_DUE)?
-            .query_row([&slot], |r| r.get(0))?;
+        let due: Option<i64> = if any_ranked {
+            conn.prepare_cached(SLOT_NEXT_DUE)?
+                .query_row([&slot], |r| r.get(0))?
+        } else {
+            next_plain
+        };
         conn.prepare_cached(
             "UPDATE flow_slots SET tat = ?2, next_due = max(?3, coalesce(?4, 0)) WHERE slot = ?1",
         )?

@@ -16,9 +16,11 @@ use crate::store::{
 };
 
 /// The runs a claim takes: runnable runs without a priority of the given jobs (`?2`, a JSON
-/// array), oldest due first, at most `?3`, with their due time (their rank). It walks the partial
-/// index of queued runs in due order and stops at the limit, so its cost does not grow with the
-/// depth of the queue. Paused jobs are taken off the list of jobs (once per claim, not per run),
+/// array), oldest due first, with their due time (their rank). It walks the partial index of
+/// queued runs in due order and the claim stops stepping it at its limit ([`ranked_rows`]), so
+/// its cost does not grow with the depth of the queue. No `LIMIT ?n`: SQLite's planner reads a
+/// bound limit's value, which makes every new binding re-prepare the statement (a third of the
+/// keyed claim's time went to parsing it again, once per slot). Paused jobs are taken off the list of jobs (once per claim, not per run),
 /// so their runs stay queued.
 ///
 /// It reads each run with its event's name and payload in one pass; the claim then updates the
@@ -30,7 +32,7 @@ pub(super) const CLAIM_SELECT: &str =
      WHERE r.status = 'queued' AND r.slot_a IS NULL AND r.priority_ms IS NULL AND r.run_at <= ?1 \
        AND (r.expires_at IS NULL OR r.expires_at > ?1 OR r.started_at IS NOT NULL) AND r.job_id IN (SELECT value FROM json_each(?2) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
-     ORDER BY r.run_at, r.seq LIMIT ?3";
+     ORDER BY r.run_at, r.seq";
 
 /// [`CLAIM_SELECT`] for the runs with a priority (`0025_flow_priority.sql`): the due ones in rank
 /// order (due time less the priority's offset), walking their index from the lowest rank up to
@@ -42,7 +44,7 @@ pub(super) const CLAIM_RANKED: &str =
        AND r.run_at - r.priority_ms <= ?1 + 600000 AND r.run_at <= ?1 \
        AND (r.expires_at IS NULL OR r.expires_at > ?1 OR r.started_at IS NOT NULL) AND r.job_id IN (SELECT value FROM json_each(?2) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
-     ORDER BY r.run_at - r.priority_ms, r.seq LIMIT ?3";
+     ORDER BY r.run_at - r.priority_ms, r.seq";
 
 /// The rows a fenced final update wrote (0 or 1), from whether it returned a row; a run that
 /// held slots wakes the workers, whose claims may now take the run its slot held back.
@@ -188,9 +190,9 @@ impl SqliteStore {
                     claimed.extend(take);
                     continue;
                 }
-                let args = params![p.now, jobs, *limit as i64];
-                let plain = ranked_rows(ctx.conn, CLAIM_SELECT, args)?;
-                let ranked = ranked_rows(ctx.conn, CLAIM_RANKED, args)?;
+                let args = params![p.now, jobs];
+                let plain = ranked_rows(ctx.conn, CLAIM_SELECT, args, *limit)?;
+                let ranked = ranked_rows(ctx.conn, CLAIM_RANKED, args, *limit)?;
                 let rows = lowest_ranks(plain, ranked, *limit);
                 let mut take = ctx.conn.prepare_cached(
                     "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
