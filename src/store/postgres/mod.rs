@@ -111,6 +111,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (23, include_str!("0023_flow_start_timeout.sql")),
     (24, include_str!("0024_flow_debounce.sql")),
     (25, include_str!("0025_flow_priority.sql")),
+    (26, include_str!("0026_flow_claim_set.sql")),
     (30, include_str!("0030_event_waits.sql")),
     (31, include_str!("0031_cancel_on.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
