@@ -51,6 +51,9 @@ pub(crate) async fn worker_loop(shared: Arc<Shared>) {
     // the pause before looking again, so idle nodes do not hammer the database; a wake-up (new
     // work committed) still ends the pause at once.
     let mut contended = 0u32;
+    // Which claim group goes first: they take turns, since a claim takes at most the free room
+    // in all (`ClaimParams::groups`), so the first could leave nothing to the others.
+    let mut turn = 0usize;
     loop {
         if shared.stop.is_cancelled() {
             return;
@@ -64,8 +67,13 @@ pub(crate) async fn worker_loop(shared: Arc<Shared>) {
         let mut full_batch = false;
         let mut claimed_none = false;
         if free > 0 {
-            let groups = claim_groups(&shared, free);
-            let asked: usize = groups.iter().map(|g| g.limit).sum();
+            let mut groups = claim_groups(&shared, free);
+            if !groups.is_empty() {
+                turn = turn.wrapping_add(1);
+                let first = turn % groups.len();
+                groups.rotate_left(first);
+            }
+            let asked = groups.iter().map(|g| g.limit).max().unwrap_or(0);
             if asked > 0 {
                 let now = shared.clock.now_ms();
                 let params = ClaimParams {

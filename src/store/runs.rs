@@ -39,7 +39,9 @@ pub struct ClaimParams {
     /// The claiming process (engine node id), recorded on each run so operators see which node
     /// ran it.
     pub node: Option<String>,
-    /// What to claim.
+    /// What to claim: the groups in order, each at most its own limit, and all of them together
+    /// at most the largest limit (the claiming process's free room; the worker gives every group
+    /// that same limit and rotates their order between claims).
     pub groups: Vec<ClaimGroup>,
 }
 

@@ -407,6 +407,51 @@ async fn every_run_a_claim_leases_is_returned_to_it_while_runs_are_inserted(db: 
     );
 }
 
+/// A claim of several groups (a limited job's, the plain runs of the others) takes at most the
+/// largest group's limit in all: the claiming process's free room, which the groups share, so a
+/// process never runs more than its `--concurrency` however many limited jobs it has.
+async fn the_groups_of_a_claim_share_the_free_room(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let c = define(
+        &store,
+        &[ConcurrencyLimit::key(10, "event.payload.customer")],
+    )
+    .await;
+    store
+        .job_define(spec("other", "msg.other", 3))
+        .await
+        .unwrap();
+    send(&store, 5, "a", 1_000).await;
+    for i in 0..5 {
+        store
+            .event_insert(NewEvent {
+                id: format!("evt_other_{i}"),
+                name: "msg.other".into(),
+                payload: json!({ "i": i }),
+                context: None,
+                source: "api".into(),
+                parent_run_id: None,
+                deliver_at: None,
+                now: 1_000,
+            })
+            .await
+            .unwrap();
+    }
+    let mut p = claim(&c, 2_000, 3, "n");
+    p.groups.push(ClaimGroup {
+        jobs: vec!["other".into()],
+        limit: 3,
+        flow: None,
+    });
+    let first = store.runs_claim(p.clone()).await.unwrap();
+    let jobs: Vec<&str> = first.iter().map(|r| r.job_id.as_str()).collect();
+    assert_eq!(jobs, ["send"; 3], "the first group's runs, three in all");
+    p.groups.reverse();
+    let second = store.runs_claim(p).await.unwrap();
+    let jobs: Vec<&str> = second.iter().map(|r| r.job_id.as_str()).collect();
+    assert_eq!(jobs, ["other"; 3], "in the other order, the other group's");
+}
+
 backend_tests!(
     per_key_and_group_limits_hold_across_nodes_racing_to_claim,
     a_key_at_its_limit_does_not_hold_back_other_keys,
@@ -414,4 +459,5 @@ backend_tests!(
     a_lost_lease_holds_its_slot_until_the_rescuer_returns_it,
     a_key_that_does_not_evaluate_is_the_key_null,
     every_run_a_claim_leases_is_returned_to_it_while_runs_are_inserted,
+    the_groups_of_a_claim_share_the_free_room,
 );

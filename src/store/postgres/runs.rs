@@ -294,7 +294,12 @@ impl PgStore {
         // Each group's claim is its own transaction: nothing stays open.
         let client = self.conn().await?;
         let mut claimed = Vec::new();
+        let mut left = groups.iter().map(|g| g.1).max().unwrap_or(0);
         for (jobs, limit, flow) in groups {
+            let limit = limit.min(left);
+            if limit <= 0 {
+                break;
+            }
             let taken = match flow {
                 Some(flow) => {
                     let limit = i32::try_from(limit).unwrap_or(i32::MAX);
@@ -328,6 +333,7 @@ impl PgStore {
             let Some(taken) = super::flow::unless_claimed(taken, !claimed.is_empty())? else {
                 break;
             };
+            left -= i64::try_from(taken.len()).unwrap_or(i64::MAX);
             for r in taken {
                 claimed.push(ClaimedRun {
                     id: r.try_get(0)?,

@@ -184,16 +184,21 @@ impl SqliteStore {
         // Committed without waiting for the disk: see `Commit::Lazy`.
         let claimed: Vec<ClaimRow> = self.write_synced(Guard::Savepoint, Commit::Lazy, move |ctx| {
             let mut claimed = Vec::new();
+            let all = groups.iter().map(|g| g.1).max().unwrap_or(0);
             for (jobs, limit, flow) in &groups {
+                let limit = (*limit).min(all - claimed.len());
+                if limit == 0 {
+                    break;
+                }
                 if let Some(flow) = flow {
-                    let take = super::flow::claim_flow(ctx.conn, jobs, flow, *limit, &p, token)?;
+                    let take = super::flow::claim_flow(ctx.conn, jobs, flow, limit, &p, token)?;
                     claimed.extend(take);
                     continue;
                 }
                 let args = params![p.now, jobs];
-                let plain = ranked_rows(ctx.conn, CLAIM_SELECT, args, *limit)?;
-                let ranked = ranked_rows(ctx.conn, CLAIM_RANKED, args, *limit)?;
-                let rows = lowest_ranks(plain, ranked, *limit);
+                let plain = ranked_rows(ctx.conn, CLAIM_SELECT, args, limit)?;
+                let ranked = ranked_rows(ctx.conn, CLAIM_RANKED, args, limit)?;
+                let rows = lowest_ranks(plain, ranked, limit);
                 let mut take = ctx.conn.prepare_cached(
                     "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
                      WHERE seq = ?1",
