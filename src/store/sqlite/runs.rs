@@ -6,7 +6,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::flow::{lowest_ranks, ranked_rows, ClaimRow};
+use super::flow::{lowest_ranks, ranked_rows, take_runs, ClaimRow};
 use super::rows::{json_text, opt_json, run_from_row, RUN_COLUMNS};
 use super::writer::{Commit, Guard, WriteCtx};
 use super::SqliteStore;
@@ -182,35 +182,30 @@ impl SqliteStore {
         }
         let now = p.now;
         // Committed without waiting for the disk: see `Commit::Lazy`.
-        let claimed: Vec<ClaimRow> = self.write_synced(Guard::Savepoint, Commit::Lazy, move |ctx| {
-            let mut claimed = Vec::new();
-            let all = groups.iter().map(|g| g.1).max().unwrap_or(0);
-            for (jobs, limit, flow) in &groups {
-                let limit = (*limit).min(all - claimed.len());
-                if limit == 0 {
-                    break;
+        let claimed: Vec<ClaimRow> = self
+            .write_synced(Guard::Savepoint, Commit::Lazy, move |ctx| {
+                let mut claimed = Vec::new();
+                let all = groups.iter().map(|g| g.1).max().unwrap_or(0);
+                for (jobs, limit, flow) in &groups {
+                    let limit = (*limit).min(all - claimed.len());
+                    if limit == 0 {
+                        break;
+                    }
+                    if let Some(flow) = flow {
+                        let take = super::flow::claim_flow(ctx.conn, jobs, flow, limit, &p, token)?;
+                        claimed.extend(take);
+                        continue;
+                    }
+                    let args = params![p.now, jobs];
+                    let plain = ranked_rows(ctx.conn, CLAIM_SELECT, args, limit)?;
+                    let ranked = ranked_rows(ctx.conn, CLAIM_RANKED, args, limit)?;
+                    let rows = lowest_ranks(plain, ranked, limit);
+                    take_runs(ctx.conn, &rows, &p, token)?;
+                    claimed.extend(rows);
                 }
-                if let Some(flow) = flow {
-                    let take = super::flow::claim_flow(ctx.conn, jobs, flow, limit, &p, token)?;
-                    claimed.extend(take);
-                    continue;
-                }
-                let args = params![p.now, jobs];
-                let plain = ranked_rows(ctx.conn, CLAIM_SELECT, args, limit)?;
-                let ranked = ranked_rows(ctx.conn, CLAIM_RANKED, args, limit)?;
-                let rows = lowest_ranks(plain, ranked, limit);
-                let mut take = ctx.conn.prepare_cached(
-                    "UPDATE runs SET status = 'running', attempt = attempt + 1, started_at = ?2, lease_until = ?3, lease_token = ?4, node = ?5 \
-                     WHERE seq = ?1",
-                )?;
-                for row in rows {
-                    take.execute(params![row.0, p.now, p.lease_until, token, p.node])?;
-                    claimed.push(row);
-                }
-            }
-            Ok(claimed)
-        })
-        .await?;
+                Ok(claimed)
+            })
+            .await?;
         // The payloads are parsed here, on the caller's task, not on the writer thread.
         claimed
             .into_iter()
