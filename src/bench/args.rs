@@ -53,6 +53,10 @@ pub enum Scenario {
     /// of as many queued runs, on SQLite and (with `--database-url`) PostgreSQL (not part of
     /// `all`).
     FanIn,
+    /// The send rate with `--waiters` runs waiting in `io.wait_for_event` on keys of their own,
+    /// for events matching none and events each matching one, beside the rate without waiters,
+    /// on SQLite and (with `--database-url`) PostgreSQL (not part of `all`).
+    Waiters,
     /// A long mixed load on a real `flare serve`: `--rate` sends/s and dashboard reads for
     /// `--soak-secs`, sampling memory, WAL size and latency (not part of `all`).
     Soak,
@@ -85,7 +89,7 @@ pub struct Args {
     /// over (head-of-line blocking); 0: none.
     #[arg(long, default_value_t = 0)]
     pub held: usize,
-    /// Concurrent senders in the end-to-end scenario.
+    /// Concurrent senders in the end-to-end and waiters scenarios.
     #[arg(long, default_value_t = 64)]
     pub e2e_senders: usize,
     /// Engine concurrency (runs executing at once) for e2e, drain and latency.
@@ -135,6 +139,10 @@ pub struct Args {
     /// fan-in: the children one parent invokes at once.
     #[arg(long, default_value_t = 10_000)]
     pub children: usize,
+    /// waiters: the runs waiting for an event while events are sent (`--events` of each kind,
+    /// at most this many).
+    #[arg(long, default_value_t = 100_000)]
+    pub waiters: usize,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -138,6 +138,14 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("parent_executions", "parent executions"),
         ],
         "fan-in drain" => &[("runs_per_s", "runs/s")],
+        "waiters" => &[
+            ("no_waiters_per_s", "events/s, no run waiting"),
+            ("non_matching_per_s", "events/s matching none"),
+            ("matching_per_s", "events/s each resuming one"),
+            ("non_matching_ratio", "× non-matching / none"),
+            ("matching_ratio", "× matching / none"),
+            ("resumed", "runs resumed"),
+        ],
         "steps" => &[
             ("runs_per_s", "runs/s"),
             ("steps_per_s", "steps/s"),

@@ -1,0 +1,68 @@
+//! Smoke test of `flare bench waiters` at a tiny N: runs waiting in `io.wait_for_event`, the
+//! send rates of events matching none of them and of events each resuming one, beside the rate
+//! without waiters, on SQLite and on fresh PostgreSQL databases of the local server (skipped
+//! without one, except under `CI`). Every matching event resumes its run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use clap::Parser;
+use flare::bench::{Args, Figure};
+use support::{Backend, TestDb};
+
+const WAITERS: usize = 300;
+const EVENTS: usize = 200;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: Args,
+}
+
+fn check(figures: &[Figure], stores: &[&str]) {
+    assert_eq!(figures.len(), stores.len(), "{figures:?}");
+    for (f, store) in figures.iter().zip(stores) {
+        assert_eq!(f.scenario, "waiters");
+        assert_eq!(f.settings["store"], *store);
+        assert_eq!(f.median["waiters"], WAITERS as f64);
+        for rate in ["no_waiters_per_s", "non_matching_per_s", "matching_per_s"] {
+            assert!(f.median[rate] > 0.0, "{rate}: {f:?}");
+        }
+        assert_eq!(
+            f.median["resumed"], EVENTS as f64,
+            "every match resumed one: {f:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_send_rates_with_and_without_waiters_on_both_stores() {
+    let (waiters, events) = (WAITERS.to_string(), EVENTS.to_string());
+    let mut args = Cli::parse_from([
+        "bench",
+        "waiters",
+        "--reps",
+        "1",
+        "--waiters",
+        &waiters,
+        "--events",
+        &events,
+        "--e2e-senders",
+        "8",
+        "--json",
+    ])
+    .args;
+    // `--database-url` also reads DATABASE_URL: the test decides.
+    args.database_url = None;
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        check(&flare::bench::run(args).await.unwrap(), &["sqlite"]);
+        return;
+    };
+    // The scenario creates (and drops) its own databases on the server of this URL.
+    args.database_url = Some(db.url.clone());
+    check(
+        &flare::bench::run(args).await.unwrap(),
+        &["sqlite", "postgres"],
+    );
+}
