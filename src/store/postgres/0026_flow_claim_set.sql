@@ -7,7 +7,20 @@
 -- room, through `run_queue_slot`) and writes every slot's next due time in a second; otherwise
 -- it walks the slots one by one as before. Either way the slots are locked first, in due order
 -- (`SKIP LOCKED`: a slot another process is claiming from is left to it), so no two processes
--- fill one slot past its limit; the counts of running runs stay with `flow_follow`'s triggers.
+-- fill one slot past its limit. The claim counts the runs it takes in their slots itself, one
+-- update per slot with its next due time (and one per second slot), where `flow_follow`'s
+-- trigger updated the slot once per run taken: the trigger now counts only the runs that stop
+-- running (a completion, a wait, a release, the rescuer, a cancel), and only `flow_claim` ever
+-- leases a run with slots (the plain claim takes runs without).
+
+-- Counts the runs a claim took in their second slots (`p_b`, one entry per run taken, NULL for
+-- a run without one).
+CREATE FUNCTION flow_count_second(p_b text[]) RETURNS void LANGUAGE sql AS $$
+    UPDATE flow_slots f SET running = f.running + b.n
+    FROM (SELECT x AS slot, count(*)::integer AS n FROM unnest(p_b) AS x
+          WHERE x IS NOT NULL GROUP BY x) b
+    WHERE f.slot = b.slot;
+$$;
 
 CREATE OR REPLACE FUNCTION flow_claim(p_job text, p_b text, p_now bigint, p_lease bigint,
                                       p_token bigint, p_node text, p_limit integer)
@@ -18,6 +31,10 @@ DECLARE
     v_slots text[];
     v_rooms integer[];
     v_slow boolean;
+    v_seqs bigint[];
+    v_attempts integer[];
+    v_a text[];
+    v_b text[];
     s record;
     n integer;
     t double precision;
@@ -52,25 +69,35 @@ BEGIN
         WHERE r.lease_until IS NULL AND r.slot_a IS NOT NULL AND r.priority_ms IS NOT NULL);
 
     IF NOT v_slow THEN
-        RETURN QUERY WITH picked AS (
+        WITH picked AS (
             SELECT x.seq FROM unnest(v_slots, v_rooms) WITH ORDINALITY AS u(slot, room, ord)
             CROSS JOIN LATERAL (
                 SELECT r.seq, r.run_at FROM run_queue r
                 WHERE r.slot_a = u.slot AND r.lease_until IS NULL AND r.priority_ms IS NULL
                   AND r.run_at <= p_now
                   AND (r.expires_at IS NULL OR r.expires_at > p_now OR r.started_at IS NOT NULL)
-                ORDER BY r.run_at, r.seq LIMIT u.room FOR UPDATE SKIP LOCKED) x
+                ORDER BY r.run_at, r.seq LIMIT u.room) x
             ORDER BY u.ord, x.run_at, x.seq LIMIT LEAST(budget, free_b)),
+        -- No row lock while reading them: the runs of a slot are taken only under the slot's
+        -- lock, which this claim holds; a run another writer changes meanwhile (a cancel, the
+        -- rescuer) is checked again by the update, which skips it unless still queued.
         taken AS (
             UPDATE run_queue q SET lease_until = p_lease, lease_token = p_token,
                 attempt = q.attempt + 1, started_at = p_now, node = p_node
-            FROM picked WHERE q.seq = picked.seq
-            RETURNING q.seq, q.attempt)
-        SELECT taken.seq, taken.attempt FROM taken;
-        -- Every slot read gets its exact next due time (NULL: nothing queued).
-        UPDATE flow_slots f SET next_due = (SELECT min(r.run_at) FROM run_queue r
-            WHERE r.slot_a = f.slot AND r.lease_until IS NULL AND r.priority_ms IS NULL)
-        WHERE f.slot = ANY(v_slots);
+            FROM picked WHERE q.seq = picked.seq AND q.lease_until IS NULL
+            RETURNING q.seq, q.attempt, q.slot_a, q.slot_b)
+        SELECT array_agg(t.seq), array_agg(t.attempt), array_agg(t.slot_a), array_agg(t.slot_b)
+          INTO v_seqs, v_attempts, v_a, v_b FROM taken t;
+        -- Every slot read: the runs taken from it counted, and its exact next due time (NULL:
+        -- nothing queued).
+        UPDATE flow_slots f SET running = f.running + c.n,
+            next_due = (SELECT min(r.run_at) FROM run_queue r
+                WHERE r.slot_a = f.slot AND r.lease_until IS NULL AND r.priority_ms IS NULL)
+        FROM (SELECT u.slot, count(t.a)::integer AS n FROM unnest(v_slots) AS u(slot)
+              LEFT JOIN unnest(v_a) AS t(a) ON t.a = u.slot GROUP BY u.slot) c
+        WHERE f.slot = c.slot;
+        PERFORM flow_count_second(v_b);
+        RETURN QUERY SELECT * FROM unnest(v_seqs, v_attempts);
         RETURN;
     END IF;
 
@@ -90,7 +117,7 @@ BEGIN
             END LOOP;
             n := i;
         END IF;
-        RETURN QUERY WITH taken AS (
+        WITH taken AS (
             UPDATE run_queue q SET lease_until = p_lease, lease_token = p_token,
                 attempt = q.attempt + 1, started_at = p_now, node = p_node
             WHERE q.seq = ANY(ARRAY(SELECT c.seq FROM (
@@ -106,9 +133,12 @@ BEGIN
                       AND (r.expires_at IS NULL OR r.expires_at > p_now OR r.started_at IS NOT NULL)
                     ORDER BY r.run_at - r.priority_ms, r.seq LIMIT n FOR UPDATE SKIP LOCKED) ranked
                 ) c ORDER BY c.rank, c.seq LIMIT n))
-            RETURNING q.seq, q.attempt)
-            SELECT taken.seq, taken.attempt FROM taken;
-        GET DIAGNOSTICS n = ROW_COUNT;
+            RETURNING q.seq, q.attempt, q.slot_b)
+        SELECT array_agg(t.seq), array_agg(t.attempt), array_agg(t.slot_b)
+          INTO v_seqs, v_attempts, v_b FROM taken t;
+        RETURN QUERY SELECT * FROM unnest(v_seqs, v_attempts);
+        n := coalesce(cardinality(v_seqs), 0);
+        PERFORM flow_count_second(v_b);
         budget := budget - n;
         free_b := free_b - n;
         due := LEAST(
@@ -117,7 +147,7 @@ BEGIN
             (SELECT min(r.run_at) FROM run_queue r
              WHERE r.slot_a = s.slot AND r.lease_until IS NULL AND r.priority_ms IS NOT NULL));
         IF s.thr_interval IS NULL THEN
-            UPDATE flow_slots f SET next_due = due WHERE f.slot = s.slot;
+            UPDATE flow_slots f SET running = f.running + n, next_due = due WHERE f.slot = s.slot;
         ELSE
             -- The starts made move the theoretical arrival time; the slot is due again no
             -- earlier than the next start the throttle allows.
@@ -127,7 +157,7 @@ BEGIN
                 t := GREATEST(t, p_now) + s.thr_interval;
                 i := i + 1;
             END LOOP;
-            UPDATE flow_slots f SET tat = t,
+            UPDATE flow_slots f SET running = f.running + n, tat = t,
                 next_due = CASE WHEN due IS NULL THEN NULL
                     ELSE GREATEST(due, ceil(t - s.thr_tolerance)::bigint) END
             WHERE f.slot = s.slot;
@@ -136,8 +166,9 @@ BEGIN
     END LOOP;
 END $$;
 
--- `0020_flow_concurrency.sql`'s counts, without the statement on the second slot of a run that
--- has none (most limited jobs): each is a statement planned and run per row changed.
+-- `0020_flow_concurrency.sql`'s counts, now only of runs that stop running (the claim counts
+-- the runs it takes), and without the statement on the second slot of a run that has none
+-- (most limited jobs): each is a statement run per row changed.
 CREATE OR REPLACE FUNCTION flow_follow() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
@@ -145,11 +176,6 @@ BEGIN
             UPDATE flow_slots SET running = running - 1 WHERE slot = OLD.slot_b;
         END IF;
         UPDATE flow_slots SET running = running - 1 WHERE slot = OLD.slot_a;
-    ELSIF OLD.lease_until IS NULL AND NEW.lease_until IS NOT NULL THEN
-        IF NEW.slot_b IS NOT NULL THEN
-            UPDATE flow_slots SET running = running + 1 WHERE slot = NEW.slot_b;
-        END IF;
-        UPDATE flow_slots SET running = running + 1 WHERE slot = NEW.slot_a;
     ELSIF OLD.lease_until IS NOT NULL AND NEW.lease_until IS NULL THEN
         IF NEW.slot_b IS NOT NULL THEN
             UPDATE flow_slots SET running = running - 1 WHERE slot = NEW.slot_b;
@@ -161,3 +187,8 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+DROP TRIGGER run_queue_flow_update ON run_queue;
+CREATE TRIGGER run_queue_flow_update AFTER UPDATE OF lease_until, run_at ON run_queue FOR EACH ROW
+    WHEN (NEW.slot_a IS NOT NULL AND ((OLD.lease_until IS NOT NULL AND NEW.lease_until IS NULL)
+          OR (NEW.lease_until IS NULL AND NEW.run_at < OLD.run_at)))
+    EXECUTE FUNCTION flow_follow();
