@@ -25,16 +25,13 @@ use tokio::task::JoinSet;
 
 use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
+use super::drain::seed_events;
 use super::scenarios::{count, engine_config};
-use crate::store::NewEvent;
 use crate::{event_trigger, Client, Io, Job, JobError, RunStatus, WaitFor};
 
 const JOB: &str = "bench-waiter";
 const START: &str = "bench.wait";
 const SIGNAL: &str = "bench.signal";
-
-/// Events stored per transaction while seeding the waiters.
-const SEED_BATCH: usize = 5_000;
 
 /// One repetition on `backend`: the baseline and the rates with waiters, on two databases.
 pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Result<Sample, Error> {
@@ -93,25 +90,8 @@ async fn seed(args: &Args, url: &str, wait: bool, pb: &ProgressBar) -> Result<Cl
         .connect()
         .await?;
     worker.define_job(job(wait, Arc::clone(&ran)))?;
-    let mut from = 0;
-    while from < n {
-        let to = (from + SEED_BATCH).min(n);
-        let now = sender.clock().now_ms();
-        let batch = (from..to)
-            .map(|i| NewEvent {
-                id: format!("evt_wait_{i:08}"),
-                name: START.to_string(),
-                payload: json!({ "k": format!("w-{i}") }),
-                context: None,
-                source: "api".into(),
-                parent_run_id: None,
-                deliver_at: None,
-                now,
-            })
-            .collect();
-        sender.store().event_insert_many(batch).await?;
-        from = to;
-    }
+    // Event `i` with the key `i`.
+    seed_events(&sender, START, n, n).await?;
     let limit = Duration::from_secs(300).max(Duration::from_millis(5 * n as u64));
     let start = Instant::now();
     let settled = loop {
@@ -145,13 +125,8 @@ async fn seed(args: &Args, url: &str, wait: bool, pb: &ProgressBar) -> Result<Cl
 }
 
 /// Sends `--events` `bench.signal` events from `--e2e-senders` tasks, event `i` with the key
-/// `key(i)`; returns events per second.
-async fn send(
-    args: &Args,
-    client: &Client,
-    key: fn(usize) -> String,
-    pb: &ProgressBar,
-) -> Result<f64, Error> {
+/// `from + i` (the waiting runs have the keys 0 to `--waiters` − 1); returns events per second.
+async fn send(args: &Args, client: &Client, from: usize, pb: &ProgressBar) -> Result<f64, Error> {
     let n = args.events;
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
@@ -164,7 +139,7 @@ async fn send(
                 if i >= n {
                     return Ok::<_, Error>(());
                 }
-                client.send_event(SIGNAL, &json!({ "k": key(i) })).await?;
+                client.send_event(SIGNAL, &json!({ "k": from + i })).await?;
             }
         });
     }
@@ -175,19 +150,9 @@ async fn send(
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Keys no waiting run has.
-fn other_key(i: usize) -> String {
-    format!("x-{i}")
-}
-
-/// The key of waiting run `i`.
-fn waiter_key(i: usize) -> String {
-    format!("w-{i}")
-}
-
 async fn without_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<f64, Error> {
     let sender = seed(args, url, false, pb).await?;
-    let rate = send(args, &sender, other_key, pb).await;
+    let rate = send(args, &sender, args.waiters, pb).await;
     sender.shutdown().await;
     rate
 }
@@ -203,8 +168,8 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, 
     }
     let sender = seed(args, url, true, pb).await?;
     let measured = async {
-        let non_matching = send(args, &sender, other_key, pb).await?;
-        let matching = send(args, &sender, waiter_key, pb).await?;
+        let non_matching = send(args, &sender, args.waiters, pb).await?;
+        let matching = send(args, &sender, 0, pb).await?;
         // A resumed run is due at once; the workers are off, so it waits for a worker (the
         // others wait for their timeout, an hour away).
         let resumed = sender

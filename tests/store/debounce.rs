@@ -70,6 +70,22 @@ async fn runs(store: &Store) -> Vec<Run> {
     runs
 }
 
+/// A claim at `now` of up to 10 runs of the debounced job, whose second slot is `second`.
+fn claim_of(now: i64, second: Option<String>) -> ClaimParams {
+    ClaimParams {
+        node: Some("n".into()),
+        now,
+        lease_until: now + 60_000,
+        groups: vec![ClaimGroup {
+            jobs: vec![JOB.into()],
+            limit: 10,
+            flow: Some(FlowGroup {
+                second_slot: second,
+            }),
+        }],
+    }
+}
+
 /// The debounced job's run of event `id`, and what the event was folded into.
 async fn of_event(store: &Store, id: &str) -> (Vec<String>, Vec<Debounced>) {
     let d = store.event_detail(id).await.unwrap().unwrap();
@@ -302,18 +318,7 @@ async fn a_debounced_run_takes_the_slots_of_its_last_event(db: TestDb) {
             store.event_insert(e).await.unwrap();
         }
     };
-    let claim = |now: i64| ClaimParams {
-        node: Some("n".into()),
-        now,
-        lease_until: now + 60_000,
-        groups: vec![ClaimGroup {
-            jobs: vec![JOB.into()],
-            limit: 10,
-            flow: Some(FlowGroup {
-                second_slot: second.clone(),
-            }),
-        }],
-    };
+    let claim = |now: i64| claim_of(now, second.clone());
     send("s1", "a", "o1", 1_000).await;
     send("s2", "a", "o2", 2_000).await;
     assert!(store.runs_claim(claim(6_999)).await.unwrap().is_empty());
@@ -372,18 +377,7 @@ async fn a_run_pushed_back_is_claimed_at_its_new_start_and_not_before(db: TestDb
         flare::model::Concurrency::new(&[ConcurrencyLimit::key(1, "event.payload.doc")]).unwrap();
     let second = job.second_slot();
     define(&store, job).await;
-    let claim = |now: i64| ClaimParams {
-        node: Some("n".into()),
-        now,
-        lease_until: now + 60_000,
-        groups: vec![ClaimGroup {
-            jobs: vec![JOB.into()],
-            limit: 10,
-            flow: Some(FlowGroup {
-                second_slot: second.clone(),
-            }),
-        }],
-    };
+    let claim = |now: i64| claim_of(now, second.clone());
     store.event_insert(edit("p1", "a", 1, 1_000)).await.unwrap();
     store.event_insert(edit("p2", "a", 2, 3_000)).await.unwrap();
     let next = || store.runs_next_due(vec![JOB.into()]);

@@ -41,20 +41,33 @@ fn claim(c: &Concurrency, now: i64, limit: usize, node: &str) -> ClaimParams {
 
 async fn send(store: &Store, n: usize, customer: &str, now: i64) {
     for i in 0..n {
-        store
-            .event_insert(NewEvent {
-                id: format!("evt_{customer}_{i}_{now}"),
-                name: "msg.sent".into(),
-                payload: json!({"customer": customer, "i": i}),
-                context: None,
-                source: "api".into(),
-                parent_run_id: None,
-                deliver_at: None,
-                now,
-            })
-            .await
-            .unwrap();
+        let payload = json!({"customer": customer, "i": i});
+        insert(
+            store,
+            format!("evt_{customer}_{i}_{now}"),
+            "msg.sent",
+            payload,
+            now,
+        )
+        .await;
     }
+}
+
+/// Inserts event `id` named `name` with `payload` at `now`.
+async fn insert(store: &Store, id: String, name: &str, payload: serde_json::Value, now: i64) {
+    store
+        .event_insert(NewEvent {
+            id,
+            name: name.into(),
+            payload,
+            context: None,
+            source: "api".into(),
+            parent_run_id: None,
+            deliver_at: None,
+            now,
+        })
+        .await
+        .unwrap();
 }
 
 fn done(run: &ClaimedRun, at: i64, finish: Finish) -> Completion {
@@ -341,19 +354,14 @@ async fn a_key_that_does_not_evaluate_is_the_key_null(db: TestDb) {
     )
     .await;
     for i in 0..2 {
-        store
-            .event_insert(NewEvent {
-                id: format!("evt_nokey_{i}"),
-                name: "msg.sent".into(),
-                payload: json!({"other": i}),
-                context: None,
-                source: "api".into(),
-                parent_run_id: None,
-                deliver_at: None,
-                now: 1_000,
-            })
-            .await
-            .unwrap();
+        insert(
+            &store,
+            format!("evt_nokey_{i}"),
+            "msg.sent",
+            json!({"other": i}),
+            1_000,
+        )
+        .await;
     }
     // Both runs share the key `null`: one at a time.
     assert_eq!(
@@ -423,19 +431,14 @@ async fn the_groups_of_a_claim_share_the_free_room(db: TestDb) {
         .unwrap();
     send(&store, 5, "a", 1_000).await;
     for i in 0..5 {
-        store
-            .event_insert(NewEvent {
-                id: format!("evt_other_{i}"),
-                name: "msg.other".into(),
-                payload: json!({ "i": i }),
-                context: None,
-                source: "api".into(),
-                parent_run_id: None,
-                deliver_at: None,
-                now: 1_000,
-            })
-            .await
-            .unwrap();
+        insert(
+            &store,
+            format!("evt_other_{i}"),
+            "msg.other",
+            json!({ "i": i }),
+            1_000,
+        )
+        .await;
     }
     let mut p = claim(&c, 2_000, 3, "n");
     p.groups.push(ClaimGroup {
