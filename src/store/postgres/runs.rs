@@ -125,6 +125,12 @@ const COMPLETE_SETTINGS: &str = "SET LOCAL plan_cache_mode = force_generic_plan;
 /// and outcome counts are written for those alone. A success's attempt is the run row itself
 /// (see [`crate::store::RunDetail::new`]): no attempt row. A finished run leaves the queue; a
 /// retried one goes back to it, due at `run_at`.
+///
+/// Fan-in: each ended run's invoke wait is found by one probe (`inv_w`, materialized so the
+/// probe runs once per run, not once per column read from it), and a parent is made due when
+/// the invoke waits it has left are exactly the ones this statement deletes (its snapshot still
+/// sees them): counted up to one more than that, so the check costs the batch's children and
+/// not all the waits the parent has left (a count of those made a fan-out's batches quadratic).
 pub(super) const COMPLETE_SQL: &str = concat!(
     "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
@@ -146,7 +152,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.id = q.id \
        WHERE r.seq = q.seq \
        RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error, r.slot_a), \
-     inv_w AS (SELECT d.*, (SELECT ARRAY[w.run_id, w.step_key] FROM run_waits w \
+     inv_w AS MATERIALIZED (SELECT d.*, (SELECT ARRAY[w.run_id, w.step_key] FROM run_waits w \
          WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = d.id LIMIT 1) AS w \
        FROM done d WHERE d.status IN ('succeeded', 'failed') AND EXISTS (SELECT 1 FROM run_waits \
          WHERE event_name = 'flare/job.invoked' AND match_path = 'run')), \
@@ -160,7 +166,8 @@ pub(super) const COMPLETE_SQL: &str = concat!(
      inv_parents AS (SELECT parent, max(at) AS at, count(*) AS ended FROM inv GROUP BY parent), \
      inv_queue AS (UPDATE run_queue q SET run_at = p.at FROM runs pr, inv_parents p \
        WHERE pr.id = p.parent AND q.seq = pr.seq AND q.lease_until IS NULL AND p.ended = \
-         (SELECT count(*) FROM run_waits w WHERE w.run_id = p.parent AND w.event_name = 'flare/job.invoked') \
+         (SELECT count(*) FROM (SELECT FROM run_waits w WHERE w.run_id = p.parent \
+           AND w.event_name = 'flare/job.invoked' LIMIT p.ended + 1) left_) \
        RETURNING q.seq, q.run_at), \
      inv_runs AS (UPDATE runs x SET run_at = inv_queue.run_at FROM inv_queue WHERE x.seq = inv_queue.seq), \
      disarmed AS (DELETE FROM run_cancel_keys k USING done WHERE k.run_id = done.id AND done.status <> 'queued'), \

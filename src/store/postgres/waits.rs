@@ -353,7 +353,8 @@ impl Resolutions {
 /// wait row still there is deleted (a wait resumed or timed out already is gone: nothing else
 /// changes), its step succeeds with the event (an invoke step whose child did not succeed
 /// fails with its outcome), and a queued run becomes due (queue row, then run row); a parent
-/// waiting for several children only once none is left (`children.rs`).
+/// waiting for several children only once none is left (`children.rs`; its waits counted up to
+/// one more than this statement deletes, as in `runs::COMPLETE_SQL`).
 const RESOLVE_SQL: &str = "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS u(run_id, key, output, at)), \
      d AS (DELETE FROM run_waits w USING u WHERE w.run_id = u.run_id AND w.step_key = u.key \
@@ -365,7 +366,9 @@ const RESOLVE_SQL: &str = "WITH u AS ( \
        FROM d WHERE s.run_id = d.run_id AND s.key = d.key AND s.status <> 'succeeded'), \
      q AS (UPDATE run_queue q SET run_at = d.at FROM runs r, d \
        WHERE r.id = d.run_id AND q.seq = r.seq AND q.lease_until IS NULL AND (NOT d.invoke \
-         OR (SELECT count(*) FROM run_waits w WHERE w.run_id = d.run_id AND w.event_name = 'flare/job.invoked') \
+         OR (SELECT count(*) FROM (SELECT FROM run_waits w WHERE w.run_id = d.run_id \
+             AND w.event_name = 'flare/job.invoked' \
+             LIMIT (SELECT count(*) FROM d x WHERE x.run_id = d.run_id AND x.invoke) + 1) left_) \
           = (SELECT count(*) FROM d x WHERE x.run_id = d.run_id AND x.invoke)) \
        RETURNING q.seq, q.run_at), \
      hist AS (UPDATE runs x SET run_at = q.run_at FROM q WHERE x.seq = q.seq) \
