@@ -53,6 +53,10 @@ pub enum Scenario {
     /// of as many queued runs, on SQLite and (with `--database-url`) PostgreSQL (not part of
     /// `all`).
     FanIn,
+    /// The send rate of events beside `--waiters` runs waiting for events on distinct keys
+    /// (other names, non-matching and matching keys), against the rate without waiters, on
+    /// SQLite and (with `--database-url`) PostgreSQL (not part of `all`).
+    Waiters,
     /// A long mixed load on a real `flare serve`: `--rate` sends/s and dashboard reads for
     /// `--soak-secs`, sampling memory, WAL size and latency (not part of `all`).
     Soak,
@@ -135,6 +139,9 @@ pub struct Args {
     /// fan-in: the children one parent invokes at once.
     #[arg(long, default_value_t = 10_000)]
     pub children: usize,
+    /// waiters: the runs waiting for an event, each on its own key.
+    #[arg(long, default_value_t = 100_000)]
+    pub waiters: usize,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,

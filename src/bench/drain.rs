@@ -70,7 +70,12 @@ async fn seed(client: &Client, n: usize, keys: usize) -> Result<f64, Error> {
 }
 
 /// Stores `n` events named `name` in batches (event `i` with the key `i % keys`).
-async fn seed_events(client: &Client, name: &str, n: usize, keys: usize) -> Result<f64, Error> {
+pub(super) async fn seed_events(
+    client: &Client,
+    name: &str,
+    n: usize,
+    keys: usize,
+) -> Result<f64, Error> {
     let start = Instant::now();
     let mut from = 0;
     while from < n {

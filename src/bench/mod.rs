@@ -22,6 +22,10 @@
 //!   `io.invoke_all`, from its event to the parent's success, beside the plain drain of as many
 //!   queued runs, on SQLite and, with `--database-url postgres://…`, PostgreSQL: children/s and
 //!   drain runs/s side by side (see `src/bench/fan_in.rs`).
+//! - **waiters** (not part of `all`): the send rate of events beside `--waiters` (100,000) runs
+//!   in `io.wait_for_event` on distinct keys (events of another name, non-matching and matching
+//!   keys), against the rate without waiters, on SQLite and, with `--database-url postgres://…`,
+//!   PostgreSQL (see `src/bench/waiters.rs`).
 //! - **soak** (not part of `all`): a real `flare serve` under `--rate` sends/s and dashboard reads
 //!   for `--soak-secs`, sampled every `--sample-secs` (see `src/bench/soak.rs`).
 //! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
@@ -44,6 +48,7 @@ mod scale;
 mod scenarios;
 mod soak;
 mod steps;
+mod waiters;
 
 use std::time::Duration;
 
@@ -261,6 +266,33 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
                     format!("{}, plain drain of {n}", backend.name()),
                     settings,
                     drained,
+                ),
+            ));
+        }
+    }
+    if args.scenario == Scenario::Waiters {
+        for backend in backend::Backend::selected(&args) {
+            let settings = serde_json::json!({
+                "store": backend.name(), "waiters": args.waiters,
+                "senders": args.e2e_senders, "send_secs": args.send_secs, "engine": engine,
+            });
+            let mut samples = Vec::new();
+            for rep in 0..reps {
+                let pb = bar(
+                    format!("waiters, {}, rep {}/{reps}", backend.name(), rep + 1),
+                    None,
+                );
+                samples.push(measured(waiters::run(&args, backend, &pb)).await?);
+                pb.finish_and_clear();
+            }
+            let n = args.waiters;
+            figures.push(emit(
+                &args,
+                Figure::new(
+                    "waiters",
+                    format!("{}, {n} waiting", backend.name()),
+                    settings,
+                    samples,
                 ),
             ));
         }

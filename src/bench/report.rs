@@ -138,6 +138,16 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("parent_executions", "parent executions"),
         ],
         "fan-in drain" => &[("runs_per_s", "runs/s")],
+        "waiters" => &[
+            ("no_waiters_events_per_s", "events/s, no waiters"),
+            ("other_name_events_per_s", "events/s, other name"),
+            ("other_name_ratio", "× no waiters, other name"),
+            ("non_matching_events_per_s", "events/s, non-matching"),
+            ("non_matching_ratio", "× no waiters, non-matching"),
+            ("matching_events_per_s", "events/s, matching"),
+            ("matching_ratio", "× no waiters, matching"),
+            ("into_wait_per_s", "runs/s into the wait"),
+        ],
         "steps" => &[
             ("runs_per_s", "runs/s"),
             ("steps_per_s", "steps/s"),
