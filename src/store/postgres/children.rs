@@ -7,9 +7,9 @@
 //! that ends a child deletes that row and makes the parent due only when no other such row is
 //! left. Two children of one parent ending at once in two transactions would each still see the
 //! other's row and neither would wake the parent, so every transaction that ends runs first
-//! locks the queue rows of their parents (`waits::LOCK_PARENTS_SQL`, in a statement of its own) and
-//! looks at the parent's rows in a later statement: the second one waits for the first's commit
-//! and sees its deletion.
+//! takes a lock per parent (an advisory lock keyed by the parent's id, `waits::LOCK_PARENTS_SQL`,
+//! in a statement of its own) and looks at the parent's rows in a later statement: the second one
+//! waits for the first's commit and sees its deletion.
 
 use super::rows::{exec, rows};
 use super::PgStore;

@@ -444,7 +444,7 @@ impl PgStore {
             .collect();
         let mut client = self.conn().await?;
         if failed.is_empty() {
-            // The hot path: one round trip (the parents' queue rows locked first: `children.rs`).
+            // The hot path: one round trip (the parents' locks taken first: `children.rs`).
             let held: HashSet<String> = self
                 .with_settings_after(
                     &client,

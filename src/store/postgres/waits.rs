@@ -43,16 +43,19 @@ type Waiters = HashMap<(String, String, String), Vec<(String, String, EventWait)
 pub(super) const LOCK_INVOKE_SHARED_SQL: &str =
     "SELECT pg_advisory_xact_lock_shared(27, hashtext('flare/job.invoked'))";
 
-/// Locks the queue rows of the runs waiting for any of the runs `$1` (their parents: the fan-in of
-/// `children.rs`), in queue order so that two transactions lock them in one order. Each run's
-/// wait is looked up by its id (an index probe whatever the statistics say), and not at all
-/// while no run waits for a child.
-pub(super) const LOCK_PARENTS_SQL: &str = "SELECT 1 FROM run_queue q JOIN runs pr ON pr.seq = q.seq \
-     WHERE pr.id = ANY(ARRAY(SELECT DISTINCT (SELECT w.run_id FROM run_waits w \
-         WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = c.id LIMIT 1) \
+/// Takes the per-parent lock (advisory, class 28, `hashtext` of the run id) of the
+/// runs waiting for any of the runs `$1` (their parents: the fan-in of `children.rs`), in lock
+/// order so that two transactions take them in one order. An advisory lock, not the parent's
+/// queue row: a parent still writing its fan-out holds that row shared, and its first
+/// children's completions would wait for each part of it (and it for them). Each run's wait is
+/// looked up by its id (an index probe whatever the statistics say), and not at all while no run
+/// waits for a child.
+pub(super) const LOCK_PARENTS_SQL: &str = "WITH x AS MATERIALIZED (SELECT (SELECT w.run_id FROM run_waits w \
+         WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = c.id LIMIT 1) AS p \
        FROM unnest($1::text[]) AS c(id) \
-       WHERE EXISTS (SELECT 1 FROM run_waits WHERE event_name = 'flare/job.invoked' AND match_path = 'run'))) \
-     ORDER BY q.seq FOR UPDATE OF q";
+       WHERE EXISTS (SELECT 1 FROM run_waits WHERE event_name = 'flare/job.invoked' AND match_path = 'run')) \
+     SELECT count(pg_advisory_xact_lock(28, h)) \
+     FROM (SELECT DISTINCT hashtext(p) AS h FROM x WHERE p IS NOT NULL ORDER BY 1) s";
 
 /// [`LOCK_PARENTS_SQL`] for the runs `ids`, in the caller's transaction.
 pub(super) async fn lock_parents<C: GenericClient>(c: &C, ids: &[&str]) -> Result<()> {
@@ -272,7 +275,7 @@ async fn child_outcome<C: GenericClient>(c: &C, id: &str) -> Result<Option<Strin
 /// transaction; the shared lock of [`INVOKE_EVENT`] first (see the module doc). Returns how many.
 pub(super) async fn on_run_end<C: GenericClient>(c: &C, id: &str, now: i64) -> Result<usize> {
     exec(c, LOCK_INVOKE_SHARED_SQL, &[]).await?;
-    // The parents' queue rows first, then their waits read again (see `children.rs`).
+    // The parents' locks first, then their waits read again (see `children.rs`).
     lock_parents(c, &[id]).await?;
     let parents = rows(
         c,
