@@ -6,7 +6,8 @@
 //! Each repetition, on a temporary SQLite file and (with `--database-url postgres://…`) on a fresh
 //! PostgreSQL database per part:
 //! - **no waiters**: a send-only client (workers off) and `--e2e-senders` concurrent senders
-//!   (64) sending `bench.wait.match` events for `--send-secs`, each with a key no run waits
+//!   (64) sending `bench.wait.match` events for `--send-secs` (after an uncounted warm-up of
+//!   a fifth of that, at most 1 s), each with a key no run waits
 //!   for; no job is triggered by them, so this is the event insert and its wait lookup alone;
 //! - **the waiters**: `--waiters` `bench.wait.start` events stored in batches, each starting a run
 //!   of a job that calls `io.wait_for_event("bench.wait.match")` matching `payload.k`, its own
@@ -165,7 +166,8 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<Sample
 }
 
 /// `--e2e-senders` tasks sending `name` events with the keys `keys` gives them for
-/// `--send-secs` (or until the keys run out); returns events/s and how many were sent.
+/// `--send-secs` (or until the keys run out), after a warm-up of a fifth of that (at most a
+/// second) that is not counted; returns events/s and how many were sent in all.
 async fn send(
     client: &Client,
     args: &Args,
@@ -173,25 +175,32 @@ async fn send(
     keys: Keys,
     pb: &ProgressBar,
 ) -> Result<(f64, u64), Error> {
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(args.send_secs);
+    let warm = (args.send_secs / 5.0).min(1.0);
+    let from = Instant::now() + Duration::from_secs_f64(warm);
+    let deadline = from + Duration::from_secs_f64(args.send_secs);
     let mut tasks = JoinSet::new();
     for sender in 0..args.e2e_senders {
         let (client, pb, keys) = (client.clone(), pb.clone(), Arc::clone(&keys));
         tasks.spawn(async move {
-            let mut i = 0u64;
+            let (mut i, mut counted) = (0u64, 0u64);
             while Instant::now() < deadline {
                 let Some(k) = keys(sender, i) else { break };
+                let t = Instant::now();
                 client.send_event(name, &json!({ "k": k })).await?;
                 i += 1;
+                counted += u64::from(t >= from);
                 pb.inc(1);
             }
-            Ok::<_, Error>(i)
+            Ok::<_, Error>((i, counted, Instant::now()))
         });
     }
-    let mut sent = 0;
+    let (mut sent, mut counted, mut end) = (0, 0, from);
     while let Some(done) = tasks.join_next().await {
-        sent += done.map_err(|e| Error::Stalled(format!("a sender failed: {e}")))??;
+        let (i, c, at) = done.map_err(|e| Error::Stalled(format!("a sender failed: {e}")))??;
+        sent += i;
+        counted += c;
+        end = end.max(at);
     }
-    Ok((sent as f64 / start.elapsed().as_secs_f64(), sent))
+    let secs = end.saturating_duration_since(from).as_secs_f64();
+    Ok((counted as f64 / secs.max(1e-9), sent))
 }
