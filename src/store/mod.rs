@@ -375,7 +375,7 @@ impl Store {
         dispatch!(self, s => s.job_invoke(job_id, event).await)
     }
 
-    /// Starts the runs of job `job_id` (each alone) for the invoke steps of the run holding `lease` in its attempt `attempt`, with each step (waiting, its child's id as output) and the parent's wait for it, in one transaction; an event id already stored is that step's child, started once. Their ids in order (`None`: lease lost); an unknown job is `NotFound`, nothing written.
+    /// Starts the runs of job `job_id` (each alone) for the invoke steps of the run holding `lease` in its attempt `attempt`, with each step (waiting, its child's id as output) and the parent's wait for it, committed with the child (in transactions of up to 1,000 children, so the first run while the next are written; a rate-limited job's in one); an event id already stored is that step's child, started once. Their ids in order (`None`: lease lost); an unknown job is `NotFound`, nothing written.
     pub async fn runs_invoke(
         &self,
         lease: Lease,

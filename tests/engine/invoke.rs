@@ -339,22 +339,25 @@ fn fan_out(executions: Arc<AtomicU32>) -> Job {
         })
 }
 
-/// Hundreds of children: the caller's body runs twice (before the wait and after the last
+/// Thousands of children: the caller's body runs twice (before the wait and after the last
 /// child ended), not once per child.
+///
+/// 1,500 children: written in two parts (1,000 per transaction), whose first children run
+/// and end while the next parts are written.
 async fn a_fan_out_resumes_its_caller_once_when_every_child_ended(db: TestDb) {
     let (client, _clock) = db.client().await;
     children(&client);
     let executions = Arc::new(AtomicU32::new(0));
     client.define_job(fan_out(Arc::clone(&executions))).unwrap();
     let ev = client
-        .send_event("fan.start", &json!({ "many": 300 }))
+        .send_event("fan.start", &json!({ "many": 1_500 }))
         .await
         .unwrap();
     let d = settled(&client, &ev.id).await;
     assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
     assert_eq!(
         d.runs[0].output,
-        Some(json!({ "got": 300, "last": { "n": 598 } }))
+        Some(json!({ "got": 1_500, "last": { "n": 2_998 } }))
     );
     assert_eq!(
         executions.load(Ordering::SeqCst),
@@ -367,7 +370,7 @@ async fn a_fan_out_resumes_its_caller_once_when_every_child_ended(db: TestDb) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(parent.steps.len(), 300);
+    assert_eq!(parent.steps.len(), 1_500);
     assert!(parent.wait.is_none(), "no wait left");
 }
 

@@ -1,5 +1,5 @@
-//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on PostgreSQL: started in one
-//! transaction per batch with their steps and their parent's waits, and the lock that makes a
+//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on PostgreSQL: started with their steps
+//! and their parent's waits in one transaction per 1,000 children (`CHUNK`), and the lock that makes a
 //! parent resume once, when its last child ended (fan-in).
 //!
 //! **Fan-in.** A parent has one wait row per child it waits for (`run_waits`, name
@@ -7,14 +7,18 @@
 //! that ends a child deletes that row and makes the parent due only when no other such row is
 //! left. Two children of one parent ending at once in two transactions would each still see the
 //! other's row and neither would wake the parent, so every transaction that ends runs first
-//! locks the queue rows of their parents (`waits::LOCK_PARENTS_SQL`, in a statement of its own) and
-//! looks at the parent's rows in a later statement: the second one waits for the first's commit
-//! and sees its deletion.
+//! takes a lock per parent (an advisory lock keyed by the parent's id, `waits::LOCK_PARENTS_SQL`,
+//! in a statement of its own) and looks at the parent's rows in a later statement: the second one
+//! waits for the first's commit and sees its deletion.
 
 use super::rows::{exec, rows};
 use super::PgStore;
 use crate::model::wait::{INVOKE_EVENT, INVOKE_PATH};
 use crate::store::{Error, Lease, NewChild, Result};
+
+/// The most children written in one transaction: a fan-out of thousands is committed in parts,
+/// so the first children run while the next are written.
+const CHUNK: usize = 1_000;
 
 /// The steps of new children (waiting, their child's id as output) and their parent's waits;
 /// `$1` run id, `$2` keys, `$3` child ids, `$4` attempt, `$5` since, `$6` until. A step that
@@ -34,8 +38,9 @@ const CHILD_STEPS_SQL: &str = "WITH u AS ( \
        since = excluded.since, until = excluded.until";
 
 impl PgStore {
-    /// See [`crate::store::Store::runs_invoke`]: one transaction (the children's events without
-    /// fan-out, their counts, the children's runs and queue rows, the parent's steps and waits).
+    /// See [`crate::store::Store::runs_invoke`]: one transaction per [`CHUNK`] children (the
+    /// children's events without fan-out, their counts, their runs and queue rows, the parent's
+    /// steps and waits), each committed and the workers woken before the next is written.
     pub async fn runs_invoke(
         &self,
         lease: Lease,
@@ -50,10 +55,36 @@ impl PgStore {
             what: "job",
             id: job_id,
         })?;
-        if children.is_empty() {
-            return Ok(Some(Vec::new()));
+        // A rate-limited job's children in one transaction: a refusal leaves none of them.
+        let chunk = if job.rate_limit.is_some() {
+            children.len().max(1)
+        } else {
+            CHUNK
+        };
+        let mut ids = Vec::with_capacity(children.len());
+        for part in children.chunks(chunk) {
+            match self
+                .invoke_chunk(&mut client, &lease, &job, attempt, part, now)
+                .await?
+            {
+                Some(some) => ids.extend(some),
+                None => return Ok(None),
+            }
         }
-        let tx = self.begin(&mut client).await?;
+        Ok(Some(ids))
+    }
+
+    /// One transaction of [`Self::runs_invoke`].
+    async fn invoke_chunk(
+        &self,
+        client: &mut deadpool_postgres::Object,
+        lease: &Lease,
+        job: &crate::model::JobSpec,
+        attempt: u32,
+        children: &[NewChild],
+        now: i64,
+    ) -> Result<Option<Vec<String>>> {
+        let tx = self.begin(client).await?;
         let held = rows(
             &tx,
             "SELECT 1 FROM run_queue q JOIN runs r ON r.seq = q.seq \
@@ -93,7 +124,7 @@ impl PgStore {
         let mut new_keys = Vec::new();
         let mut new_children = Vec::new();
         let mut new_until = Vec::new();
-        for c in &children {
+        for c in children {
             let child = if created.contains(&c.event_id) {
                 // Queued like any run of its job: its concurrency slots, rate limit and start
                 // timeout apply.
@@ -104,7 +135,7 @@ impl PgStore {
                     context: None,
                     source: &source,
                 };
-                let id = runs.add(&job, &fields, now);
+                let id = runs.add(job, &fields, now);
                 new_keys.push(c.key.as_str());
                 new_children.push(id.clone());
                 new_until.push(c.until);

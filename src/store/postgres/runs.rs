@@ -125,6 +125,8 @@ const COMPLETE_SETTINGS: &str = "SET LOCAL plan_cache_mode = force_generic_plan;
 /// and outcome counts are written for those alone. A success's attempt is the run row itself
 /// (see [`crate::store::RunDetail::new`]): no attempt row. A finished run leaves the queue; a
 /// retried one goes back to it, due at `run_at`.
+/// Fan-in: one probe per ended run for its wait (`inv_w`, materialized); a parent is due when its
+/// waits left are the ones deleted here, counted up to one more (not all: quadratic in batches).
 pub(super) const COMPLETE_SQL: &str = concat!(
     "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[], $6::text[], \
@@ -146,7 +148,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.id = q.id \
        WHERE r.seq = q.seq \
        RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error, r.slot_a), \
-     inv_w AS (SELECT d.*, (SELECT ARRAY[w.run_id, w.step_key] FROM run_waits w \
+     inv_w AS MATERIALIZED (SELECT d.*, (SELECT ARRAY[w.run_id, w.step_key] FROM run_waits w \
          WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = d.id LIMIT 1) AS w \
        FROM done d WHERE d.status IN ('succeeded', 'failed') AND EXISTS (SELECT 1 FROM run_waits \
          WHERE event_name = 'flare/job.invoked' AND match_path = 'run')), \
@@ -160,7 +162,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
      inv_parents AS (SELECT parent, max(at) AS at, count(*) AS ended FROM inv GROUP BY parent), \
      inv_queue AS (UPDATE run_queue q SET run_at = p.at FROM runs pr, inv_parents p \
        WHERE pr.id = p.parent AND q.seq = pr.seq AND q.lease_until IS NULL AND p.ended = \
-         (SELECT count(*) FROM run_waits w WHERE w.run_id = p.parent AND w.event_name = 'flare/job.invoked') \
+         (SELECT count(*) FROM (SELECT FROM run_waits w WHERE w.run_id = p.parent AND w.event_name = 'flare/job.invoked' LIMIT p.ended + 1) l) \
        RETURNING q.seq, q.run_at), \
      inv_runs AS (UPDATE runs x SET run_at = inv_queue.run_at FROM inv_queue WHERE x.seq = inv_queue.seq), \
      disarmed AS (DELETE FROM run_cancel_keys k USING done WHERE k.run_id = done.id AND done.status <> 'queued'), \
@@ -357,7 +359,7 @@ impl PgStore {
         let (waits, ends): (Vec<&Completion>, Vec<&Completion>) = completions
             .iter()
             .partition(|c| matches!(c.finish, Finish::Wait { .. }));
-        // A wait for an event has a transaction of its own (it takes the event name's lock).
+        // Waits for events share one transaction (it takes their event names' locks).
         let (on_event, waits): (Vec<&Completion>, Vec<&Completion>) = waits
             .into_iter()
             .partition(|c| matches!(c.finish, Finish::Wait { event: Some(_), .. }));
@@ -366,10 +368,8 @@ impl PgStore {
         } else {
             self.runs_suspend(&waits).await?
         };
-        for c in on_event {
-            if self.run_suspend_on_event(c).await? {
-                held.insert(c.run_id.clone());
-            }
+        if !on_event.is_empty() {
+            held.extend(self.runs_suspend_on_events(&on_event).await?);
         }
         if !ends.is_empty() {
             held.extend(self.runs_end(&ends).await?);
@@ -444,7 +444,7 @@ impl PgStore {
             .collect();
         let mut client = self.conn().await?;
         if failed.is_empty() {
-            // The hot path: one round trip (the parents' queue rows locked first: `children.rs`).
+            // The hot path: one round trip (the parents' locks taken first: `children.rs`).
             let held: HashSet<String> = self
                 .with_settings_after(
                     &client,

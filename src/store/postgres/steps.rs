@@ -144,63 +144,10 @@ impl PgStore {
     /// Suspends the runs of `waits` (completions whose finish is [`Finish::Wait`]) in one
     /// statement; returns the ids of those whose lease was still held.
     pub(super) async fn runs_suspend(&self, waits: &[&Completion]) -> Result<HashSet<String>> {
-        let n = waits.len();
-        let (mut ids, mut tokens, mut keys, mut until, mut since, mut finished) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let mut logs = LogColumns::default();
-        let mut kinds = Vec::with_capacity(n);
-        for c in waits {
-            let Finish::Wait {
-                key,
-                until: due,
-                since: called,
-                event,
-            } = &c.finish
-            else {
-                continue;
-            };
-            ids.push(c.run_id.as_str());
-            tokens.push(c.token);
-            keys.push(key.as_str());
-            until.push(*due);
-            since.push(*called);
-            kinds.push(
-                event
-                    .as_ref()
-                    .map_or(StepKind::Wait, crate::model::EventWait::step_kind)
-                    .as_str(),
-            );
-            finished.push(c.finished_at);
-            logs.add(&c.run_id, &c.logs);
-        }
         let client = self.conn().await?;
+        let cols = SuspendColumns::new(waits);
         let held = self
-            .with_settings(
-                &client,
-                GENERIC_PLAN,
-                SUSPEND_SQL,
-                &[
-                    &ids,
-                    &tokens,
-                    &keys,
-                    &until,
-                    &since,
-                    &finished,
-                    &logs.run,
-                    &logs.attempt,
-                    &logs.level,
-                    &logs.message,
-                    &logs.fields,
-                    &logs.at,
-                    &kinds,
-                ],
-            )
+            .with_settings(&client, GENERIC_PLAN, SUSPEND_SQL, &cols.params())
             .await?
             .iter()
             .map(|r| r.try_get::<_, String>(0))
@@ -211,57 +158,60 @@ impl PgStore {
         Ok(held)
     }
 
-    /// Suspends one run on a wait for an event ([`Finish::Wait`] with `event`) in a transaction
-    /// of its own: the event name's exclusive lock (see `waits.rs`), the suspension, the wait
-    /// stored, and a matching event sent since the wait was reached looked for. Returns whether
-    /// the lease was still held.
-    pub(super) async fn run_suspend_on_event(&self, c: &Completion) -> Result<bool> {
-        let Finish::Wait {
-            key,
-            until,
-            since,
-            event: Some(wait),
-        } = &c.finish
-        else {
-            return Ok(false);
-        };
-        let mut logs = LogColumns::default();
-        logs.add(&c.run_id, &c.logs);
+    /// Suspends runs on waits for events ([`Finish::Wait`] with `event`) in one transaction:
+    /// the exclusive locks of their event names (see `waits.rs`; in name order), the
+    /// suspensions in one statement, then each wait stored and a matching event sent since the
+    /// wait was reached looked for (their statements pipelined on the connection). Returns the
+    /// ids of the runs whose lease was still held. A batch shares one commit: one per run made
+    /// 100,000 runs reaching their waits take minutes.
+    pub(super) async fn runs_suspend_on_events(
+        &self,
+        waits: &[&Completion],
+    ) -> Result<HashSet<String>> {
+        let names: Vec<&str> = waits
+            .iter()
+            .filter_map(|c| match &c.finish {
+                Finish::Wait {
+                    event: Some(wait), ..
+                } => Some(wait.event.as_str()),
+                _ => None,
+            })
+            .collect();
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
         super::rows::exec(
             &tx,
-            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-            &[&super::waits::LOCK_CLASS, &wait.event],
+            "SELECT count(pg_advisory_xact_lock($1, hashtext(n))) \
+             FROM (SELECT DISTINCT unnest($2::text[]) AS n ORDER BY 1) s",
+            &[&super::waits::LOCK_CLASS, &names],
         )
         .await?;
-        let held = !rows(
-            &tx,
-            SUSPEND_SQL,
-            &[
-                &vec![c.run_id.as_str()],
-                &vec![c.token],
-                &vec![key.as_str()],
-                &vec![*until],
-                &vec![*since],
-                &vec![c.finished_at],
-                &logs.run,
-                &logs.attempt,
-                &logs.level,
-                &logs.message,
-                &logs.fields,
-                &logs.at,
-                &vec![wait.step_kind().as_str()],
-            ],
-        )
-        .await?
-        .is_empty();
-        if held {
-            super::waits::register(&tx, &c.run_id, key, wait, *since, *until, c.finished_at)
-                .await?;
-        }
+        let cols = SuspendColumns::new(waits);
+        let held = rows(&tx, SUSPEND_SQL, &cols.params())
+            .await?
+            .iter()
+            .map(|r| r.try_get::<_, String>(0))
+            .collect::<Result<HashSet<_>, _>>()?;
+        let registered = waits.iter().filter_map(|c| match &c.finish {
+            Finish::Wait {
+                key,
+                until,
+                since,
+                event: Some(wait),
+            } if held.contains(&c.run_id) => Some(super::waits::register(
+                &tx,
+                &c.run_id,
+                key,
+                wait,
+                *since,
+                *until,
+                c.finished_at,
+            )),
+            _ => None,
+        });
+        futures::future::try_join_all(registered).await?;
         tx.commit().await?;
-        if held {
+        if !held.is_empty() {
             self.wake();
         }
         Ok(held)
@@ -413,5 +363,76 @@ impl PgStore {
             self.wake();
         }
         Ok(done)
+    }
+}
+
+/// The columns of [`SUSPEND_SQL`] for a batch of suspensions.
+struct SuspendColumns<'a> {
+    ids: Vec<&'a str>,
+    tokens: Vec<i64>,
+    keys: Vec<&'a str>,
+    until: Vec<i64>,
+    since: Vec<i64>,
+    finished: Vec<i64>,
+    logs: LogColumns<'a>,
+    kinds: Vec<&'static str>,
+}
+
+impl<'a> SuspendColumns<'a> {
+    fn new(waits: &[&'a Completion]) -> Self {
+        let n = waits.len();
+        let mut cols = SuspendColumns {
+            ids: Vec::with_capacity(n),
+            tokens: Vec::with_capacity(n),
+            keys: Vec::with_capacity(n),
+            until: Vec::with_capacity(n),
+            since: Vec::with_capacity(n),
+            finished: Vec::with_capacity(n),
+            logs: LogColumns::default(),
+            kinds: Vec::with_capacity(n),
+        };
+        for c in waits {
+            let Finish::Wait {
+                key,
+                until,
+                since,
+                event,
+            } = &c.finish
+            else {
+                continue;
+            };
+            cols.ids.push(c.run_id.as_str());
+            cols.tokens.push(c.token);
+            cols.keys.push(key.as_str());
+            cols.until.push(*until);
+            cols.since.push(*since);
+            cols.kinds.push(
+                event
+                    .as_ref()
+                    .map_or(StepKind::Wait, crate::model::EventWait::step_kind)
+                    .as_str(),
+            );
+            cols.finished.push(c.finished_at);
+            cols.logs.add(&c.run_id, &c.logs);
+        }
+        cols
+    }
+
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 13] {
+        [
+            &self.ids,
+            &self.tokens,
+            &self.keys,
+            &self.until,
+            &self.since,
+            &self.finished,
+            &self.logs.run,
+            &self.logs.attempt,
+            &self.logs.level,
+            &self.logs.message,
+            &self.logs.fields,
+            &self.logs.at,
+            &self.kinds,
+        ]
     }
 }

@@ -43,16 +43,19 @@ type Waiters = HashMap<(String, String, String), Vec<(String, String, EventWait)
 pub(super) const LOCK_INVOKE_SHARED_SQL: &str =
     "SELECT pg_advisory_xact_lock_shared(27, hashtext('flare/job.invoked'))";
 
-/// Locks the queue rows of the runs waiting for any of the runs `$1` (their parents: the fan-in of
-/// `children.rs`), in queue order so that two transactions lock them in one order. Each run's
-/// wait is looked up by its id (an index probe whatever the statistics say), and not at all
-/// while no run waits for a child.
-pub(super) const LOCK_PARENTS_SQL: &str = "SELECT 1 FROM run_queue q JOIN runs pr ON pr.seq = q.seq \
-     WHERE pr.id = ANY(ARRAY(SELECT DISTINCT (SELECT w.run_id FROM run_waits w \
-         WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = c.id LIMIT 1) \
+/// Takes the per-parent lock (advisory, class 28, `hashtext` of the run id) of the
+/// runs waiting for any of the runs `$1` (their parents: the fan-in of `children.rs`), in lock
+/// order so that two transactions take them in one order. An advisory lock, not the parent's
+/// queue row: a parent still writing its fan-out holds that row shared, and its first
+/// children's completions would wait for each part of it (and it for them). Each run's wait is
+/// looked up by its id (an index probe whatever the statistics say), and not at all while no run
+/// waits for a child.
+pub(super) const LOCK_PARENTS_SQL: &str = "WITH x AS MATERIALIZED (SELECT (SELECT w.run_id FROM run_waits w \
+         WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = c.id LIMIT 1) AS p \
        FROM unnest($1::text[]) AS c(id) \
-       WHERE EXISTS (SELECT 1 FROM run_waits WHERE event_name = 'flare/job.invoked' AND match_path = 'run'))) \
-     ORDER BY q.seq FOR UPDATE OF q";
+       WHERE EXISTS (SELECT 1 FROM run_waits WHERE event_name = 'flare/job.invoked' AND match_path = 'run')) \
+     SELECT count(pg_advisory_xact_lock(28, h)) \
+     FROM (SELECT DISTINCT hashtext(p) AS h FROM x WHERE p IS NOT NULL ORDER BY 1) s";
 
 /// [`LOCK_PARENTS_SQL`] for the runs `ids`, in the caller's transaction.
 pub(super) async fn lock_parents<C: GenericClient>(c: &C, ids: &[&str]) -> Result<()> {
@@ -272,7 +275,7 @@ async fn child_outcome<C: GenericClient>(c: &C, id: &str) -> Result<Option<Strin
 /// transaction; the shared lock of [`INVOKE_EVENT`] first (see the module doc). Returns how many.
 pub(super) async fn on_run_end<C: GenericClient>(c: &C, id: &str, now: i64) -> Result<usize> {
     exec(c, LOCK_INVOKE_SHARED_SQL, &[]).await?;
-    // The parents' queue rows first, then their waits read again (see `children.rs`).
+    // The parents' locks first, then their waits read again (see `children.rs`).
     lock_parents(c, &[id]).await?;
     let parents = rows(
         c,
@@ -353,7 +356,8 @@ impl Resolutions {
 /// wait row still there is deleted (a wait resumed or timed out already is gone: nothing else
 /// changes), its step succeeds with the event (an invoke step whose child did not succeed
 /// fails with its outcome), and a queued run becomes due (queue row, then run row); a parent
-/// waiting for several children only once none is left (`children.rs`).
+/// waiting for several children only once none is left (`children.rs`; its waits counted up to
+/// one more than this statement deletes, as in `runs::COMPLETE_SQL`).
 const RESOLVE_SQL: &str = "WITH u AS ( \
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS u(run_id, key, output, at)), \
      d AS (DELETE FROM run_waits w USING u WHERE w.run_id = u.run_id AND w.step_key = u.key \
@@ -365,7 +369,9 @@ const RESOLVE_SQL: &str = "WITH u AS ( \
        FROM d WHERE s.run_id = d.run_id AND s.key = d.key AND s.status <> 'succeeded'), \
      q AS (UPDATE run_queue q SET run_at = d.at FROM runs r, d \
        WHERE r.id = d.run_id AND q.seq = r.seq AND q.lease_until IS NULL AND (NOT d.invoke \
-         OR (SELECT count(*) FROM run_waits w WHERE w.run_id = d.run_id AND w.event_name = 'flare/job.invoked') \
+         OR (SELECT count(*) FROM (SELECT FROM run_waits w WHERE w.run_id = d.run_id \
+             AND w.event_name = 'flare/job.invoked' \
+             LIMIT (SELECT count(*) FROM d x WHERE x.run_id = d.run_id AND x.invoke) + 1) left_) \
           = (SELECT count(*) FROM d x WHERE x.run_id = d.run_id AND x.invoke)) \
        RETURNING q.seq, q.run_at), \
      hist AS (UPDATE runs x SET run_at = q.run_at FROM q WHERE x.seq = q.seq) \

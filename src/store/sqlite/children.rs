@@ -1,5 +1,5 @@
-//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on SQLite: started in one operation of
-//! the writer per batch, with their steps and their parent's waits. A parent has one wait per
+//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on SQLite: started with their steps and
+//! their parent's waits in one operation of the writer per 1,000 children (`CHUNK`). A parent has one wait per
 //! child and resumes once, when the last one ended (fan-in, `waits::resolve`); the one writer
 //! orders the children's ends.
 
@@ -20,9 +20,47 @@ const CHILD_STEP_SQL: &str = "INSERT INTO run_steps \
        wait_until = excluded.wait_until, output = excluded.output, error = NULL \
      WHERE run_steps.status <> 'succeeded'";
 
+/// The most children written in one operation of the writer: a fan-out of thousands is
+/// committed in parts, so the first children run while the next are written.
+const CHUNK: usize = 1_000;
+
 impl SqliteStore {
-    /// See [`crate::store::Store::runs_invoke`]: one operation of the writer.
+    /// See [`crate::store::Store::runs_invoke`]: one operation of the writer per [`CHUNK`]
+    /// children (a rate-limited job's in one: a refusal leaves none of them).
     pub async fn runs_invoke(
+        &self,
+        lease: Lease,
+        job_id: String,
+        attempt: u32,
+        children: Vec<NewChild>,
+        now: i64,
+    ) -> Result<Option<Vec<String>>> {
+        let limited = self
+            .triggers()
+            .get(&job_id)
+            .is_some_and(|job| job.rate_limit.is_some());
+        let chunk = if limited {
+            children.len().max(1)
+        } else {
+            CHUNK
+        };
+        let mut ids = Vec::with_capacity(children.len());
+        let mut children = children.into_iter().peekable();
+        while children.peek().is_some() {
+            let part: Vec<NewChild> = children.by_ref().take(chunk).collect();
+            match self
+                .invoke_chunk(lease.clone(), job_id.clone(), attempt, part, now)
+                .await?
+            {
+                Some(some) => ids.extend(some),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(ids))
+    }
+
+    /// One operation of [`Self::runs_invoke`].
+    async fn invoke_chunk(
         &self,
         lease: Lease,
         job_id: String,

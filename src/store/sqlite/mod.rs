@@ -114,6 +114,9 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// The read-only connections a store keeps, and the reads it runs at once.
+const READERS: usize = 8;
+
 pub(super) struct Inner {
     path: PathBuf,
     tx: mpsc::Sender<Msg>,
@@ -123,7 +126,10 @@ pub(super) struct Inner {
     indexing: std::sync::atomic::AtomicU64,
     /// The search indexer's last look at the writer's load.
     busy_seen: Mutex<LoadWindow>,
+    /// Read-only connections kept for reuse, at most [`READERS`].
     readers: Mutex<Vec<Connection>>,
+    /// One permit per reader: a read waits for a kept connection instead of opening one.
+    read_permits: tokio::sync::Semaphore,
     triggers: Arc<Triggers>,
     work: Arc<Notify>,
 }
@@ -273,6 +279,7 @@ impl SqliteStore {
                 indexing: std::sync::atomic::AtomicU64::new(0),
                 busy_seen: Mutex::new(LoadWindow::new()),
                 readers: Mutex::new(Vec::new()),
+                read_permits: tokio::sync::Semaphore::new(READERS),
                 triggers,
                 work,
             }),
@@ -337,6 +344,15 @@ impl SqliteStore {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
+        // At most `READERS` reads at once: without the bound, a thousand executions reading their
+        // steps at once each opened (and closed) a connection of its own on a blocking thread,
+        // and 100,000 runs reached their waits at a few hundred a second.
+        let _permit = self
+            .inner
+            .read_permits
+            .acquire()
+            .await
+            .map_err(|_| Error::Closed)?;
         tokio::task::spawn_blocking(move || {
             let pooled = inner.readers.lock().ok().and_then(|mut pool| pool.pop());
             let conn = match pooled {
@@ -345,7 +361,7 @@ impl SqliteStore {
             };
             let result = f(&conn);
             if let Ok(mut pool) = inner.readers.lock() {
-                if pool.len() < 8 {
+                if pool.len() < READERS {
                     pool.push(conn);
                 }
             }

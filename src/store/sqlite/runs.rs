@@ -232,6 +232,8 @@ impl SqliteStore {
         // No savepoint: every failure here is a database error.
         self.write_guarded(Guard::Batch, move |ctx| {
             let mut held = Vec::with_capacity(completions.len());
+            // Children's parents are looked at once, after the batch (fan-in).
+            let mut fan_in = super::waits::FanIn::default();
             for c in &completions {
                 // Whether the lease still held (the run was written), and the job of a run that
                 // reached a final state, for the per-minute counts.
@@ -280,7 +282,16 @@ impl SqliteStore {
                     super::events::send_ended(ctx, &c.run_id, false, Some(error), c.finished_at)?;
                 }
                 if ok && matches!(c.finish, Finish::Succeeded(_) | Finish::Failed(_)) {
-                    super::waits::on_run_end(ctx.conn, &c.run_id, c.finished_at)?;
+                    let conn = ctx.conn;
+                    fan_in.child_ended(conn, &c.run_id, c.finished_at, || match &c.finish {
+                        // As `waits::child_outcome` reads it back, without the read.
+                        Finish::Succeeded(output) => Ok(serde_json::json!({
+                            "runId": c.run_id, "status": "succeeded", "output": output, "error": null
+                        })
+                        .to_string()),
+                        _ => super::waits::child_outcome(conn, &c.run_id)?
+                            .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", c.run_id))),
+                    })?;
                     super::cancel_on::disarm(ctx.conn, &c.run_id)?;
                 }
                 if ok {
@@ -304,6 +315,7 @@ impl SqliteStore {
                 }
                 held.push(ok);
             }
+            fan_in.resume(ctx.conn)?;
             Ok(held)
         })
         .await

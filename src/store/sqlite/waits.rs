@@ -169,7 +169,7 @@ fn waited(event: &WaitedEvent) -> String {
 }
 
 /// How run `id` ended (`{runId, status, output, error}`, JSON), or `None` while it has not.
-fn child_outcome(conn: &Connection, id: &str) -> Result<Option<String>> {
+pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<String>> {
     let row: Option<(String, Option<String>, Option<String>)> = conn
         .prepare_cached("SELECT status, output, error FROM runs WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -189,28 +189,74 @@ fn child_outcome(conn: &Connection, id: &str) -> Result<Option<String>> {
 
 /// Resumes the parents waiting for run `id` (`io.invoke`), which just ended; returns how many.
 pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize> {
-    let parents: Vec<(String, String)> = conn
-        .prepare_cached(
-            "SELECT run_id, step_key FROM run_waits \
-             WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3",
-        )?
-        .query_map(params![INVOKE_EVENT, INVOKE_PATH, id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    if parents.is_empty() {
-        return Ok(0);
-    }
     let Some(outcome) = child_outcome(conn, id)? else {
         return Ok(0);
     };
-    let mut n = 0;
-    for (run_id, key) in parents {
-        if resolve(conn, &run_id, &key, &outcome, now)? {
-            n += 1;
+    let mut fan_in = FanIn::default();
+    fan_in.child_ended(conn, id, now, || Ok(outcome))?;
+    fan_in.resume(conn)
+}
+
+/// Makes queued run `?1` due at `?2` once none of its invoke waits is left. Its own waits are
+/// read by the primary key: `+event_name` keeps the planner off `run_waits_match`, whose walk of
+/// the name's rows would pass every other parent's waits for its children.
+const PARENT_DUE_SQL: &str = "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued' \
+     AND NOT EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND +event_name = ?3)";
+
+/// The fan-in of the runs ended in one write: each ended child's invoke waits are removed and
+/// their steps written at once ([`FanIn::child_ended`]), and each parent is looked at once, after
+/// the last of them ([`FanIn::resume`]), instead of once per child.
+#[derive(Default)]
+pub(super) struct FanIn {
+    /// The parents whose waits ended, with when (the latest end).
+    parents: Vec<(String, i64)>,
+}
+
+impl FanIn {
+    /// Removes the invoke waits for run `id`, which just ended at `now`, and writes their steps
+    /// with its `outcome` (`{runId, status, output, error}`, JSON; computed only when a parent
+    /// waits); returns how many waits ended.
+    pub(super) fn child_ended(
+        &mut self,
+        conn: &Connection,
+        id: &str,
+        now: i64,
+        outcome: impl FnOnce() -> Result<String>,
+    ) -> Result<usize> {
+        // One statement finds and removes the waits (the name's index): nothing for a run
+        // no one waits for.
+        let waits: Vec<(String, String)> = conn
+            .prepare_cached(
+                "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3 \
+                 RETURNING run_id, step_key",
+            )?
+            .query_map(params![INVOKE_EVENT, INVOKE_PATH, id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if waits.is_empty() {
+            return Ok(0);
         }
+        let output = outcome()?;
+        for (run_id, key) in &waits {
+            step_done(conn, run_id, key, &output, true, now)?;
+            match self.parents.iter_mut().find(|(p, _)| p == run_id) {
+                Some((_, at)) => *at = (*at).max(now),
+                None => self.parents.push((run_id.clone(), now)),
+            }
+        }
+        Ok(waits.len())
     }
-    Ok(n)
+
+    /// Makes each parent whose waits ended due, if none of its invoke waits is left (fan-in:
+    /// `io.invoke_all` resumes once); returns how many parents' waits ended.
+    pub(super) fn resume(self, conn: &Connection) -> Result<usize> {
+        let mut due = conn.prepare_cached(PARENT_DUE_SQL)?;
+        for (run_id, at) in &self.parents {
+            due.execute(params![run_id, at, INVOKE_EVENT])?;
+        }
+        Ok(self.parents.len())
+    }
 }
 
 /// The queued or running runs that run `id` invoked.
@@ -239,6 +285,27 @@ fn resolve(conn: &Connection, run_id: &str, key: &str, output: &str, now: i64) -
         return Ok(false);
     };
     let invoke = name == INVOKE_EVENT;
+    step_done(conn, run_id, key, output, invoke, now)?;
+    if invoke {
+        conn.prepare_cached(PARENT_DUE_SQL)?
+            .execute(params![run_id, now, INVOKE_EVENT])?;
+    } else {
+        conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
+            .execute(params![run_id, now])?;
+    }
+    Ok(true)
+}
+
+/// Writes the step `key` of `run_id` whose wait ended with `output` (JSON): succeeded with it,
+/// or, for an invoke step (`invoke`) whose child did not succeed, failed with its outcome.
+fn step_done(
+    conn: &Connection,
+    run_id: &str,
+    key: &str,
+    output: &str,
+    invoke: bool,
+    now: i64,
+) -> Result<()> {
     let failed = invoke
         .then(|| serde_json::from_str::<Value>(output).ok())
         .flatten()
@@ -267,12 +334,7 @@ fn resolve(conn: &Connection, run_id: &str, key: &str, output: &str, now: i64) -
         },
         failed
     ])?;
-    conn.prepare_cached(
-        "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued' \
-         AND NOT (?3 AND EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND event_name = ?4))",
-    )?
-    .execute(params![run_id, now, invoke, INVOKE_EVENT])?;
-    Ok(true)
+    Ok(())
 }
 
 /// The pending wait for an event of run `run_id`, if any.
@@ -465,5 +527,35 @@ impl SqliteStore {
             Ok(Some(opt_json(output.flatten())?.unwrap_or(Value::Null)))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query plan of `sql`, one detail per line.
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("prepare plan");
+        let rows: Vec<String> = stmt
+            .query_map(params!["run_1", 1, INVOKE_EVENT], |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("plan rows");
+        rows.join("\n")
+    }
+
+    /// A parent is made due by looking at its own waits only: through `run_waits_match` (the
+    /// invoke waits of every parent) each child's end walked the other parents' waits.
+    #[test]
+    fn a_parent_is_looked_up_by_its_own_waits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
+        super::super::migrate(&mut conn).expect("migrate");
+        let p = plan(&conn, PARENT_DUE_SQL);
+        assert!(p.contains("run_waits USING PRIMARY KEY (run_id=?)"), "{p}");
+        assert!(!p.contains("run_waits_match"), "{p}");
     }
 }
