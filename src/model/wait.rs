@@ -238,7 +238,13 @@ pub fn check_path(path: &str) -> Result<(), String> {
 /// looked up by: a string as itself, a number or boolean as its JSON text; `None` for anything
 /// else (missing, null, array, object).
 pub fn match_key(event: &Value, path: &str) -> Option<String> {
-    let mut at = event.get("payload")?;
+    payload_key(event.get("payload")?, path)
+}
+
+/// [`match_key`] read from the event's payload itself, without building the event's value (an
+/// insert looks every event up by it, and most look nothing up).
+pub fn payload_key(payload: &Value, path: &str) -> Option<String> {
+    let mut at = payload;
     for field in path.strip_prefix(MATCH_PREFIX)?.split('.') {
         at = at.get(field)?;
     }

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::rows::{exec, json_text, opt_json, rows};
 use crate::model::wait::{
-    event_value, match_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
+    event_value, payload_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
 };
 use crate::model::{ms_to_time, EventWait, WaitedEvent};
 use crate::store::links::Effect;
@@ -95,13 +95,12 @@ pub(super) fn lookup_keys(
         values: Vec::new(),
     };
     for e in events {
-        let incoming = event_value(e.id, e.name, e.payload);
         let mut mine = Vec::new();
         for path in paths.get(e.name).map(Vec::as_slice).unwrap_or_default() {
             let value = if path.is_empty() {
                 String::new()
             } else {
-                match match_key(&incoming, path) {
+                match payload_key(e.payload, path) {
                     Some(v) => v,
                     None => continue,
                 }
@@ -185,13 +184,15 @@ pub(super) async fn on_events<C: GenericClient>(c: &C, events: &[Delivered<'_>])
     let mut resolved = Resolutions::default();
     let mut taken = HashSet::new();
     for (e, mine) in events.iter().zip(&keys) {
-        let incoming = event_value(e.id, e.name, e.payload);
+        // Built for a condition's check only, once a wait is found.
+        let mut incoming: Option<Value> = None;
         for (path, value) in mine {
             let Some(found) = waits.get(&(e.name.to_string(), path.clone(), value.clone())) else {
                 continue;
             };
+            let incoming = incoming.get_or_insert_with(|| event_value(e.id, e.name, e.payload));
             for (run_id, key, wait) in found {
-                if taken.contains(&(run_id, key)) || !wait.accepts(&incoming) {
+                if taken.contains(&(run_id, key)) || !wait.accepts(incoming) {
                     continue;
                 }
                 taken.insert((run_id, key));

@@ -13,7 +13,7 @@ use super::rows::{json_text, opt_json};
 use super::writer::Guard;
 use super::SqliteStore;
 use crate::model::wait::{
-    event_value, match_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
+    event_value, payload_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
 };
 use crate::model::{ms_to_time, EventWait, StepKind, StepStatus, WaitedEvent};
 use crate::store::links::Effect;
@@ -108,13 +108,14 @@ pub(super) fn on_event(
     if paths.is_empty() {
         return Ok(0);
     }
-    let incoming = event_value(id, name, payload);
+    // Built for a condition's check only, once a wait is found.
+    let mut incoming: Option<Value> = None;
     let mut waiters = Vec::new();
     for path in paths {
         let value = if path.is_empty() {
             String::new()
         } else {
-            match match_key(&incoming, &path) {
+            match payload_key(payload, &path) {
                 Some(v) => v,
                 None => continue,
             }
@@ -133,7 +134,8 @@ pub(super) fn on_event(
                 condition,
                 run_event: opt_json(r.get(3)?)?,
             };
-            if wait.accepts(&incoming) {
+            let incoming = incoming.get_or_insert_with(|| event_value(id, name, payload));
+            if wait.accepts(incoming) {
                 waiters.push((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
             }
         }
