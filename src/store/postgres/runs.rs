@@ -278,17 +278,11 @@ impl PgStore {
     /// See [`crate::store::Store::runs_claim`].
     pub async fn runs_claim(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>> {
         let token: i64 = rand::random::<i64>() & i64::MAX;
-        let groups: Vec<(&[String], i64, Option<&FlowGroup>)> = p
+        let groups: Vec<(&[String], usize, Option<&FlowGroup>)> = p
             .groups
             .iter()
             .filter(|g| g.limit > 0 && !g.jobs.is_empty())
-            .map(|g| {
-                (
-                    g.jobs.as_slice(),
-                    i64::try_from(g.limit).unwrap_or(i64::MAX),
-                    g.flow.as_ref(),
-                )
-            })
+            .map(|g| (g.jobs.as_slice(), g.limit, g.flow.as_ref()))
             .collect();
         if groups.is_empty() {
             return Ok(Vec::new());
@@ -298,7 +292,7 @@ impl PgStore {
         let mut claimed = Vec::new();
         let mut left = groups.iter().map(|g| g.1).max().unwrap_or(0);
         for (jobs, limit, flow) in groups {
-            let limit = limit.min(left);
+            let limit = i64::try_from(limit.min(left)).unwrap_or(i64::MAX);
             if limit <= 0 {
                 break;
             }
@@ -335,7 +329,7 @@ impl PgStore {
             let Some(taken) = super::flow::unless_claimed(taken, !claimed.is_empty())? else {
                 break;
             };
-            left -= i64::try_from(taken.len()).unwrap_or(i64::MAX);
+            left = left.saturating_sub(taken.len());
             for r in taken {
                 claimed.push(ClaimedRun {
                     id: r.try_get(0)?,

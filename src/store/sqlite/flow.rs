@@ -399,3 +399,56 @@ pub(super) fn flow_slots_put(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::params_from_iter;
+    use rusqlite::types::Value as SqlValue;
+
+    use super::super::query::tests::{db, plan};
+
+    /// The claim's statements, with arguments of the right count.
+    fn claim_statements() -> [(&'static str, &'static str, Vec<SqlValue>); 5] {
+        let jobs = || vec![0.into(), SqlValue::Text("[\"a\"]".into())];
+        let slot = || vec![SqlValue::Text("key:a:1".into()), 0.into()];
+        [
+            (super::super::runs::CLAIM_SELECT, "runs_runnable", jobs()),
+            (super::super::runs::CLAIM_RANKED, "runs_ranked", jobs()),
+            (super::SLOT_RUNS, "runs_slot_queue", slot()),
+            (super::SLOT_RANKED, "runs_slot_ranked", slot()),
+            (
+                super::FREE_SLOTS,
+                "flow_slots_free",
+                vec![SqlValue::Text("a".into()), 0.into()],
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_claim_walks_the_queue_indexes_in_due_and_rank_order() {
+        let (_dir, conn) = db();
+        for (sql, index, args) in claim_statements() {
+            let p = plan(&conn, sql, &args);
+            assert!(p.contains(index), "{p}");
+            assert!(!p.contains("TEMP B-TREE"), "no sort of the queue: {p}");
+        }
+    }
+
+    /// A statement whose plan reads a bound value (a `LIMIT ?n`) is parsed and planned again at
+    /// every new binding; the claim runs its statements once per slot.
+    #[test]
+    fn the_claim_statements_are_prepared_once() {
+        let (_dir, conn) = db();
+        for (sql, _, args) in claim_statements() {
+            let mut stmt = conn.prepare(sql).expect("prepare");
+            for i in 0..3i64 {
+                let mut args = args.clone();
+                args[1] = SqlValue::Integer(i);
+                let mut rows = stmt.query(params_from_iter(args.iter())).expect("query");
+                while rows.next().expect("step").is_some() {}
+            }
+            let again = stmt.get_status(rusqlite::StatementStatus::RePrepare);
+            assert_eq!(again, 0, "prepared again {again} times: {sql}");
+        }
+    }
+}

@@ -547,12 +547,16 @@ impl SqliteStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::store::query::Cursor;
 
     /// The query plan of `sql`, one detail per line.
-    fn plan(conn: &Connection, sql: &str, args: &[SqlValue]) -> String {
+    pub(in crate::store::sqlite) fn plan(
+        conn: &Connection,
+        sql: &str,
+        args: &[SqlValue],
+    ) -> String {
         let mut stmt = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
             .expect("prepare plan");
@@ -564,7 +568,7 @@ mod tests {
         rows.join("\n")
     }
 
-    fn db() -> (tempfile::TempDir, Connection) {
+    pub(in crate::store::sqlite) fn db() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
         super::super::migrate(&mut conn).expect("migrate");
@@ -756,51 +760,6 @@ mod tests {
         ] {
             let p = plan(&conn, sql, &args[..params]);
             assert!(p.contains(search), "{p}");
-        }
-    }
-
-    /// The claim's statements, with arguments of the right count.
-    fn claim_statements() -> [(&'static str, &'static str, Vec<SqlValue>); 5] {
-        let jobs = || vec![0.into(), SqlValue::Text("[\"a\"]".into())];
-        let slot = || vec![SqlValue::Text("key:a:1".into()), 0.into()];
-        [
-            (super::super::runs::CLAIM_SELECT, "runs_runnable", jobs()),
-            (super::super::runs::CLAIM_RANKED, "runs_ranked", jobs()),
-            (super::super::flow::SLOT_RUNS, "runs_slot_queue", slot()),
-            (super::super::flow::SLOT_RANKED, "runs_slot_ranked", slot()),
-            (
-                super::super::flow::FREE_SLOTS,
-                "flow_slots_free",
-                vec![SqlValue::Text("a".into()), 0.into()],
-            ),
-        ]
-    }
-
-    #[test]
-    fn the_claim_walks_the_queue_indexes_in_due_and_rank_order() {
-        let (_dir, conn) = db();
-        for (sql, index, args) in claim_statements() {
-            let p = plan(&conn, sql, &args);
-            assert!(p.contains(index), "{p}");
-            assert!(!p.contains("TEMP B-TREE"), "no sort of the queue: {p}");
-        }
-    }
-
-    /// A statement whose plan reads a bound value (a `LIMIT ?n`) is parsed and planned again at
-    /// every new binding; the claim runs its statements once per slot.
-    #[test]
-    fn the_claim_statements_are_prepared_once() {
-        let (_dir, conn) = db();
-        for (sql, _, args) in claim_statements() {
-            let mut stmt = conn.prepare(sql).expect("prepare");
-            for i in 0..3i64 {
-                let mut args = args.clone();
-                args[1] = SqlValue::Integer(i);
-                let mut rows = stmt.query(params_from_iter(args.iter())).expect("query");
-                while rows.next().expect("step").is_some() {}
-            }
-            let again = stmt.get_status(rusqlite::StatementStatus::RePrepare);
-            assert_eq!(again, 0, "prepared again {again} times: {sql}");
         }
     }
 
