@@ -109,3 +109,17 @@ pub(super) fn disarm(conn: &Connection, run_id: &str) -> Result<()> {
         .execute([run_id])?;
     Ok(())
 }
+
+/// Drops the keys of the runs `ended` (ids first): they ended. One statement for all.
+pub(super) fn disarm_all(conn: &Connection, ended: &[(&str, i64)]) -> Result<()> {
+    if ended.is_empty() {
+        return Ok(());
+    }
+    let ids = serde_json::to_string(&ended.iter().map(|e| e.0).collect::<Vec<_>>())
+        .map_err(|e| crate::store::Error::Corrupt(e.to_string()))?;
+    conn.prepare_cached(
+        "DELETE FROM run_cancel_keys WHERE run_id IN (SELECT value FROM json_each(?1))",
+    )?
+    .execute([ids])?;
+    Ok(())
+}

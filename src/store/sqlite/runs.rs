@@ -3,6 +3,8 @@
 //! (fenced by the lease token), heartbeat, release, rescue, cancel, retry, bulk actions; and the
 //! reads of one run (its detail, the next due time, counts by state).
 
+use std::collections::HashMap;
+
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
@@ -45,15 +47,6 @@ pub(super) const CLAIM_RANKED: &str =
        AND (r.expires_at IS NULL OR r.expires_at > ?1 OR r.started_at IS NOT NULL) AND r.job_id IN (SELECT value FROM json_each(?2) \
        WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) \
      ORDER BY r.run_at - r.priority_ms, r.seq";
-
-/// The rows a fenced final update wrote (0 or 1), from whether it returned a row; a run that
-/// held slots wakes the workers, whose claims may now take the run its slot held back.
-fn freed(wake: &mut bool, had_slot: Option<bool>) -> usize {
-    if had_slot == Some(true) {
-        *wake = true;
-    }
-    usize::from(had_slot.is_some())
-}
 
 /// The error of a run cancelled because it did not start within its job's start timeout.
 pub(super) const EXPIRED: &str = "expired before it started";
@@ -161,6 +154,63 @@ pub(super) const NEXT_RUN_SQL: &str =
        AND priority_ms IS NOT NULL AND job_id IN (SELECT value FROM json_each(?1) \
          WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) ORDER BY run_at LIMIT 1) AS b)";
 
+/// Ends the runs of a completion batch that succeeded or failed, in one statement: `?1` is a
+/// JSON array of `[id, token, status, finished_at, output, error]` ([`final_rows`]); each run is
+/// written only while its lease holds (fenced by the token). Returns each written run's id and
+/// whether it held slots.
+///
+/// One statement, not one per run: the flow-control triggers on `runs` (`0020`) make every
+/// statement that changes a run's status open a statement journal, which copies each page the
+/// statement touches; per run, that copying and the `RETURNING` table were most of a completion's
+/// cost. Runs are found by their id's index (plan test in `flow.rs`).
+pub(super) const END_RUNS: &str =
+    "UPDATE runs SET status = c.value ->> 2, finished_at = c.value ->> 3, \
+       output = CASE WHEN c.value ->> 2 = 'succeeded' THEN c.value ->> 4 ELSE output END, \
+       error = c.value ->> 5, lease_until = NULL, lease_token = NULL \
+     FROM json_each(?1) AS c \
+     WHERE runs.id = c.value ->> 0 AND runs.lease_token = c.value ->> 1 AND runs.status = 'running' \
+     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL";
+
+/// [`END_RUNS`]' parameter for the completions that end their run; `None` when there is none.
+fn final_rows(completions: &[Completion]) -> Result<Option<String>> {
+    let rows: Vec<Value> = completions
+        .iter()
+        .filter_map(|c| {
+            let (status, output, error) = match &c.finish {
+                Finish::Succeeded(output) => ("succeeded", Some(output.to_string()), None),
+                Finish::Failed(error) => ("failed", None, Some(error.as_str())),
+                Finish::Retry { .. } | Finish::Wait { .. } => return None,
+            };
+            Some(serde_json::json!([
+                c.run_id,
+                c.token,
+                status,
+                c.finished_at,
+                output,
+                error
+            ]))
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(&rows)
+        .map(Some)
+        .map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+/// Runs [`END_RUNS`]: the runs it ended (id and attempt: two attempts of one run may end in one
+/// batch, the first fenced off), each with whether it held slots.
+fn end_runs(conn: &Connection, rows: &Option<String>) -> Result<HashMap<(String, u32), bool>> {
+    let Some(rows) = rows else {
+        return Ok(HashMap::new());
+    };
+    Ok(conn
+        .prepare_cached(END_RUNS)?
+        .query_map([rows], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
 impl SqliteStore {
     /// See [`crate::store::Store::runs_claim`].
     pub async fn runs_claim(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>> {
@@ -229,19 +279,24 @@ impl SqliteStore {
 
     /// See [`crate::store::Store::runs_complete`].
     pub async fn runs_complete(&self, completions: Vec<Completion>) -> Result<Vec<bool>> {
+        // The final outcomes' parameter is serialized here, on the caller's task.
+        let finals = final_rows(&completions)?;
         // No savepoint: every failure here is a database error.
         self.write_guarded(Guard::Batch, move |ctx| {
+            // The runs that ended (succeeded or failed) are written by one statement: see
+            // `END_RUNS`. Each held one's slot flag, by id.
+            let ended = end_runs(ctx.conn, &finals)?;
+            if ended.values().any(|&slot| slot) {
+                ctx.wake = true;
+            }
+            let ended_now = |c: &Completion| ended.contains_key(&(c.run_id.clone(), c.attempt));
             let mut held = Vec::with_capacity(completions.len());
-            // Children's parents are looked at once, after the batch (fan-in).
-            let mut fan_in = super::waits::FanIn::default();
             for c in &completions {
                 // Whether the lease still held (the run was written), and the job of a run that
                 // reached a final state, for the per-minute counts.
                 let (outcome, held_lease, finished, error): (_, bool, Option<&str>, _) = match &c.finish {
-                    Finish::Succeeded(output) => final_outcome("succeeded", freed(&mut ctx.wake, ctx.conn.prepare_cached(
-                        "UPDATE runs SET status = 'succeeded', finished_at = ?3, output = ?4, error = NULL, lease_until = NULL, lease_token = NULL \
-                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING slot_a IS NOT NULL",
-                    )?.query_row(params![c.run_id, c.token, c.finished_at, output.to_string()], |r| r.get(0)).optional()?), &c.job_id, None),
+                    Finish::Succeeded(_) => final_outcome("succeeded", usize::from(ended_now(c)), &c.job_id, None),
+                    Finish::Failed(error) => final_outcome("failed", usize::from(ended_now(c)), &c.job_id, Some(error.as_str())),
                     Finish::Retry { error, at } => {
                         ctx.wake = true;
                         let n = ctx.conn.prepare_cached(
@@ -250,10 +305,6 @@ impl SqliteStore {
                         )?.execute(params![c.run_id, c.token, at, error])?;
                         ("retrying", n == 1, None, Some(error.as_str()))
                     }
-                    Finish::Failed(error) => final_outcome("failed", freed(&mut ctx.wake, ctx.conn.prepare_cached(
-                        "UPDATE runs SET status = 'failed', finished_at = ?3, error = ?4, lease_until = NULL, lease_token = NULL \
-                         WHERE id = ?1 AND lease_token = ?2 AND status = 'running' RETURNING slot_a IS NOT NULL",
-                    )?.query_row(params![c.run_id, c.token, c.finished_at, error], |r| r.get(0)).optional()?), &c.job_id, Some(error.as_str())),
                     Finish::Wait { key, until, since, event } => {
                         // Back to the queue, due when the wait is; the attempt does not count.
                         let n = ctx.conn.prepare_cached(
@@ -281,19 +332,6 @@ impl SqliteStore {
                 if let (true, Finish::Failed(error)) = (ok, &c.finish) {
                     super::events::send_ended(ctx, &c.run_id, false, Some(error), c.finished_at)?;
                 }
-                if ok && matches!(c.finish, Finish::Succeeded(_) | Finish::Failed(_)) {
-                    let conn = ctx.conn;
-                    fan_in.child_ended(conn, &c.run_id, c.finished_at, || match &c.finish {
-                        // As `waits::child_outcome` reads it back, without the read.
-                        Finish::Succeeded(output) => Ok(serde_json::json!({
-                            "runId": c.run_id, "status": "succeeded", "output": output, "error": null
-                        })
-                        .to_string()),
-                        _ => super::waits::child_outcome(conn, &c.run_id)?
-                            .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", c.run_id))),
-                    })?;
-                    super::cancel_on::disarm(ctx.conn, &c.run_id)?;
-                }
                 if ok {
                     // A success's attempt is the run row itself (see `RunDetail::new`).
                     if !matches!(c.finish, Finish::Succeeded(_)) {
@@ -315,7 +353,22 @@ impl SqliteStore {
                 }
                 held.push(ok);
             }
-            fan_in.resume(ctx.conn)?;
+            // The ended runs' parents (fan-in) and cancel-on keys, each one statement for all.
+            let gone: Vec<&Completion> = completions.iter().filter(|c| ended_now(c)).collect();
+            let ids: Vec<(&str, i64)> = gone.iter().map(|c| (c.run_id.as_str(), c.finished_at)).collect();
+            let conn = ctx.conn;
+            let mut fan_in = super::waits::FanIn::default();
+            fan_in.children_ended(conn, &ids, |i| match &gone[i].finish {
+                // As `waits::child_outcome` reads it back, without the read.
+                Finish::Succeeded(output) => Ok(serde_json::json!({
+                    "runId": gone[i].run_id, "status": "succeeded", "output": output, "error": null
+                })
+                .to_string()),
+                _ => super::waits::child_outcome(conn, &gone[i].run_id)?
+                    .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", gone[i].run_id))),
+            })?;
+            super::cancel_on::disarm_all(conn, &ids)?;
+            fan_in.resume(conn)?;
             Ok(held)
         })
         .await
@@ -535,5 +588,22 @@ impl SqliteStore {
             Ok(Some(detail))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::types::Value as SqlValue;
+
+    use super::super::query::tests::{db, plan};
+
+    /// A completion batch finds each of its runs by the id's index, not by a walk of `runs`.
+    #[test]
+    fn ending_a_batch_looks_each_run_up_by_its_id() {
+        let (_dir, conn) = db();
+        let batch = SqlValue::Text(r#"[["run_1", 7, "succeeded", 1, "null", null]]"#.into());
+        let p = plan(&conn, super::END_RUNS, &[batch]);
+        assert!(p.contains("sqlite_autoindex_runs_1 (id=?)"), "{p}");
+        assert!(!p.contains("SCAN runs"), "{p}");
     }
 }

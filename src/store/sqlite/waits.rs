@@ -6,6 +6,8 @@
 //! wait (`since`), which closes the gap between the job calling `wait_for_event` and its
 //! completion being written.
 
+use std::collections::HashMap;
+
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
@@ -195,7 +197,7 @@ pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize>
         return Ok(0);
     };
     let mut fan_in = FanIn::default();
-    fan_in.child_ended(conn, id, now, || Ok(outcome))?;
+    fan_in.children_ended(conn, &[(id, now)], |_| Ok(outcome.clone()))?;
     fan_in.resume(conn)
 }
 
@@ -206,7 +208,7 @@ const PARENT_DUE_SQL: &str = "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND stat
      AND NOT EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND +event_name = ?3)";
 
 /// The fan-in of the runs ended in one write: each ended child's invoke waits are removed and
-/// their steps written at once ([`FanIn::child_ended`]), and each parent is looked at once, after
+/// their steps written at once ([`FanIn::children_ended`]), and each parent is looked at once, after
 /// the last of them ([`FanIn::resume`]), instead of once per child.
 #[derive(Default)]
 pub(super) struct FanIn {
@@ -215,33 +217,47 @@ pub(super) struct FanIn {
 }
 
 impl FanIn {
-    /// Removes the invoke waits for run `id`, which just ended at `now`, and writes their steps
-    /// with its `outcome` (`{runId, status, output, error}`, JSON; computed only when a parent
-    /// waits); returns how many waits ended.
-    pub(super) fn child_ended(
+    /// Removes the invoke waits for the runs `ended` (each id with when it ended), and writes
+    /// their steps with the run's outcome (`{runId, status, output, error}`, JSON, by the run's
+    /// index in `ended`; computed only when a parent waits); returns how many waits ended. One
+    /// statement finds and removes the waits of all (the name's index, one probe per run):
+    /// nothing for runs no one waits for.
+    pub(super) fn children_ended(
         &mut self,
         conn: &Connection,
-        id: &str,
-        now: i64,
-        outcome: impl FnOnce() -> Result<String>,
+        ended: &[(&str, i64)],
+        outcome: impl Fn(usize) -> Result<String>,
     ) -> Result<usize> {
-        // One statement finds and removes the waits (the name's index): nothing for a run
-        // no one waits for.
-        let waits: Vec<(String, String)> = conn
+        if ended.is_empty() {
+            return Ok(0);
+        }
+        let ids = serde_json::to_string(&ended.iter().map(|e| e.0).collect::<Vec<_>>())
+            .map_err(|e| Error::Corrupt(e.to_string()))?;
+        let waits: Vec<(String, String, String)> = conn
             .prepare_cached(
-                "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3 \
-                 RETURNING run_id, step_key",
+                "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 \
+                 AND match_value IN (SELECT value FROM json_each(?3)) \
+                 RETURNING run_id, step_key, match_value",
             )?
-            .query_map(params![INVOKE_EVENT, INVOKE_PATH, id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
+            .query_map(params![INVOKE_EVENT, INVOKE_PATH, ids], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?
             .collect::<rusqlite::Result<_>>()?;
         if waits.is_empty() {
             return Ok(0);
         }
-        let output = outcome()?;
-        for (run_id, key) in &waits {
-            step_done(conn, run_id, key, &output, true, now)?;
+        let at: HashMap<&str, usize> = ended.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
+        let mut outputs: HashMap<usize, String> = HashMap::new();
+        for (run_id, key, child) in &waits {
+            let Some(&i) = at.get(child.as_str()) else {
+                continue;
+            };
+            let output = match outputs.get(&i) {
+                Some(o) => o,
+                None => outputs.entry(i).or_insert(outcome(i)?),
+            };
+            let now = ended[i].1;
+            step_done(conn, run_id, key, output, true, now)?;
             match self.parents.iter_mut().find(|(p, _)| p == run_id) {
                 Some((_, at)) => *at = (*at).max(now),
                 None => self.parents.push((run_id.clone(), now)),
