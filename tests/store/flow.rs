@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use flare::model::flow::Concurrency;
 use flare::store::{ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, NewEvent, Store};
-use flare::ConcurrencyLimit;
+use flare::{ConcurrencyLimit, RunStatus};
 use futures::future::join_all;
 use serde_json::json;
 
@@ -455,6 +455,55 @@ async fn the_groups_of_a_claim_share_the_free_room(db: TestDb) {
     assert_eq!(jobs, ["other"; 3], "in the other order, the other group's");
 }
 
+/// A batch of completions is fenced attempt by attempt: two attempts of one run ending in the
+/// same batch (the first worker's lease expired and the run was claimed again) write only the
+/// current one, for successes and failures alike, and the slots the runs held are freed.
+async fn a_batch_of_completions_is_fenced_attempt_by_attempt(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let c = define(
+        &store,
+        &[ConcurrencyLimit::key(1, "event.payload.customer")],
+    )
+    .await;
+    send(&store, 1, "a", 1_000).await;
+    send(&store, 1, "b", 1_000).await;
+    let dead = store
+        .runs_claim(claim(&c, 2_000, 10, "dead"))
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 2);
+    assert_eq!(store.runs_rescue(33_000).await.unwrap(), 2);
+    let live = store.runs_claim(claim(&c, 33_001, 10, "n")).await.unwrap();
+    assert_eq!(live.len(), 2);
+    let by_id = |runs: &[ClaimedRun], id: &str| runs.iter().find(|r| r.id == id).cloned().unwrap();
+    let (a, b) = (dead[0].id.clone(), dead[1].id.clone());
+    let held = store
+        .runs_complete(vec![
+            done(&by_id(&dead, &a), 33_100, Finish::Succeeded(json!("dead"))),
+            done(&by_id(&live, &a), 33_100, Finish::Succeeded(json!("live"))),
+            done(&by_id(&dead, &b), 33_100, Finish::Failed("dead".into())),
+            done(&by_id(&live, &b), 33_100, Finish::Failed("boom".into())),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(held, vec![false, true, false, true]);
+    let a = store.run_detail(&a).await.unwrap().unwrap().run;
+    assert_eq!(
+        (a.status, a.output),
+        (RunStatus::Succeeded, Some(json!("live")))
+    );
+    let b = store.run_detail(&b).await.unwrap().unwrap().run;
+    assert_eq!(
+        (b.status, b.error.as_deref()),
+        (RunStatus::Failed, Some("boom"))
+    );
+    // Both keys' slots are free again.
+    send(&store, 1, "a", 34_000).await;
+    send(&store, 1, "b", 34_000).await;
+    let next = store.runs_claim(claim(&c, 34_001, 10, "n")).await.unwrap();
+    assert_eq!(next.len(), 2);
+}
+
 backend_tests!(
     per_key_and_group_limits_hold_across_nodes_racing_to_claim,
     a_key_at_its_limit_does_not_hold_back_other_keys,
@@ -463,4 +512,5 @@ backend_tests!(
     a_key_that_does_not_evaluate_is_the_key_null,
     every_run_a_claim_leases_is_returned_to_it_while_runs_are_inserted,
     the_groups_of_a_claim_share_the_free_room,
+    a_batch_of_completions_is_fenced_attempt_by_attempt,
 );

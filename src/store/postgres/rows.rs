@@ -1,6 +1,9 @@
 //! Rows of the PostgreSQL tables turned into the model: events, runs, job definitions (and the
 //! fan-out's triggers reloaded from them), schedules, endpoints; the JSON text columns; and the
-//! two query helpers every file uses (`rows`, `exec`). No `impl PgStore`.
+//! two query helpers every file uses (`rows`, `exec`); the attempts a completion wrote. No
+//! `impl PgStore`.
+
+use std::collections::HashSet;
 
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
@@ -207,4 +210,27 @@ impl<'a> LogColumns<'a> {
             self.at.push(line.at.timestamp_millis());
         }
     }
+}
+
+/// The attempts `runs::COMPLETE_SQL` wrote (its rows name their position in `ids` and `tokens`, from
+/// 1), as run id and token; `freed` is set when one of them held slots.
+pub(super) fn held_attempts(
+    written: &[Row],
+    ids: &[&str],
+    tokens: &[i64],
+    freed: &mut bool,
+) -> Result<HashSet<(String, i64)>> {
+    let mut held = HashSet::with_capacity(written.len());
+    for r in written {
+        *freed |= r.try_get::<_, bool>(1)?;
+        let i = usize::try_from(r.try_get::<_, i64>(0)? - 1)
+            .map_err(|e| Error::Corrupt(e.to_string()))?;
+        let (Some(id), Some(token)) = (ids.get(i), tokens.get(i)) else {
+            return Err(Error::Corrupt(format!(
+                "completion {i} is not in the batch"
+            )));
+        };
+        held.insert(((*id).to_string(), *token));
+    }
+    Ok(held)
 }

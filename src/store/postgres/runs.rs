@@ -134,20 +134,20 @@ pub(super) const COMPLETE_SQL: &str = concat!(
          WITH ORDINALITY AS u(id, token, status, run_at, finished_at, output, error, attempt, started_at, ord)), \
      dequeued AS (DELETE FROM run_queue q USING ",
     held_sql!("u"),
-    " AND u.status <> 'queued' RETURNING q.seq, u.id, q.attempt, q.started_at, q.node), \
+    " AND u.status <> 'queued' RETURNING q.seq, u.id, q.attempt, q.started_at, q.node, u.ord), \
      requeued AS (UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = u.run_at \
        FROM ",
     held_sql!("u"),
-    " AND u.status = 'queued' RETURNING q.seq, u.id, q.attempt, q.started_at, q.node), \
+    " AND u.status = 'queued' RETURNING q.seq, u.id, q.attempt, q.started_at, q.node, u.ord), \
      done AS ( \
        UPDATE runs r SET status = u.status, attempt = q.attempt, started_at = q.started_at, node = q.node, \
          run_at = CASE WHEN u.status = 'queued' THEN u.run_at ELSE r.run_at END, \
          finished_at = CASE WHEN u.status = 'queued' THEN r.finished_at ELSE u.finished_at END, \
          output = CASE WHEN u.status = 'succeeded' THEN u.output ELSE r.output END, \
          error = u.error \
-       FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.id = q.id \
+       FROM (SELECT * FROM dequeued UNION ALL SELECT * FROM requeued) q JOIN u ON u.ord = q.ord \
        WHERE r.seq = q.seq \
-       RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error, r.slot_a), \
+       RETURNING r.id, r.job_id, r.status, r.finished_at, r.output, r.error, r.slot_a, q.ord), \
      inv_w AS MATERIALIZED (SELECT d.*, (SELECT ARRAY[w.run_id, w.step_key] FROM run_waits w \
          WHERE w.event_name = 'flare/job.invoked' AND w.match_path = 'run' AND w.match_value = d.id LIMIT 1) AS w \
        FROM done d WHERE d.status IN ('succeeded', 'failed') AND EXISTS (SELECT 1 FROM run_waits \
@@ -173,14 +173,14 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        INSERT INTO run_attempts (run_id, attempt, outcome, started_at, finished_at, error) \
        SELECT u.id, u.attempt, CASE WHEN u.status = 'queued' THEN 'retrying' ELSE u.status END, \
               u.started_at, u.finished_at, u.error \
-       FROM u WHERE u.status <> 'succeeded' AND u.id IN (SELECT id FROM done) ORDER BY u.ord), \
+       FROM u WHERE u.status <> 'succeeded' AND u.ord IN (SELECT ord FROM done) ORDER BY u.ord), \
      logs AS ( \
        INSERT INTO run_logs (run_id, attempt, level, message, fields, at) \
        SELECT l.run_id, l.attempt, l.level, l.message, l.fields, l.at \
        FROM unnest($10::text[], $11::int4[], $12::text[], $13::text[], $14::text[], $15::int8[]) \
             WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
-       WHERE l.run_id IN (SELECT id FROM done) ORDER BY l.ord) \
-     SELECT id, slot_a IS NOT NULL FROM done"
+       WHERE (l.run_id, l.attempt) IN (SELECT u.id, u.attempt FROM done JOIN u ON u.ord = done.ord) ORDER BY l.ord) \
+     SELECT ord, slot_a IS NOT NULL FROM done"
 );
 
 pub(super) async fn run_state_error<C: GenericClient>(
@@ -357,26 +357,32 @@ impl PgStore {
         let (on_event, waits): (Vec<&Completion>, Vec<&Completion>) = waits
             .into_iter()
             .partition(|c| matches!(c.finish, Finish::Wait { event: Some(_), .. }));
-        let mut held = if waits.is_empty() {
+        let mut suspended = if waits.is_empty() {
             HashSet::new()
         } else {
             self.runs_suspend(&waits).await?
         };
         if !on_event.is_empty() {
-            held.extend(self.runs_suspend_on_events(&on_event).await?);
+            suspended.extend(self.runs_suspend_on_events(&on_event).await?);
         }
-        if !ends.is_empty() {
-            held.extend(self.runs_end(&ends).await?);
-        }
+        // Ended attempts by id and token: two attempts of one run may end in one batch.
+        let ended = if ends.is_empty() {
+            HashSet::new()
+        } else {
+            self.runs_end(&ends).await?
+        };
         Ok(completions
             .iter()
-            .map(|c| held.contains(&c.run_id))
+            .map(|c| match c.finish {
+                Finish::Wait { .. } => suspended.contains(&c.run_id),
+                _ => ended.contains(&(c.run_id.clone(), c.token)),
+            })
             .collect())
     }
 
-    /// Records finished attempts (and retries) in one statement; returns the ids of the runs
-    /// whose lease was still held.
-    async fn runs_end(&self, completions: &[&Completion]) -> Result<HashSet<String>> {
+    /// Records finished attempts (and retries) in one statement; returns the attempts (run id
+    /// and token) whose lease was still held.
+    async fn runs_end(&self, completions: &[&Completion]) -> Result<HashSet<(String, i64)>> {
         let n = completions.len();
         let mut ids = Vec::with_capacity(n);
         let mut tokens = Vec::with_capacity(n);
@@ -429,17 +435,17 @@ impl PgStore {
             &logs.fields,
             &logs.at,
         ];
-        let failed: Vec<(String, Option<String>)> = completions
+        let failed: Vec<(String, i64, Option<String>)> = completions
             .iter()
             .filter_map(|c| match &c.finish {
-                Finish::Failed(error) => Some((c.run_id.clone(), Some(error.clone()))),
+                Finish::Failed(error) => Some((c.run_id.clone(), c.token, Some(error.clone()))),
                 _ => None,
             })
             .collect();
         let mut client = self.conn().await?;
         if failed.is_empty() {
             // The hot path: one round trip (the parents' locks taken first: `children.rs`).
-            let held: HashSet<String> = self
+            let written = self
                 .with_settings_after(
                     &client,
                     COMPLETE_SETTINGS,
@@ -447,13 +453,8 @@ impl PgStore {
                     COMPLETE_SQL,
                     &params,
                 )
-                .await?
-                .iter()
-                .map(|r| {
-                    freed |= r.try_get::<_, bool>(1)?;
-                    r.try_get::<_, String>(0)
-                })
-                .collect::<Result<_, _>>()?;
+                .await?;
+            let held = super::rows::held_attempts(&written, &ids, &tokens, &mut freed)?;
             self.after_end(&client, retry, freed).await?;
             return Ok(held);
         }
@@ -462,17 +463,12 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         exec(&tx, super::waits::LOCK_INVOKE_SHARED_SQL, &[]).await?;
         super::waits::lock_parents(&tx, &ids).await?;
-        let held: HashSet<String> = rows(&tx, COMPLETE_SQL, &params)
-            .await?
-            .iter()
-            .map(|r| {
-                freed |= r.try_get::<_, bool>(1)?;
-                r.try_get::<_, String>(0)
-            })
-            .collect::<Result<_, _>>()?;
+        let written = rows(&tx, COMPLETE_SQL, &params).await?;
+        let held = super::rows::held_attempts(&written, &ids, &tokens, &mut freed)?;
         let ended: Vec<(String, Option<String>)> = failed
             .into_iter()
-            .filter(|(id, _)| held.contains(id))
+            .filter(|(id, token, _)| held.contains(&(id.clone(), *token)))
+            .map(|(id, _, error)| (id, error))
             .collect();
         let now = completions.iter().map(|c| c.finished_at).max().unwrap_or(0);
         let woken = send_ended(&tx, self.triggers(), &ended, false, now).await?;

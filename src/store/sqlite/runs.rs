@@ -154,61 +154,75 @@ pub(super) const NEXT_RUN_SQL: &str =
        AND priority_ms IS NOT NULL AND job_id IN (SELECT value FROM json_each(?1) \
          WHERE value NOT IN (SELECT id FROM jobs WHERE paused = 1)) ORDER BY run_at LIMIT 1) AS b)";
 
-/// Ends the runs of a completion batch that succeeded or failed, in one statement: `?1` is a
-/// JSON array of `[id, token, status, finished_at, output, error]` ([`final_rows`]); each run is
-/// written only while its lease holds (fenced by the token). Returns each written run's id and
-/// whether it held slots.
+/// Ends the runs of a completion batch that succeeded, in one statement: `?1` is a JSON object
+/// from each run's id to `[token, finished_at, output]` ([`final_rows`]); each run is written only
+/// while its lease holds (fenced by the token). Returns each written run's id and attempt, and
+/// whether it held slots. [`FAIL_RUNS`] is the same for runs that failed for good (`error`).
 ///
 /// One statement, not one per run: the flow-control triggers on `runs` (`0020`) make every
 /// statement that changes a run's status open a statement journal, which copies each page the
 /// statement touches; per run, that copying and the `RETURNING` table were most of a completion's
-/// cost. Runs are found by their id's index (plan test in `flow.rs`).
-pub(super) const END_RUNS: &str =
-    "UPDATE runs SET status = c.value ->> 2, finished_at = c.value ->> 3, \
-       output = CASE WHEN c.value ->> 2 = 'succeeded' THEN c.value ->> 4 ELSE output END, \
-       error = c.value ->> 5, lease_until = NULL, lease_token = NULL \
+/// cost. The id is the object's key and the status is fixed, since each `->>` parses the element
+/// again. Runs are found by their id's index (plan test below).
+pub(super) const SUCCEED_RUNS: &str =
+    "UPDATE runs SET status = 'succeeded', finished_at = c.value ->> 1, output = c.value ->> 2, \
+       error = NULL, lease_until = NULL, lease_token = NULL \
      FROM json_each(?1) AS c \
-     WHERE runs.id = c.value ->> 0 AND runs.lease_token = c.value ->> 1 AND runs.status = 'running' \
+     WHERE runs.id = c.key AND runs.lease_token = c.value ->> 0 AND runs.status = 'running' \
      RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL";
 
-/// [`END_RUNS`]' parameter for the completions that end their run; `None` when there is none.
-fn final_rows(completions: &[Completion]) -> Result<Option<String>> {
-    let rows: Vec<Value> = completions
-        .iter()
-        .filter_map(|c| {
-            let (status, output, error) = match &c.finish {
-                Finish::Succeeded(output) => ("succeeded", Some(output.to_string()), None),
-                Finish::Failed(error) => ("failed", None, Some(error.as_str())),
-                Finish::Retry { .. } | Finish::Wait { .. } => return None,
-            };
-            Some(serde_json::json!([
-                c.run_id,
-                c.token,
-                status,
-                c.finished_at,
-                output,
-                error
-            ]))
-        })
-        .collect();
-    if rows.is_empty() {
-        return Ok(None);
+/// [`SUCCEED_RUNS`] for runs that failed for good.
+pub(super) const FAIL_RUNS: &str =
+    "UPDATE runs SET status = 'failed', finished_at = c.value ->> 1, error = c.value ->> 2, \
+       lease_until = NULL, lease_token = NULL \
+     FROM json_each(?1) AS c \
+     WHERE runs.id = c.key AND runs.lease_token = c.value ->> 0 AND runs.status = 'running' \
+     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL";
+
+/// The parameters of [`SUCCEED_RUNS`] and [`FAIL_RUNS`] for a batch; `None` where no run ends
+/// that way. Written as text: two attempts of one run in a batch (the first fenced off) are
+/// two entries with the same key, which `json_each` reads both of.
+fn final_rows(completions: &[Completion]) -> Result<[Option<String>; 2]> {
+    let mut out: [Option<String>; 2] = [None, None];
+    for c in completions {
+        let (i, text) = match &c.finish {
+            Finish::Succeeded(output) => (0, output.to_string()),
+            Finish::Failed(error) => (1, error.clone()),
+            Finish::Retry { .. } | Finish::Wait { .. } => continue,
+        };
+        let entry = serde_json::to_string(&(c.token, c.finished_at, text))
+            .and_then(|v| serde_json::to_string(&c.run_id).map(|k| (k, v)))
+            .map_err(|e| Error::Corrupt(e.to_string()))?;
+        let obj = out[i].get_or_insert_with(|| String::from("{"));
+        if obj.len() > 1 {
+            obj.push(',');
+        }
+        obj.push_str(&entry.0);
+        obj.push(':');
+        obj.push_str(&entry.1);
     }
-    serde_json::to_string(&rows)
-        .map(Some)
-        .map_err(|e| Error::Corrupt(e.to_string()))
+    for obj in out.iter_mut().flatten() {
+        obj.push('}');
+    }
+    Ok(out)
 }
 
-/// Runs [`END_RUNS`]: the runs it ended (id and attempt: two attempts of one run may end in one
-/// batch, the first fenced off), each with whether it held slots.
-fn end_runs(conn: &Connection, rows: &Option<String>) -> Result<HashMap<(String, u32), bool>> {
-    let Some(rows) = rows else {
-        return Ok(HashMap::new());
-    };
-    Ok(conn
-        .prepare_cached(END_RUNS)?
-        .query_map([rows], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?)
+/// Runs [`SUCCEED_RUNS`] and [`FAIL_RUNS`]: the runs they ended (id and attempt: two attempts of
+/// one run may end in one batch, the first fenced off), each with whether it held slots.
+fn end_runs(conn: &Connection, rows: &[Option<String>; 2]) -> Result<HashMap<(String, u32), bool>> {
+    let mut ended = HashMap::new();
+    for (sql, rows) in [SUCCEED_RUNS, FAIL_RUNS].into_iter().zip(rows) {
+        let Some(rows) = rows else {
+            continue;
+        };
+        let mut stmt = conn.prepare_cached(sql)?;
+        let written = stmt.query_map([rows], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?;
+        for w in written {
+            let (k, v) = w?;
+            ended.insert(k, v);
+        }
+    }
+    Ok(ended)
 }
 
 impl SqliteStore {
@@ -283,8 +297,8 @@ impl SqliteStore {
         let finals = final_rows(&completions)?;
         // No savepoint: every failure here is a database error.
         self.write_guarded(Guard::Batch, move |ctx| {
-            // The runs that ended (succeeded or failed) are written by one statement: see
-            // `END_RUNS`. Each held one's slot flag, by id.
+            // The runs that ended (succeeded or failed) are written by one statement each: see
+            // `SUCCEED_RUNS`. Each held one's slot flag, by id and attempt.
             let ended = end_runs(ctx.conn, &finals)?;
             if ended.values().any(|&slot| slot) {
                 ctx.wake = true;
@@ -601,9 +615,11 @@ mod tests {
     #[test]
     fn ending_a_batch_looks_each_run_up_by_its_id() {
         let (_dir, conn) = db();
-        let batch = SqlValue::Text(r#"[["run_1", 7, "succeeded", 1, "null", null]]"#.into());
-        let p = plan(&conn, super::END_RUNS, &[batch]);
-        assert!(p.contains("sqlite_autoindex_runs_1 (id=?)"), "{p}");
-        assert!(!p.contains("SCAN runs"), "{p}");
+        for sql in [super::SUCCEED_RUNS, super::FAIL_RUNS] {
+            let batch = SqlValue::Text(r#"{"run_1": [7, 1, "null"]}"#.into());
+            let p = plan(&conn, sql, &[batch]);
+            assert!(p.contains("sqlite_autoindex_runs_1 (id=?)"), "{p}");
+            assert!(!p.contains("SCAN runs"), "{p}");
+        }
     }
 }
