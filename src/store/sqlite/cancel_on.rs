@@ -110,9 +110,15 @@ pub(super) fn disarm(conn: &Connection, run_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Drops the keys of the runs `ended` (ids first): they ended. One statement for all.
+/// Drops the keys of the runs `ended` (ids first): they ended. One statement for all, and none
+/// while no run has keys (one probe instead of one per run).
 pub(super) fn disarm_all(conn: &Connection, ended: &[(&str, i64)]) -> Result<()> {
-    if ended.is_empty() {
+    let armed = || -> Result<bool> {
+        Ok(conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM run_cancel_keys)")?
+            .query_row([], |r| r.get(0))?)
+    };
+    if ended.is_empty() || !armed()? {
         return Ok(());
     }
     let ids = serde_json::to_string(&ended.iter().map(|e| e.0).collect::<Vec<_>>())
@@ -122,4 +128,33 @@ pub(super) fn disarm_all(conn: &Connection, ended: &[(&str, i64)]) -> Result<()>
     )?
     .execute([ids])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::query::tests::db;
+
+    /// The keys of the runs that ended go, the others stay.
+    #[test]
+    fn ended_runs_are_disarmed_and_no_other() {
+        let (_dir, conn) = db();
+        super::disarm_all(&conn, &[("run_a", 1)]).expect("nothing armed");
+        for run in ["run_a", "run_b"] {
+            conn.execute(
+                "INSERT INTO run_cancel_keys (run_id, n, event_name, match_path, match_value) \
+                 VALUES (?1, 0, 'order.cancelled', 'payload.id', 'o1')",
+                [run],
+            )
+            .expect("arm");
+        }
+        super::disarm_all(&conn, &[("run_a", 1), ("run_c", 1)]).expect("disarm");
+        let left: Vec<String> = conn
+            .prepare("SELECT run_id FROM run_cancel_keys")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows");
+        assert_eq!(left, vec!["run_b".to_string()]);
+    }
 }

@@ -209,8 +209,13 @@ fn final_rows(completions: &[Completion]) -> Result<[Option<String>; 2]> {
 
 /// Runs [`SUCCEED_RUNS`] and [`FAIL_RUNS`]: the runs they ended (id and attempt: two attempts of
 /// one run may end in one batch, the first fenced off), each with whether it held slots.
-fn end_runs(conn: &Connection, rows: &[Option<String>; 2]) -> Result<HashMap<(String, u32), bool>> {
-    let mut ended = HashMap::new();
+/// `n`: the batch's size, the most it can end.
+fn end_runs(
+    conn: &Connection,
+    rows: &[Option<String>; 2],
+    n: usize,
+) -> Result<HashMap<(String, u32), bool>> {
+    let mut ended = HashMap::with_capacity(n);
     for (sql, rows) in [SUCCEED_RUNS, FAIL_RUNS].into_iter().zip(rows) {
         let Some(rows) = rows else {
             continue;
@@ -299,7 +304,7 @@ impl SqliteStore {
         self.write_guarded(Guard::Batch, move |ctx| {
             // The runs that ended (succeeded or failed) are written by one statement each: see
             // `SUCCEED_RUNS`. Each held one's slot flag, by id and attempt.
-            let ended = end_runs(ctx.conn, &finals)?;
+            let ended = end_runs(ctx.conn, &finals, completions.len())?;
             if ended.values().any(|&slot| slot) {
                 ctx.wake = true;
             }

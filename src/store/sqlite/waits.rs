@@ -228,7 +228,15 @@ impl FanIn {
         ended: &[(&str, i64)],
         outcome: impl Fn(usize) -> Result<String>,
     ) -> Result<usize> {
-        if ended.is_empty() {
+        // None while no run waits for an invoked run: one probe instead of one per run.
+        let waiting = || -> Result<bool> {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
+                )?
+                .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?)
+        };
+        if ended.is_empty() || !waiting()? {
             return Ok(0);
         }
         let ids = serde_json::to_string(&ended.iter().map(|e| e.0).collect::<Vec<_>>())
