@@ -115,6 +115,11 @@ pub(super) fn lookup_keys(
     keys
 }
 
+/// The match paths that waiting runs use for the event names `$1` (name, path): an event whose
+/// name has none resumes nothing, and costs nothing more.
+pub(super) const WAIT_PATHS_SQL: &str =
+    "SELECT event_name, match_path FROM wait_paths WHERE event_name = ANY($1)";
+
 /// Resumes every wait the delivered `events` match (broadcast; a waiter matched by several takes
 /// the first), in the caller's transaction, which holds the shared locks of their names.
 /// Returns how many were resumed.
@@ -128,17 +133,23 @@ pub(super) async fn on_events<C: GenericClient>(c: &C, events: &[Delivered<'_>])
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();
+    let paths = rows(c, WAIT_PATHS_SQL, &[&names]).await?;
+    on_events_with(c, events, &paths).await
+}
+
+/// [`on_events`] with the rows of [`WAIT_PATHS_SQL`] read already (the event writer reads them
+/// in its pipeline with the insert, after the names' locks, so that events no wait can match
+/// cost no round trip).
+pub(super) async fn on_events_with<C: GenericClient>(
+    c: &C,
+    events: &[Delivered<'_>],
+    path_rows: &[tokio_postgres::Row],
+) -> Result<usize> {
     let mut paths: HashMap<String, Vec<String>> = HashMap::new();
-    for r in rows(
-        c,
-        "SELECT event_name, match_path FROM wait_paths WHERE event_name = ANY($1)",
-        &[&names],
-    )
-    .await?
-    {
+    for r in path_rows {
         paths.entry(r.try_get(0)?).or_default().push(r.try_get(1)?);
     }
-    if paths.is_empty() {
+    if events.is_empty() || paths.is_empty() {
         return Ok(0);
     }
     let LookupKeys {

@@ -18,7 +18,7 @@ use super::cancel_on::{paths_with, CancelKeys, PATHS_SQL};
 use super::debounce::{DebouncedRuns, Taken};
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
-use super::waits::{on_events, Delivered, LOCK_SHARED_SQL};
+use super::waits::{on_events, on_events_with, Delivered, LOCK_SHARED_SQL, WAIT_PATHS_SQL};
 use crate::log_throttle::storage_failure;
 use crate::model::{EventFields, RunSlots, StoredEvent};
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
@@ -94,8 +94,8 @@ pub(super) fn is_deadlock(e: &Error) -> bool {
     matches!(e, Error::Database(cause) if cause.to_string().ends_with("(40P01)"))
 }
 
-/// Writes one batch in two round trips: the job table's revision (fan-out must know every stored
-/// job), then `BEGIN`, the insert, the `NOTIFY` and `COMMIT` pipelined.
+/// Writes one batch in three round trips: the job table's revision (fan-out must know every
+/// stored job); `BEGIN`, the names' locks, the insert and the match paths; `NOTIFY` and `COMMIT`.
 pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
     let client = writer.pool.get().await?;
     triggers_refresh(&client, &writer.triggers).await?;
@@ -104,6 +104,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let insert = client.prepare_cached(INSERT_EVENTS_SQL).await?;
     let notify = client.prepare_cached(NOTIFY_SQL).await?;
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
+    let wait_paths = client.prepare_cached(WAIT_PATHS_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -121,21 +122,20 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let params = prepared.params();
     let names = prepared.names();
     let lock_params: [&(dyn ToSql + Sync); 1] = [&names];
-    // Sent in this order on the first poll; each answer comes back in order. The names' shared
-    // locks come before the insert, for waits for events (see `waits.rs`); the match paths of
-    // `cancel_on` keys come with them, so that events no key can match cost no round trip.
-    let (began, locked, inserted, paths) = futures::join!(
+    // Sent in this order on the first poll; answers come back in order. The names' shared locks
+    // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
+    // keys and waits after them, so that events no key or wait can match cost no round trip.
+    let (began, locked, inserted, paths, waiting) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
         client.query(&cancel_paths, &lock_params),
+        client.query(&wait_paths, &lock_params),
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
-        began?;
-        locked?;
-        let inserted = inserted?;
-        let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
+        let inserted = began.and(locked).and(inserted)?;
+        let (paths, waiting) = (paths_with(&paths?, &prepared.runs.cancel_keys)?, waiting?);
         let (mut created, existing) = prepared.created(&inserted)?;
         created.debounced = prepared.debounce(&client, &created).await?;
         super::cancel_on::arm(&client, &prepared.runs.cancel_keys).await?;
@@ -143,7 +143,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         let positions = prepared.armed_positions(&delivered);
         let follow =
             super::cancel::cancel_delivered(&client, Some(paths), &delivered, &positions).await?;
-        let resumed = on_events(&client, &delivered).await?;
+        let resumed = on_events_with(&client, &delivered, &waiting).await?;
         let woken = insert_follow_ups(&client, &writer.triggers, follow).await?;
         Ok::<_, Error>((created, existing, resumed > 0 || woken))
     }

@@ -123,6 +123,9 @@ fn cancel_matched(
     now: i64,
 ) -> Result<usize> {
     let runs = super::cancel_on::matched(ctx.conn, id, name, payload, now)?;
+    if runs.is_empty() {
+        return Ok(0);
+    }
     let reason = crate::model::cancel::cancelled_by_event(name, id);
     let mut n = 0;
     for run in runs {
