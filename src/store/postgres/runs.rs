@@ -165,7 +165,8 @@ pub(super) const COMPLETE_SQL: &str = concat!(
          (SELECT count(*) FROM (SELECT FROM run_waits w WHERE w.run_id = p.parent AND w.event_name = 'flare/job.invoked' LIMIT p.ended + 1) l) \
        RETURNING q.seq, q.run_at), \
      inv_runs AS (UPDATE runs x SET run_at = inv_queue.run_at FROM inv_queue WHERE x.seq = inv_queue.seq), \
-     disarmed AS (DELETE FROM run_cancel_keys k USING done WHERE k.run_id = done.id AND done.status <> 'queued'), \
+     disarmed AS (DELETE FROM run_cancel_keys k USING done WHERE k.run_id = done.id AND done.status <> 'queued' \
+       AND EXISTS (SELECT 1 FROM run_cancel_keys)), \
      tally AS (",
     tally_sql!("done WHERE status <> 'queued'"),
     "), \
