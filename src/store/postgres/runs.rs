@@ -89,13 +89,15 @@ pub(super) const CLAIM_SETTINGS: &str =
     concat!(walk_due!(), "; SET LOCAL synchronous_commit = off");
 
 /// The queue rows of `$from` (with `id, token`) whose lease is still held by that token:
-/// `run_queue q` joined to `runs r`, for the `FROM`/`USING` and `WHERE` of a fenced write.
+/// `run_queue q` joined to `runs r`, for the `FROM`/`USING` and `WHERE` of a fenced write. Each
+/// run is read by its id (`LATERAL … OFFSET 0`), whatever the generic plan thinks of the size of
+/// `runs` (see [`CLAIM_SQL`]).
 macro_rules! held_sql {
     ($from:literal) => {
         concat!(
-            "runs r, ",
             $from,
-            " WHERE r.id = u.id AND q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL"
+            ", LATERAL (SELECT seq, id FROM runs WHERE id = u.id OFFSET 0) r \
+             WHERE q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL"
         )
     };
 }
