@@ -373,7 +373,12 @@ impl SqliteStore {
                 held.push(ok);
             }
             // The ended runs' parents (fan-in) and cancel-on keys, each one statement for all.
-            let gone: Vec<&Completion> = completions.iter().filter(|c| ended_now(c)).collect();
+            let gone: Vec<&Completion> = completions
+                .iter()
+                .zip(&held)
+                .filter(|(c, &ok)| ok && matches!(c.finish, Finish::Succeeded(_) | Finish::Failed(_)))
+                .map(|(c, _)| c)
+                .collect();
             let ids: Vec<(&str, i64)> = gone.iter().map(|c| (c.run_id.as_str(), c.finished_at)).collect();
             let conn = ctx.conn;
             let mut fan_in = super::waits::FanIn::default();

@@ -6,6 +6,7 @@
 //! wait (`since`), which closes the gap between the job calling `wait_for_event` and its
 //! completion being written.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -260,9 +261,9 @@ impl FanIn {
             let Some(&i) = at.get(child.as_str()) else {
                 continue;
             };
-            let output = match outputs.get(&i) {
-                Some(o) => o,
-                None => outputs.entry(i).or_insert(outcome(i)?),
+            let output = match outputs.entry(i) {
+                Entry::Occupied(o) => o.into_mut(),
+                Entry::Vacant(v) => v.insert(outcome(i)?),
             };
             let now = ended[i].1;
             step_done(conn, run_id, key, output, true, now)?;
