@@ -114,6 +114,56 @@ async fn a_matching_event_resumes_the_waiting_run_and_others_do_not(db: TestDb) 
     assert_eq!(output(&client, &a.id).await, Value::Null);
 }
 
+/// A wait on a match path no earlier wait of its event name used is found by the next event
+/// of that name (PostgreSQL's event writer looks waits up by the paths it read last time, and
+/// must look again when it reads one it did not know), and the event lists the run it resumed.
+async fn a_wait_on_a_new_match_path_is_found_by_the_next_event(db: TestDb) {
+    let (client, clock) = db.client().await;
+    client.define_job(payer()).unwrap();
+    client
+        .define_job(
+            Job::new("shipper", "Shipper", "1.0.0")
+                .trigger(event_trigger("order.created"))
+                .run(|_p: Value, io: Io| async move {
+                    let wait = WaitFor::timeout(3 * DAY).matching("payload.orderId");
+                    let paid = io.wait_for_event("paid", "invoice.paid", wait).await?;
+                    Ok(json!({ "paid": paid.map(|e| e.id) }))
+                }),
+        )
+        .unwrap();
+    // The name sent while no run waits for it: no path known.
+    client
+        .send_event(
+            "invoice.paid",
+            &json!({ "invoiceId": "in_a", "orderId": "o_1" }),
+        )
+        .await
+        .unwrap();
+    // Later than it: a wait resumes with events sent since it was reached.
+    clock.advance(Duration::from_secs(1));
+    for (start, key, paid) in [
+        (
+            "invoice.created",
+            "invoiceId",
+            json!({ "invoiceId": "in_a" }),
+        ),
+        ("order.created", "orderId", json!({ "orderId": "o_1" })),
+    ] {
+        let ev = client.send_event(start, &paid).await.unwrap();
+        waiting(&client, &ev.run_ids[0]).await;
+        let sent = client.send_event("invoice.paid", &paid).await.unwrap();
+        assert_eq!(output(&client, &ev.id).await, json!(sent.id), "{key}");
+        let d = client
+            .store()
+            .event_detail(&sent.id)
+            .await
+            .unwrap()
+            .unwrap();
+        let resumed: Vec<&str> = d.resumed_runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(resumed, vec![ev.run_ids[0].as_str()], "{key}");
+    }
+}
+
 async fn every_matching_waiter_gets_the_event(db: TestDb) {
     let (client, _clock) = db.client().await;
     client.define_job(payer()).unwrap();
@@ -352,6 +402,7 @@ backend_tests!(
     the_api_and_the_run_page_show_what_a_run_waits_for,
     a_matching_event_resumes_the_waiting_run_and_others_do_not,
     every_matching_waiter_gets_the_event,
+    a_wait_on_a_new_match_path_is_found_by_the_next_event,
     a_condition_that_does_not_hold_keeps_the_run_waiting,
     an_event_sent_before_the_wait_was_reached_does_not_resume_it,
     a_malformed_match_or_condition_fails_the_run_for_good,

@@ -382,6 +382,7 @@ impl PgStore {
             triggers: Arc::clone(&triggers),
             work: Arc::clone(&work),
             read_only: Arc::clone(&read_only),
+            wait_paths: Default::default(),
         });
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         for _ in 0..WRITERS {

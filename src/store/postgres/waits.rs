@@ -24,7 +24,6 @@ use crate::model::wait::{
     event_value, payload_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
 };
 use crate::model::{ms_to_time, EventWait, WaitedEvent};
-use crate::store::links::Effect;
 use crate::store::{Lease, PendingWait, Result};
 
 /// The advisory lock class (first key) of the per-name locks; the issue that brought them.
@@ -133,22 +132,38 @@ pub(super) async fn on_events<C: GenericClient>(c: &C, events: &[Delivered<'_>])
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();
-    let paths = rows(c, WAIT_PATHS_SQL, &[&names]).await?;
-    on_events_with(c, events, &paths).await
+    let paths = match_paths(&rows(c, WAIT_PATHS_SQL, &[&names]).await?)?;
+    on_events_with(c, events, &paths, None).await
 }
 
-/// [`on_events`] with the rows of [`WAIT_PATHS_SQL`] read already (the event writer reads them
-/// in its pipeline with the insert, after the names' locks, so that events no wait can match
-/// cost no round trip).
-pub(super) async fn on_events_with<C: GenericClient>(
-    c: &C,
-    events: &[Delivered<'_>],
+/// The rows of [`WAIT_PATHS_SQL`] as the match paths of each event name.
+pub(super) fn match_paths(
     path_rows: &[tokio_postgres::Row],
-) -> Result<usize> {
+) -> Result<HashMap<String, Vec<String>>> {
     let mut paths: HashMap<String, Vec<String>> = HashMap::new();
     for r in path_rows {
         paths.entry(r.try_get(0)?).or_default().push(r.try_get(1)?);
     }
+    Ok(paths)
+}
+
+/// The waits of the (name, path, value) keys `$1`–`$3` ([`LookupKeys`]), as [`on_events_with`]
+/// reads them.
+pub(super) const LOOKUP_SQL: &str = "SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
+     FROM run_waits w JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(n, p, v) \
+       ON w.event_name = k.n AND w.match_path = k.p AND w.match_value = k.v";
+
+/// [`on_events`] with the match `paths` of the events' names read already (the event writer
+/// reads them in its pipeline with the insert, after the names' locks, so that events no wait
+/// can match cost no round trip), and, when `found` is given, the rows of [`LOOKUP_SQL`] for a
+/// superset of the keys these paths give (the writer looks them up in the same pipeline, by the
+/// paths it read last time).
+pub(super) async fn on_events_with<C: GenericClient>(
+    c: &C,
+    events: &[Delivered<'_>],
+    paths: &HashMap<String, Vec<String>>,
+    found: Option<Vec<tokio_postgres::Row>>,
+) -> Result<usize> {
     if events.is_empty() || paths.is_empty() {
         return Ok(0);
     }
@@ -157,21 +172,17 @@ pub(super) async fn on_events_with<C: GenericClient>(
         names: kn,
         paths: kp,
         values: kv,
-    } = lookup_keys(events, &paths);
+    } = lookup_keys(events, paths);
     if kn.is_empty() {
         return Ok(0);
     }
+    let found = match found {
+        Some(found) => found,
+        None => rows(c, LOOKUP_SQL, &[&kn, &kp, &kv]).await?,
+    };
     let mut waits: Waiters = HashMap::new();
     let mut seen = HashSet::new();
-    for r in rows(
-        c,
-        "SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
-         FROM run_waits w JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(n, p, v) \
-           ON w.event_name = k.n AND w.match_path = k.p AND w.match_value = k.v",
-        &[&kn, &kp, &kv],
-    )
-    .await?
-    {
+    for r in found {
         let (run_id, key): (String, String) = (r.try_get(0)?, r.try_get(1)?);
         if !seen.insert((run_id.clone(), key.clone())) {
             continue;
@@ -344,36 +355,35 @@ impl Resolutions {
         if self.run_ids.is_empty() {
             return Ok(0);
         }
-        let n = rows(
+        let resumed = rows(
             c,
             RESOLVE_SQL,
-            &[&self.run_ids, &self.keys, &self.outputs, &self.at],
+            &[
+                &self.run_ids,
+                &self.keys,
+                &self.outputs,
+                &self.at,
+                &self.events,
+            ],
         )
         .await?;
-        if !self.events.is_empty() {
-            // The event page lists the runs each event resumed.
-            let resumed: HashSet<String> =
-                n.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
-            let effects: Vec<(String, String, i64)> = (0..self.run_ids.len())
-                .filter(|i| resumed.contains(&self.run_ids[*i]))
-                .map(|i| (self.events[i].clone(), self.run_ids[i].clone(), self.at[i]))
-                .collect();
-            super::links::effects_put(c, &effects, Effect::Resumed).await?;
-        }
-        Ok(n.len())
+        Ok(resumed.len())
     }
 }
 
-/// Resumes waits (`$1` run ids, `$2` step keys, `$3` the events as JSON, `$4` due times): each
+/// Resumes waits (`$1` run ids, `$2` step keys, `$3` the events as JSON, `$4` due times, `$5`
+/// the ids of the events resuming them, shorter or empty where none does): each
 /// wait row still there is deleted (a wait resumed or timed out already is gone: nothing else
 /// changes), its step succeeds with the event (an invoke step whose child did not succeed
 /// fails with its outcome), and a queued run becomes due (queue row, then run row); a parent
 /// waiting for several children only once none is left (`children.rs`; its waits counted up to
-/// one more than this statement deletes, as in `runs::COMPLETE_SQL`).
+/// one more than this statement deletes, as in `runs::COMPLETE_SQL`); the event page's link from
+/// each resuming event to its run (`event_effects`) is written by the same statement.
 const RESOLVE_SQL: &str = "WITH u AS ( \
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS u(run_id, key, output, at)), \
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[]) \
+         AS u(run_id, key, output, at, ev) WHERE run_id IS NOT NULL), \
      d AS (DELETE FROM run_waits w USING u WHERE w.run_id = u.run_id AND w.step_key = u.key \
-       RETURNING u.run_id, u.key, u.output, u.at, w.event_name = 'flare/job.invoked' AS invoke, \
+       RETURNING u.run_id, u.key, u.output, u.at, u.ev, w.event_name = 'flare/job.invoked' AS invoke, \
          w.event_name = 'flare/job.invoked' AND u.output::json->>'status' IS DISTINCT FROM 'succeeded' AS failed), \
      s AS (UPDATE run_steps s SET status = CASE WHEN d.failed THEN 'failed' ELSE 'succeeded' END, \
          finished_at = d.at, output = d.output, error = CASE WHEN d.failed THEN 'run ' || (d.output::json->>'runId') \
@@ -386,7 +396,11 @@ const RESOLVE_SQL: &str = "WITH u AS ( \
              LIMIT (SELECT count(*) FROM d x WHERE x.run_id = d.run_id AND x.invoke) + 1) left_) \
           = (SELECT count(*) FROM d x WHERE x.run_id = d.run_id AND x.invoke)) \
        RETURNING q.seq, q.run_at), \
-     hist AS (UPDATE runs x SET run_at = q.run_at FROM q WHERE x.seq = q.seq) \
+     hist AS (UPDATE runs x SET run_at = q.run_at FROM q WHERE x.seq = q.seq), \
+     eff AS (INSERT INTO event_effects (event_id, run_id, effect, at) \
+       SELECT DISTINCT ON (d.ev, d.run_id) d.ev, d.run_id, 'resumed', d.at FROM d WHERE d.ev IS NOT NULL \
+       ORDER BY d.ev, d.run_id \
+       ON CONFLICT (event_id, effect, run_id) DO UPDATE SET at = excluded.at) \
      SELECT run_id FROM d";
 
 /// Stores the wait of run `run_id`'s step `key` (suspended at `since`, timing out at `until`) in

@@ -18,7 +18,10 @@ use super::cancel_on::{paths_with, CancelKeys, PATHS_SQL};
 use super::debounce::{DebouncedRuns, Taken};
 use super::listen::CHANNEL;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
-use super::waits::{on_events, on_events_with, Delivered, LOCK_SHARED_SQL, WAIT_PATHS_SQL};
+use super::waits::{
+    lookup_keys, match_paths, on_events, on_events_with, Delivered, LOCK_SHARED_SQL, LOOKUP_SQL,
+    WAIT_PATHS_SQL,
+};
 use crate::log_throttle::storage_failure;
 use crate::model::{EventFields, RunSlots, StoredEvent};
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
@@ -44,6 +47,44 @@ pub(super) struct Writer {
     pub(super) triggers: Arc<Triggers>,
     pub(super) work: Arc<Notify>,
     pub(super) read_only: Arc<AtomicBool>,
+    /// The match paths of waits (`wait_paths`) per event name, as the last batch of that name
+    /// read them (names without any are left out): each batch looks the waits of its events up
+    /// by these in its insert's pipeline, and again only if the paths it reads there are not
+    /// among them (a wait registered since, by any process).
+    pub(super) wait_paths: std::sync::Mutex<HashMap<String, Vec<String>>>,
+}
+
+impl Writer {
+    /// The match paths of waits for the event `names` as last read.
+    fn guess_wait_paths(&self, names: &[&str]) -> HashMap<String, Vec<String>> {
+        let known = self.wait_paths.lock().unwrap_or_else(|e| e.into_inner());
+        names
+            .iter()
+            .filter_map(|n| known.get(*n).map(|p| (n.to_string(), p.clone())))
+            .collect()
+    }
+
+    /// Keeps the match paths `read` for the event `names` and answers whether each was among
+    /// those `guessed`.
+    fn wait_paths_read(
+        &self,
+        names: &[&str],
+        guessed: &HashMap<String, Vec<String>>,
+        read: &HashMap<String, Vec<String>>,
+    ) -> bool {
+        let covered = read.iter().all(|(name, paths)| {
+            let had = guessed.get(name).map(Vec::as_slice).unwrap_or_default();
+            paths.iter().all(|p| had.contains(p))
+        });
+        let mut known = self.wait_paths.lock().unwrap_or_else(|e| e.into_inner());
+        for name in names {
+            match read.get(*name) {
+                Some(paths) => known.insert(name.to_string(), paths.clone()),
+                None => known.remove(*name),
+            };
+        }
+        covered
+    }
 }
 
 /// Collects waiting inserts into one transaction (group commit) and answers each caller after
@@ -105,6 +146,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let notify = client.prepare_cached(NOTIFY_SQL).await?;
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
     let wait_paths = client.prepare_cached(WAIT_PATHS_SQL).await?;
+    let lookup = client.prepare_cached(LOOKUP_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -122,20 +164,39 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let params = prepared.params();
     let names = prepared.names();
     let lock_params: [&(dyn ToSql + Sync); 1] = [&names];
+    // The waits of the events by the paths read last time (a superset of the keys of what the
+    // insert will deliver: duplicates included), looked up in the same pipeline.
+    let may_deliver = prepared.may_deliver();
+    let guessed = writer.guess_wait_paths(&names);
+    let guess = lookup_keys(&may_deliver, &guessed);
     // Sent in this order on the first poll; answers come back in order. The names' shared locks
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
     // keys and waits after them, so that events no key or wait can match cost no round trip.
-    let (began, locked, inserted, paths, waiting) = futures::join!(
+    let (began, locked, inserted, paths, waiting, found) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
         client.query(&cancel_paths, &lock_params),
         client.query(&wait_paths, &lock_params),
+        async {
+            if guess.names.is_empty() {
+                return Ok(Vec::new());
+            }
+            client
+                .query(&lookup, &[&guess.names, &guess.paths, &guess.values])
+                .await
+        },
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         let inserted = began.and(locked).and(inserted)?;
-        let (paths, waiting) = (paths_with(&paths?, &prepared.runs.cancel_keys)?, waiting?);
+        let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
+        let waiting = match_paths(&waiting?)?;
+        let found = found?;
+        // The rows found are every wait's if no path was missing from the guess.
+        let found = writer
+            .wait_paths_read(&names, &guessed, &waiting)
+            .then_some(found);
         let (mut created, existing) = prepared.created(&inserted)?;
         created.debounced = prepared.debounce(&client, &created).await?;
         super::cancel_on::arm(&client, &prepared.runs.cancel_keys).await?;
@@ -143,7 +204,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         let positions = prepared.armed_positions(&delivered);
         let follow =
             super::cancel::cancel_delivered(&client, Some(paths), &delivered, &positions).await?;
-        let resumed = on_events_with(&client, &delivered, &waiting).await?;
+        let resumed = on_events_with(&client, &delivered, &waiting, found).await?;
         let woken = insert_follow_ups(&client, &writer.triggers, follow).await?;
         Ok::<_, Error>((created, existing, resumed > 0 || woken))
     }
@@ -574,12 +635,22 @@ impl<'a> PreparedEvents<'a> {
 
     /// The new events delivered at once (not scheduled), for the waits they resume.
     pub(super) fn delivered(&self, created: &HashSet<String>) -> Vec<Delivered<'a>> {
+        self.delivered_if(|id| created.contains(id))
+    }
+
+    /// The events [`Self::delivered`] may answer before the insert has: those not scheduled,
+    /// whether or not their ids were new.
+    pub(super) fn may_deliver(&self) -> Vec<Delivered<'a>> {
+        self.delivered_if(|_| true)
+    }
+
+    fn delivered_if(&self, created: impl Fn(&str) -> bool) -> Vec<Delivered<'a>> {
         self.batch
             .iter()
             .enumerate()
             .filter(|(i, row)| {
                 self.candidate[*i]
-                    && created.contains(&row.event.id)
+                    && created(&row.event.id)
                     && row.event.deliver_at.is_none_or(|t| t <= row.event.now)
             })
             .map(|(_, row)| Delivered {
