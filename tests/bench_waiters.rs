@@ -1,6 +1,6 @@
 //! Smoke test of `flare bench waiters` at a tiny N: runs waiting in `io.wait_for_event`, the
-//! send rates of events matching none of them and of events each resuming one, beside the rate
-//! without waiters, on SQLite and on fresh PostgreSQL databases of the local server (skipped
+//! send rates of events matching none of them and of events each resuming one, beside the rates
+//! without waiters (of events starting nothing, and of events each starting one run), on SQLite and on fresh PostgreSQL databases of the local server (skipped
 //! without one, except under `CI`). Every matching event resumes its run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -26,12 +26,21 @@ fn check(figures: &[Figure], stores: &[&str]) {
         assert_eq!(f.scenario, "waiters");
         assert_eq!(f.settings["store"], *store);
         assert_eq!(f.median["waiters"], WAITERS as f64);
-        for rate in ["no_waiters_per_s", "non_matching_per_s", "matching_per_s"] {
+        for rate in [
+            "no_waiters_per_s",
+            "starting_one_run_per_s",
+            "non_matching_per_s",
+            "matching_per_s",
+        ] {
             assert!(f.median[rate] > 0.0, "{rate}: {f:?}");
         }
         assert_eq!(
             f.median["resumed"], EVENTS as f64,
             "every match resumed one: {f:?}"
+        );
+        assert_eq!(
+            f.median["started"], EVENTS as f64,
+            "every event of the like-for-like baseline started one run: {f:?}"
         );
     }
 }

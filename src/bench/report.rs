@@ -140,10 +140,12 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
         "fan-in drain" => &[("runs_per_s", "runs/s")],
         "waiters" => &[
             ("no_waiters_per_s", "events/s, no run waiting"),
+            ("starting_one_run_per_s", "events/s each starting a run"),
             ("non_matching_per_s", "events/s matching none"),
             ("matching_per_s", "events/s each resuming one"),
             ("non_matching_ratio", "× non-matching / none"),
             ("matching_ratio", "× matching / none"),
+            ("matching_vs_starting_ratio", "× matching / starting"),
             ("resumed", "runs resumed"),
         ],
         "steps" => &[

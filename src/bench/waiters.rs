@@ -5,15 +5,18 @@
 //!
 //! 1. **Without waiters**: `--waiters` events start a job that ends at once (so the tables hold
 //!    as many events and runs as below), then a send-only client sends `--events` events named
-//!    `bench.signal` from `--e2e-senders` tasks: the baseline rate.
+//!    `bench.signal` from `--e2e-senders` tasks: the baseline rate. Then as many events of a
+//!    name a job triggers on (its runs wait for a worker): each starts one run, the work a
+//!    matching event's resumption makes (one run made due), for a like-for-like baseline.
 //! 2. **With waiters**, on another database: the same `--waiters` events start a job that waits
 //!    in `io.wait_for_event("bench.signal", matching "payload.k")` on a key of its own; once every
 //!    run waits, the workers stop and the send-only client sends `--events` events whose keys no
 //!    run waits for (non-matching), then `--events` events each matching one waiting run (each
 //!    resumes it, in the send's transaction).
 //!
-//! Reported: the three send rates, each rate with waiters over the baseline, and how many runs
-//! the matching sends resumed (they must be every one).
+//! Reported: the four send rates, each rate with waiters over the baseline (and the matching
+//! one over the rate of events starting a run), and how many runs the matching sends resumed
+//! (they must be every one) and the starting sends started.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -32,13 +35,16 @@ use crate::{event_trigger, Client, Io, Job, JobError, RunStatus, WaitFor};
 const JOB: &str = "bench-waiter";
 const START: &str = "bench.wait";
 const SIGNAL: &str = "bench.signal";
+/// The event of the like-for-like baseline, and its job's id.
+const KICK: &str = "bench.kick";
+const KICKED: &str = "bench-kicked";
 
 /// One repetition on `backend`: the baseline and the rates with waiters, on two databases.
 pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Result<Sample, Error> {
     let place = Place::new(args, backend, "flare_bench_nowait").await?;
     let baseline = without_waiters(args, place.url(), pb).await;
     place.remove().await;
-    let baseline = baseline?;
+    let (baseline, starting, started) = baseline?;
     let place = Place::new(args, backend, "flare_bench_waiters").await?;
     let waiting = with_waiters(args, place.url(), pb).await;
     place.remove().await;
@@ -47,11 +53,14 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
         ("waiters", args.waiters as f64),
         ("events", args.events as f64),
         ("no_waiters_per_s", baseline),
+        ("starting_one_run_per_s", starting),
         ("non_matching_per_s", non_matching),
         ("matching_per_s", matching),
         ("non_matching_ratio", non_matching / baseline),
         ("matching_ratio", matching / baseline),
+        ("matching_vs_starting_ratio", matching / starting),
         ("resumed", resumed as f64),
+        ("started", started as f64),
     ]))
 }
 
@@ -124,9 +133,15 @@ async fn seed(args: &Args, url: &str, wait: bool, pb: &ProgressBar) -> Result<Cl
     Ok(sender)
 }
 
-/// Sends `--events` `bench.signal` events from `--e2e-senders` tasks, event `i` with the key
+/// Sends `--events` `name` events from `--e2e-senders` tasks, event `i` with the key
 /// `from + i` (the waiting runs have the keys 0 to `--waiters` − 1); returns events per second.
-async fn send(args: &Args, client: &Client, from: usize, pb: &ProgressBar) -> Result<f64, Error> {
+async fn send(
+    args: &Args,
+    client: &Client,
+    name: &'static str,
+    from: usize,
+    pb: &ProgressBar,
+) -> Result<f64, Error> {
     let n = args.events;
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
@@ -139,7 +154,7 @@ async fn send(args: &Args, client: &Client, from: usize, pb: &ProgressBar) -> Re
                 if i >= n {
                     return Ok::<_, Error>(());
                 }
-                client.send_event(SIGNAL, &json!({ "k": from + i })).await?;
+                client.send_event(name, &json!({ "k": from + i })).await?;
             }
         });
     }
@@ -150,11 +165,32 @@ async fn send(args: &Args, client: &Client, from: usize, pb: &ProgressBar) -> Re
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-async fn without_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<f64, Error> {
+/// The baseline send rates (events starting nothing, events each starting one run) and how
+/// many runs the second started.
+async fn without_waiters(
+    args: &Args,
+    url: &str,
+    pb: &ProgressBar,
+) -> Result<(f64, f64, u64), Error> {
     let sender = seed(args, url, false, pb).await?;
-    let rate = send(args, &sender, args.waiters, pb).await;
+    let measured = async {
+        let rate = send(args, &sender, SIGNAL, args.waiters, pb).await?;
+        sender
+            .register_job(
+                Job::new(KICKED, "Benchmark kicked", "1.0.0")
+                    .trigger(event_trigger(KICK))
+                    .run(|_p: Value, _io: Io| async { Ok::<_, JobError>(Value::Null) }),
+            )
+            .await?;
+        let starting = send(args, &sender, KICK, args.waiters, pb).await?;
+        // No worker runs them: each is queued and due.
+        let counts = sender.store().run_counts().await?;
+        let started = count(&counts, RunStatus::Queued);
+        Ok::<_, Error>((rate, starting, started))
+    }
+    .await;
     sender.shutdown().await;
-    rate
+    measured
 }
 
 /// The non-matching and matching send rates with `--waiters` runs waiting, and how many runs
@@ -168,8 +204,8 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, 
     }
     let sender = seed(args, url, true, pb).await?;
     let measured = async {
-        let non_matching = send(args, &sender, args.waiters, pb).await?;
-        let matching = send(args, &sender, 0, pb).await?;
+        let non_matching = send(args, &sender, SIGNAL, args.waiters, pb).await?;
+        let matching = send(args, &sender, SIGNAL, 0, pb).await?;
         // A resumed run is due at once; the workers are off, so it waits for a worker (the
         // others wait for their timeout, an hour away).
         let resumed = sender
