@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::steps::Steps;
+use super::steps::{RunEvent, Steps};
 use crate::clock::{ms_to_time, SharedClock};
 use crate::model::{JobError, Level, LogLine};
 use crate::store::{ClaimedRun, Lease, Store};
@@ -106,15 +106,23 @@ pub(crate) struct Execution {
 }
 
 impl Execution {
-    /// The execution of the claimed `run` (`run.id` claimed with `run.token`).
+    /// The execution of the claimed `run` (`run.id` claimed with `run.token`), whose event's
+    /// payload is `payload` (taken out of `run`, and shared with the handler's caller).
     pub(crate) fn new(
         run: &ClaimedRun,
+        payload: Arc<Value>,
         store: Store,
         clock: SharedClock,
         cancel: CancellationToken,
     ) -> Self {
         let (event_id, event_name, attempt) = (&run.event_id, &run.event_name, run.attempt);
-        let run_event = crate::model::wait::event_value(event_id, event_name, &run.payload);
+        let event_id: Arc<str> = Arc::from(event_id.as_str());
+        let event_name: Arc<str> = Arc::from(event_name.as_str());
+        let run_event = RunEvent {
+            id: Arc::clone(&event_id),
+            name: Arc::clone(&event_name),
+            payload,
+        };
         let lease = Lease {
             run_id: run.id.clone(),
             token: run.token,
@@ -123,8 +131,8 @@ impl Execution {
         Self {
             logger: Logger::new(run_id, attempt, clock.clone()),
             run_id: Arc::from(run_id),
-            event_id: Arc::from(event_id.as_str()),
-            event_name: Arc::from(event_name.as_str()),
+            event_id,
+            event_name,
             attempt,
             steps: Arc::new(Steps::new(
                 store.clone(),

@@ -66,17 +66,25 @@ pub(crate) fn spawn(shared: &Arc<Shared>, run: ClaimedRun) {
     set_abort(shared, &run_id, task.abort_handle());
 }
 
-async fn execute(shared: Arc<Shared>, run: ClaimedRun, cancel: CancellationToken) {
+async fn execute(shared: Arc<Shared>, mut run: ClaimedRun, cancel: CancellationToken) {
     let job = shared
         .jobs
         .read()
         .ok()
         .and_then(|j| j.get(&run.job_id).cloned());
-    let exec = Execution::new(&run, shared.store.clone(), shared.clock.clone(), cancel);
+    // The handler gets its own copy; the steps share this one (a wait's match reads it).
+    let payload = Arc::new(std::mem::take(&mut run.payload));
+    let exec = Execution::new(
+        &run,
+        Arc::clone(&payload),
+        shared.store.clone(),
+        shared.clock.clone(),
+        cancel,
+    );
     let logger = exec.logger.clone();
     let steps = Arc::clone(&exec.steps);
     let outcome = match job {
-        Some(job) => perform(&job, run.payload.clone(), exec).await,
+        Some(job) => perform(&job, serde_json::Value::clone(&payload), exec).await,
         None => Outcome::Failed {
             message: format!("job {:?} is not defined in this process", run.job_id),
             retryable: true,
@@ -154,7 +162,8 @@ async fn once(
     if lines.is_empty() || !steps.resumed_after_wait() {
         return lines;
     }
-    let stored = match shared.store.run_detail(run_id).await {
+    // Boxed: the read's future is large, and held inline it would grow every execution's task.
+    let stored = match Box::pin(shared.store.run_detail(run_id)).await {
         Ok(Some(detail)) => detail.logs,
         Ok(None) => return lines,
         Err(e) => {

@@ -52,6 +52,21 @@ pub(crate) enum Suspension {
     Fail { message: String, retryable: bool },
 }
 
+/// The event that started a run, as an execution holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct RunEvent {
+    pub(crate) id: std::sync::Arc<str>,
+    pub(crate) name: std::sync::Arc<str>,
+    pub(crate) payload: std::sync::Arc<Value>,
+}
+
+impl RunEvent {
+    /// `{id, name, payload}`, the run's event in a wait's CEL condition.
+    fn value(&self) -> Value {
+        crate::model::wait::event_value(&self.id, &self.name, &self.payload)
+    }
+}
+
 /// The steps of one execution (shared by the clones of its `Io`).
 #[derive(Debug)]
 pub(crate) struct Steps {
@@ -59,8 +74,9 @@ pub(crate) struct Steps {
     clock: SharedClock,
     lease: Lease,
     attempt: u32,
-    /// The run's event (`{id, name, payload}`), what waits for events match against.
-    run_event: Value,
+    /// The run's event, what waits for events match against (as `{id, name, payload}`, built
+    /// only by a wait: the payload is shared with the handler's, not copied per execution).
+    run_event: RunEvent,
     /// The run's steps as stored when this execution first needed them.
     stored: OnceCell<HashMap<String, Step>>,
     /// Keys of tasks and waits used in this execution.
@@ -75,7 +91,7 @@ impl Steps {
         clock: SharedClock,
         lease: Lease,
         attempt: u32,
-        run_event: Value,
+        run_event: RunEvent,
     ) -> Self {
         Self {
             store,
@@ -297,7 +313,7 @@ impl Steps {
         timeout_ms: i64,
     ) -> Result<Option<WaitedEvent>, JobError> {
         self.take_key(key)?;
-        let wait = EventWait::new(event, match_path, condition, self.run_event.clone())
+        let wait = EventWait::new(event, match_path, condition, self.run_event.value())
             .map_err(|e| JobError::fatal(format!("wait_for_event {key:?}: {e}")))?;
         let stored = self.stored().await?.get(key).cloned();
         let first = stored.is_none();
