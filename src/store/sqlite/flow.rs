@@ -122,12 +122,13 @@ pub(super) const FREE_SLOTS: &str = "SELECT slot, cap - running, thr_interval, t
 
 /// Claims up to `limit` due runs of limited job `job` inside the caller's write: from each slot
 /// with room (in due order) at most its room, and in all at most the second slot's room. The
-/// triggers count each taken run in its slots; each slot read gets its exact next due time.
+/// claim counts the runs it takes in their slots (`0027_flow_take_counted.sql`; the triggers of
+/// `0020` count every later change of their state); each slot read gets its exact next due time.
 ///
 /// Per slot, while no run with slots has a priority (the usual case): one read of its queue in
-/// due order, stopped at its room or at the first run not yet due (the next due time), one
-/// update per run taken and one of the slot. With such runs, their queue is read beside it and
-/// the next due time looked up.
+/// due order, stopped at its room or at the first run not yet due (the next due time), and one
+/// update of the slot; then one update of the runs taken and one of their second slots. With
+/// such runs, their queue is read beside it and the next due time looked up.
 pub(super) fn claim_flow(
     conn: &Connection,
     job: &str,
@@ -200,16 +201,37 @@ pub(super) fn claim_flow(
         } else {
             next_plain
         };
+        // The runs taken count in this slot (their first): see `0027_flow_take_counted.sql`.
         conn.prepare_cached(
-            "UPDATE flow_slots SET tat = ?2, next_due = max(?3, coalesce(?4, 0)) WHERE slot = ?1",
+            "UPDATE flow_slots SET tat = ?2, next_due = max(?3, coalesce(?4, 0)), running = running + ?5 \
+             WHERE slot = ?1",
         )?
-        .execute(params![slot, tat, due, not_before])?;
+        .execute(params![slot, tat, due, not_before, taken])?;
         if budget <= 0 || room_b <= 0 {
             break;
         }
     }
     take_runs(conn, &claimed, p, token)?;
+    count_second_slots(conn, &claimed)?;
     Ok(claimed)
+}
+
+/// Counts the runs `rows` just taken in their second slots (each run's own, which an older
+/// definition may have named differently), one statement per claim.
+fn count_second_slots(conn: &Connection, rows: &[ClaimRow]) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let seqs = serde_json::to_string(&rows.iter().map(|r| r.0).collect::<Vec<_>>())
+        .map_err(|e| Error::Corrupt(e.to_string()))?;
+    conn.prepare_cached(
+        "UPDATE flow_slots SET running = running + c.n \
+         FROM (SELECT slot_b AS s, count(*) AS n FROM runs \
+               WHERE seq IN (SELECT value FROM json_each(?1)) AND slot_b IS NOT NULL GROUP BY slot_b) AS c \
+         WHERE flow_slots.slot = c.s",
+    )?
+    .execute([seqs])?;
+    Ok(())
 }
 
 /// Leases the claimed runs `rows` to the claim (`token`), in one statement: an `UPDATE` of

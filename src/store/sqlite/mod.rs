@@ -80,6 +80,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (23, include_str!("0023_flow_start_timeout.sql")),
     (24, include_str!("0024_flow_debounce.sql")),
     (25, include_str!("0025_flow_priority.sql")),
+    (27, include_str!("0027_flow_take_counted.sql")),
     (30, include_str!("0030_event_waits.sql")),
     (31, include_str!("0031_cancel_on.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
