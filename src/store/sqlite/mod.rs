@@ -81,6 +81,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (24, include_str!("0024_flow_debounce.sql")),
     (25, include_str!("0025_flow_priority.sql")),
     (27, include_str!("0027_flow_take_counted.sql")),
+    (28, include_str!("0028_flow_free_by_key.sql")),
     (30, include_str!("0030_event_waits.sql")),
     (31, include_str!("0031_cancel_on.sql")),
     (40, include_str!("0040_job_owner_note.sql")),
