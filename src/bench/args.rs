@@ -54,8 +54,9 @@ pub enum Scenario {
     /// `all`).
     FanIn,
     /// The send rate with `--waiters` runs waiting in `io.wait_for_event` on keys of their own,
-    /// for events matching none and events each matching one, beside the rate without waiters,
-    /// on SQLite and (with `--database-url`) PostgreSQL (not part of `all`).
+    /// for events matching none and events each matching one, beside the rates without waiters
+    /// (events starting nothing, and events each starting one run), on SQLite and (with
+    /// `--database-url`) PostgreSQL (not part of `all`).
     Waiters,
     /// A long mixed load on a real `flare serve`: `--rate` sends/s and dashboard reads for
     /// `--soak-secs`, sampling memory, WAL size and latency (not part of `all`).

@@ -119,7 +119,7 @@ impl PgStore {
         .iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect::<Result<_>>()?;
-        let mut runs = super::writer::NewRuns::default();
+        let mut runs = super::new_runs::NewRuns::default();
         let mut child_ids = Vec::with_capacity(children.len());
         let mut new_keys = Vec::new();
         let mut new_children = Vec::new();

@@ -5,13 +5,12 @@
 use deadpool_postgres::GenericClient;
 use tokio::sync::oneshot;
 
+use super::new_runs::NewRuns;
 use super::rows::{
     event_from_row, exec, json_text, rows, run_from_row, triggers_refresh, EVENT_SELECT,
     RUN_COLUMNS,
 };
-use super::writer::{
-    insert_events, insert_follow_ups, EventRow, InsertOp, NewRuns, INSERT_RUNS_SQL,
-};
+use super::writer::{insert_events, insert_follow_ups, EventRow, InsertOp, INSERT_RUNS_SQL};
 use super::PgStore;
 use crate::model::{EventFields, StoredEvent};
 use crate::store::{Error, EventDetail, Inserted, NewEvent, Result};

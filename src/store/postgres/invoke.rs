@@ -61,7 +61,7 @@ impl PgStore {
             context: event.context.as_ref(),
             source: &event.source,
         };
-        let mut runs = super::writer::NewRuns::default();
+        let mut runs = super::new_runs::NewRuns::default();
         let run = runs.add(&job, &fields, event.now);
         exec(&tx, super::writer::INSERT_RUNS_SQL, &runs.params()).await?;
         super::cancel_on::arm(&tx, &runs.cancel_keys).await?;

@@ -42,6 +42,7 @@ mod invoke;
 mod jobs;
 mod links;
 mod listen;
+mod new_runs;
 mod nodes;
 mod query;
 mod rows;

@@ -289,7 +289,7 @@ impl PgStore {
             context: None,
             source: &source,
         };
-        let mut runs = super::writer::NewRuns::default();
+        let mut runs = super::new_runs::NewRuns::default();
         let child = runs.add(&job, &fields, now);
         super::rows::exec(&tx, super::writer::INSERT_RUNS_SQL, &runs.params()).await?;
         super::cancel_on::arm(&tx, &runs.cancel_keys).await?;

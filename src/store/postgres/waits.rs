@@ -147,6 +147,47 @@ pub(super) fn match_paths(
     Ok(paths)
 }
 
+/// The match paths of waits (`wait_paths`) per event name, as the last batch of that name read
+/// them (names without any are left out), shared by a node's event writers: a batch looks the
+/// waits of its events up by these in its insert's pipeline ([`Self::guess`]), and again only if
+/// a path it reads there was not among them ([`Self::read`]: a wait registered since, by any
+/// process).
+#[derive(Default)]
+pub(super) struct KnownPaths(std::sync::Mutex<HashMap<String, Vec<String>>>);
+
+impl KnownPaths {
+    /// The match paths of waits for the event `names` as last read.
+    pub(super) fn guess(&self, names: &[&str]) -> HashMap<String, Vec<String>> {
+        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        names
+            .iter()
+            .filter_map(|n| known.get(*n).map(|p| (n.to_string(), p.clone())))
+            .collect()
+    }
+
+    /// Keeps the match paths `read` for the event `names` and answers whether each was among
+    /// those `guessed`.
+    pub(super) fn read(
+        &self,
+        names: &[&str],
+        guessed: &HashMap<String, Vec<String>>,
+        read: &HashMap<String, Vec<String>>,
+    ) -> bool {
+        let covered = read.iter().all(|(name, paths)| {
+            let had = guessed.get(name).map(Vec::as_slice).unwrap_or_default();
+            paths.iter().all(|p| had.contains(p))
+        });
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for name in names {
+            match read.get(*name) {
+                Some(paths) => known.insert(name.to_string(), paths.clone()),
+                None => known.remove(*name),
+            };
+        }
+        covered
+    }
+}
+
 /// The waits of the (name, path, value) keys `$1`–`$3` ([`LookupKeys`]), as [`on_events_with`]
 /// reads them.
 pub(super) const LOOKUP_SQL: &str = "SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \

@@ -14,16 +14,17 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::cancel_on::{paths_with, CancelKeys, PATHS_SQL};
-use super::debounce::{DebouncedRuns, Taken};
+use super::cancel_on::{paths_with, PATHS_SQL};
+use super::debounce::Taken;
 use super::listen::CHANNEL;
+use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{
-    lookup_keys, match_paths, on_events, on_events_with, Delivered, LOCK_SHARED_SQL, LOOKUP_SQL,
-    WAIT_PATHS_SQL,
+    lookup_keys, match_paths, on_events, on_events_with, Delivered, KnownPaths, LOCK_SHARED_SQL,
+    LOOKUP_SQL, WAIT_PATHS_SQL,
 };
 use crate::log_throttle::storage_failure;
-use crate::model::{EventFields, RunSlots, StoredEvent};
+use crate::model::{EventFields, StoredEvent};
 use crate::store::{Error, Inserted, NewEvent, Result, Triggers};
 
 /// Most inserts grouped into one transaction.
@@ -47,44 +48,9 @@ pub(super) struct Writer {
     pub(super) triggers: Arc<Triggers>,
     pub(super) work: Arc<Notify>,
     pub(super) read_only: Arc<AtomicBool>,
-    /// The match paths of waits (`wait_paths`) per event name, as the last batch of that name
-    /// read them (names without any are left out): each batch looks the waits of its events up
-    /// by these in its insert's pipeline, and again only if the paths it reads there are not
-    /// among them (a wait registered since, by any process).
-    pub(super) wait_paths: std::sync::Mutex<HashMap<String, Vec<String>>>,
-}
-
-impl Writer {
-    /// The match paths of waits for the event `names` as last read.
-    fn guess_wait_paths(&self, names: &[&str]) -> HashMap<String, Vec<String>> {
-        let known = self.wait_paths.lock().unwrap_or_else(|e| e.into_inner());
-        names
-            .iter()
-            .filter_map(|n| known.get(*n).map(|p| (n.to_string(), p.clone())))
-            .collect()
-    }
-
-    /// Keeps the match paths `read` for the event `names` and answers whether each was among
-    /// those `guessed`.
-    fn wait_paths_read(
-        &self,
-        names: &[&str],
-        guessed: &HashMap<String, Vec<String>>,
-        read: &HashMap<String, Vec<String>>,
-    ) -> bool {
-        let covered = read.iter().all(|(name, paths)| {
-            let had = guessed.get(name).map(Vec::as_slice).unwrap_or_default();
-            paths.iter().all(|p| had.contains(p))
-        });
-        let mut known = self.wait_paths.lock().unwrap_or_else(|e| e.into_inner());
-        for name in names {
-            match read.get(*name) {
-                Some(paths) => known.insert(name.to_string(), paths.clone()),
-                None => known.remove(*name),
-            };
-        }
-        covered
-    }
+    /// The match paths of waits as the last batch of each event name read them: each batch
+    /// looks the waits of its events up by these in its insert's pipeline.
+    pub(super) wait_paths: KnownPaths,
 }
 
 /// Collects waiting inserts into one transaction (group commit) and answers each caller after
@@ -166,8 +132,12 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let lock_params: [&(dyn ToSql + Sync); 1] = [&names];
     // The waits of the events by the paths read last time (a superset of the keys of what the
     // insert will deliver: duplicates included), looked up in the same pipeline.
-    let may_deliver = prepared.may_deliver();
-    let guessed = writer.guess_wait_paths(&names);
+    let guessed = writer.wait_paths.guess(&names);
+    let may_deliver = if guessed.is_empty() {
+        Vec::new()
+    } else {
+        prepared.may_deliver()
+    };
     let guess = lookup_keys(&may_deliver, &guessed);
     // Sent in this order on the first poll; answers come back in order. The names' shared locks
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
@@ -195,7 +165,8 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         let found = found?;
         // The rows found are every wait's if no path was missing from the guess.
         let found = writer
-            .wait_paths_read(&names, &guessed, &waiting)
+            .wait_paths
+            .read(&names, &guessed, &waiting)
             .then_some(found);
         let (mut created, existing) = prepared.created(&inserted)?;
         created.debounced = prepared.debounce(&client, &created).await?;
@@ -326,187 +297,11 @@ pub(super) const INSERT_RUNS_SQL: &str = concat!("WITH r AS ( \
        JOIN unnest($1::text[], $19::int8[]) AS u(id, expires_at) ON u.id = r.id) \
      ", flow_slots_sql!("$9", "$10", "$11", "$12", "$17", "$18"));
 
-/// A new run id: time-ordered, so ids sort by creation (as on SQLite).
-pub(super) fn new_run_id() -> String {
-    format!("run_{}", uuid::Uuid::now_v7().simple())
-}
-
 /// One event to insert, with its JSON already serialized.
 pub(super) struct EventRow<'a> {
     pub(super) event: &'a NewEvent,
     pub(super) payload: &'a str,
     pub(super) context: Option<&'a str>,
-}
-
-/// Columns of runs to insert.
-#[derive(Default)]
-pub(super) struct NewRuns {
-    pub(super) ids: Vec<String>,
-    pub(super) event_ids: Vec<String>,
-    pub(super) job_ids: Vec<String>,
-    pub(super) versions: Vec<String>,
-    pub(super) max_attempts: Vec<i32>,
-    pub(super) at: Vec<i64>,
-    pub(super) slot_a: Vec<Option<String>>,
-    pub(super) slot_b: Vec<Option<String>>,
-    /// The `flow_slots` rows to create or update (slot, owning job, capacity, due time).
-    pub(super) slots: FlowSlotRows,
-    /// Rate limits of the runs (key, limit, period, reason; `None` without one).
-    pub(super) rate_key: Vec<Option<String>>,
-    pub(super) rate_limit: Vec<Option<i32>>,
-    pub(super) rate_period: Vec<Option<i64>>,
-    pub(super) rate_reason: Vec<Option<String>>,
-    /// The jobs with a rate limit among the runs, and those runs: the insert returns the ones
-    /// it created (the others were over the limit).
-    pub(super) rated_jobs: Vec<String>,
-    pub(super) rated_runs: HashSet<String>,
-    /// When each run expires unstarted (its job's start timeout), ms.
-    pub(super) expires: Vec<Option<i64>>,
-    /// The runs of debounced jobs, taken after the insert (their slots are in `slots`).
-    pub(super) debounced: DebouncedRuns,
-    /// Each run's priority offset, ms (`None`: priority 0).
-    pub(super) priority: Vec<Option<i64>>,
-    /// The `cancel_on` keys of the runs (written by `cancel_on::arm` after the runs' insert).
-    pub(super) cancel_keys: CancelKeys,
-}
-
-/// Rows of `flow_slots` written with new runs: `$16 … $19` of [`INSERT_EVENTS_SQL`].
-#[derive(Default)]
-pub(super) struct FlowSlotRows {
-    pub(super) slot: Vec<String>,
-    pub(super) job: Vec<Option<String>>,
-    pub(super) cap: Vec<i32>,
-    pub(super) due: Vec<Option<i64>>,
-    /// A throttled first slot's spacing of starts and tolerance, ms.
-    pub(super) thr_interval: Vec<Option<f64>>,
-    pub(super) thr_tolerance: Vec<Option<f64>>,
-}
-
-impl FlowSlotRows {
-    fn add(&mut self, job: &str, s: &RunSlots, now: i64) {
-        let cap = |c: u32| i32::try_from(c).unwrap_or(i32::MAX);
-        self.slot.push(s.a.clone());
-        self.job.push(Some(job.to_string()));
-        self.cap.push(cap(s.cap_a));
-        self.due.push(Some(now));
-        self.thr_interval.push(s.throttle.map(|t| t.0));
-        self.thr_tolerance.push(s.throttle.map(|t| t.1));
-        if let Some((b, c)) = &s.b {
-            self.slot.push(b.clone());
-            self.job
-                .push(b.starts_with("job:").then(|| job.to_string()));
-            self.cap.push(cap(*c));
-            self.due.push(None);
-            self.thr_interval.push(None);
-            self.thr_tolerance.push(None);
-        }
-    }
-}
-
-impl NewRuns {
-    /// Adds one queued run per job matching the event; returns their ids.
-    pub(super) fn fan_out(
-        &mut self,
-        triggers: &Triggers,
-        event: &EventFields<'_>,
-        now: i64,
-    ) -> Vec<String> {
-        triggers
-            .matching(event.name, event.payload)
-            .into_iter()
-            .map(|job| match &job.debounce {
-                Some(d) => {
-                    let slots = job.run_slots(event);
-                    if let Some(s) = &slots {
-                        self.slots.add(&job.id, s, now);
-                    }
-                    let id = new_run_id();
-                    self.cancel_keys.add(&job, &id, event, now);
-                    self.debounced.add(id, &job, d, event, slots, now)
-                }
-                None => self.add(&job, event, now),
-            })
-            .collect()
-    }
-
-    /// Adds one queued run of `job` for `event` (its flow-control slots, rate limit and start
-    /// timeout as the job sets them); returns its id.
-    pub(super) fn add(
-        &mut self,
-        job: &crate::model::JobSpec,
-        event: &EventFields<'_>,
-        now: i64,
-    ) -> String {
-        let id = new_run_id();
-        let slots = job.run_slots(event);
-        match &job.rate_limit {
-            Some(rate) => {
-                let key = rate.key_of(event);
-                self.rate_reason.push(Some(rate.reason(&key)));
-                self.rate_key.push(Some(key));
-                self.rate_limit
-                    .push(Some(i32::try_from(rate.limit).unwrap_or(i32::MAX)));
-                self.rate_period
-                    .push(Some(i64::try_from(rate.period_ms).unwrap_or(i64::MAX)));
-                if !self.rated_jobs.contains(&job.id) {
-                    self.rated_jobs.push(job.id.clone());
-                }
-                self.rated_runs.insert(id.clone());
-            }
-            None => {
-                self.rate_key.push(None);
-                self.rate_limit.push(None);
-                self.rate_period.push(None);
-                self.rate_reason.push(None);
-            }
-        }
-        if let Some(s) = &slots {
-            self.slots.add(&job.id, s, now);
-        }
-        self.slot_a.push(slots.as_ref().map(|s| s.a.clone()));
-        self.slot_b.push(slots.and_then(|s| s.b).map(|(b, _)| b));
-        self.expires.push(
-            job.start_timeout
-                .map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
-        );
-        self.priority
-            .push(job.priority.as_ref().and_then(|p| p.offset_ms(event)));
-        self.cancel_keys.add(job, &id, event, now);
-        self.ids.push(id.clone());
-        self.event_ids.push(event.id.to_string());
-        self.job_ids.push(job.id.clone());
-        self.versions.push(job.version.clone());
-        self.max_attempts
-            .push(i32::try_from(job.retry.max_attempts).unwrap_or(i32::MAX));
-        self.at.push(now);
-        id
-    }
-
-    /// The parameters of [`INSERT_RUNS_SQL`].
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 20] {
-        [
-            &self.ids,
-            &self.event_ids,
-            &self.job_ids,
-            &self.versions,
-            &self.max_attempts,
-            &self.at,
-            &self.slot_a,
-            &self.slot_b,
-            &self.slots.slot,
-            &self.slots.job,
-            &self.slots.cap,
-            &self.slots.due,
-            &self.rate_key,
-            &self.rate_limit,
-            &self.rate_period,
-            &self.rate_reason,
-            &self.slots.thr_interval,
-            &self.slots.thr_tolerance,
-            &self.expires,
-            &self.priority,
-        ]
-    }
 }
 
 /// What an insert created: events, runs of rate-limited jobs, and what the runs of debounced
