@@ -179,6 +179,61 @@ async fn a_cancelled_runs_callback_is_refused(db: TestDb) {
     );
 }
 
+/// PostgreSQL, two processes: the callback is answered through one without workers (the
+/// server a `POST` reached), and the process running the job, whose next poll is an hour
+/// away, resumes the run at once (`NOTIFY`). A retry asked there is run at once too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_answer_or_a_retry_on_another_process_wakes_the_one_running_the_job() {
+    let Some(db) = TestDb::new_or_skip(crate::support::Backend::Postgres).await else {
+        return;
+    };
+    let config = flare::EngineConfig {
+        poll_interval: Duration::from_secs(3_600),
+        ..crate::support::test_config()
+    };
+    let (client, clock) = db.client_with(config).await;
+    client.define_job(approver()).unwrap();
+    let server = db.sender(&clock).await;
+    let ev = client
+        .send_event("approval.asked", &json!({}))
+        .await
+        .unwrap();
+    let t = token(&client, &ev.run_ids[0]).await;
+    let now = flare::Clock::now_ms(&clock);
+    let answered = server
+        .store()
+        .callback_resolve(&t, json!({ "approved": true }), now)
+        .await
+        .unwrap();
+    assert!(answered);
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+
+    client
+        .define_job(
+            Job::new("flop", "Flop", "1.0.0")
+                .trigger(event_trigger("flop.asked"))
+                .retry(flare::RetryPolicy::default().max_attempts(1))
+                .run(|_p: Value, _io: Io| async move {
+                    Err::<Value, flare::JobError>(flare::JobError::fatal("flopped"))
+                }),
+        )
+        .unwrap();
+    let ev = client.send_event("flop.asked", &json!({})).await.unwrap();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    server
+        .store()
+        .run_retry(&ev.run_ids[0], flare::Clock::now_ms(&clock))
+        .await
+        .unwrap();
+    wait_for("the retried run to run again", || async {
+        let d = client.store().run_detail(&ev.run_ids[0]).await.unwrap()?;
+        (d.run.status == RunStatus::Failed && d.run.attempt == 2).then_some(())
+    })
+    .await;
+}
+
 backend_tests!(
     a_post_resumes_the_run_with_its_body_once,
     a_cancelled_runs_callback_is_refused,

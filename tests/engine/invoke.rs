@@ -553,6 +553,69 @@ async fn an_unknown_job_id_in_a_fan_out_writes_nothing(db: TestDb) {
     assert_eq!(executions.load(Ordering::SeqCst), 1, "fatal: not retried");
 }
 
+/// Engine settings whose poll would come only after the test's deadline: a run made due must
+/// wake the workers itself.
+fn no_poll() -> flare::EngineConfig {
+    flare::EngineConfig {
+        poll_interval: Duration::from_secs(3_600),
+        ..crate::support::test_config()
+    }
+}
+
+/// The completion that ends a fan-out's last child wakes the workers: its parent resumes at
+/// once, not at the next poll (the poll interval, 200 ms by default, was added to every fan-in).
+async fn a_parent_resumes_when_its_last_child_ends_not_at_the_next_poll(db: TestDb) {
+    let (client, _clock) = db.client_with(no_poll()).await;
+    children(&client);
+    client.define_job(caller()).unwrap();
+    let (ev, _) = start(&client, json!({ "many": 3 })).await;
+    let d = settled(&client, &ev).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+    let expected: Vec<Value> = (0..3).map(|n| json!({ "n": n * 2 })).collect();
+    assert_eq!(d.runs[0].output, Some(json!({ "got": expected })));
+}
+
+/// Cancelling a child resumes its waiting parent (with the step error) at once, too.
+async fn a_cancelled_child_resumes_its_parent_at_once(db: TestDb) {
+    let (client, clock) = db.client_with(no_poll()).await;
+    children(&client);
+    client.define_job(caller()).unwrap();
+    let (ev, parent) = start(&client, json!({ "job": "sleepy" })).await;
+    let child = child_of(&client, &parent, "call").await;
+    wait_for("the parent to wait", || async {
+        let d = client.store().run_detail(&parent).await.unwrap()?;
+        d.wait.is_some().then_some(())
+    })
+    .await;
+    client
+        .store()
+        .run_cancel(&child.runs[0].id, flare::Clock::now_ms(&clock))
+        .await
+        .unwrap();
+    let d = settled(&client, &ev).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed, "{:?}", d.runs[0]);
+    let error = d.runs[0].error.clone().unwrap_or_default();
+    assert!(error.contains("cancelled"), "{error}");
+}
+
+/// PostgreSQL, two nodes: the children run on a node that does not run their caller's job, and
+/// the completion there that ends the last one wakes the caller's node (`NOTIFY`), whose next
+/// poll is an hour away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_last_child_ending_on_another_node_wakes_its_parent_s_node() {
+    let Some(db) = TestDb::new_or_skip(crate::support::Backend::Postgres).await else {
+        return;
+    };
+    let (client, clock) = db.client_with(no_poll()).await;
+    let other = db.client_on(&clock, no_poll()).await;
+    children(&other);
+    client.define_job(caller()).unwrap();
+    let (ev, _) = start(&client, json!({ "many": 3 })).await;
+    let d = settled(&client, &ev).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+    other.shutdown().await;
+}
+
 backend_tests!(
     invoke_returns_the_child_output_and_the_child_records_its_parent,
     a_failing_child_or_a_timeout_is_a_step_error,
@@ -567,4 +630,6 @@ backend_tests!(
     a_child_whose_worker_died_resumes_its_parent_when_it_ends,
     an_unknown_job_id_in_a_fan_out_writes_nothing,
     an_invoked_child_is_cancelled_by_its_job_s_cancel_on,
+    a_parent_resumes_when_its_last_child_ends_not_at_the_next_poll,
+    a_cancelled_child_resumes_its_parent_at_once,
 );

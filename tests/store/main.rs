@@ -4,7 +4,8 @@
 //! One module per noun: `backup` (online SQLite backups), `nodes` (several nodes racing on one database), `upgrades` (databases
 //! migrated while they hold work), `search` (the payload search and the event counts),
 //! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals),
-//! `ended` (runs cancelled without an attempt send `flare/run.cancelled`), `wait_locks`
+//! `ended` (runs cancelled without an attempt send `flare/run.cancelled`), `fan_in` (a parent's
+//! last child ending makes it due and wakes the workers), `wait_locks`
 //! (PostgreSQL: an insert takes its names' locks before it writes);
 //! `fixture` holds what they build on.
 
@@ -17,6 +18,7 @@ mod backup;
 mod debounce;
 mod ended;
 mod expiry;
+mod fan_in;
 mod fixture;
 mod flow;
 mod nodes;

@@ -198,6 +198,10 @@ impl PgStore {
                 at = end;
             }
         }
+        if !created.is_empty() {
+            // Any process may run the children's job: each is told at commit.
+            super::flow::notify(&tx).await?;
+        }
         tx.commit().await?;
         if !created.is_empty() {
             self.wake();

@@ -116,7 +116,7 @@ pub(super) async fn waiting_for<C: GenericClient>(
     Ok(crate::store::runs::waiting_for(run, a.as_ref(), b.as_ref()))
 }
 
-/// Wakes the workers of every process (slots were freed).
+/// Wakes the workers of every process (`NOTIFY`, delivered at commit): slots freed, runs due.
 pub(super) async fn notify<C: GenericClient>(c: &C) -> Result<()> {
     exec(c, "SELECT pg_notify($1, '')", &[&CHANNEL]).await?;
     Ok(())

@@ -213,16 +213,19 @@ impl<'a> LogColumns<'a> {
 }
 
 /// The attempts `runs::COMPLETE_SQL` wrote (its rows name their position in `ids` and `tokens`, from
-/// 1), as run id and token; `freed` is set when one of them held slots.
+/// 1), as run id and token; `freed` is set when one of them held slots, `resumed` when the batch
+/// made a parent due (its last invoked child ended).
 pub(super) fn held_attempts(
     written: &[Row],
     ids: &[&str],
     tokens: &[i64],
     freed: &mut bool,
+    resumed: &mut bool,
 ) -> Result<HashSet<(String, i64)>> {
     let mut held = HashSet::with_capacity(written.len());
     for r in written {
         *freed |= r.try_get::<_, bool>(1)?;
+        *resumed |= r.try_get::<_, bool>(2)?;
         let i = usize::try_from(r.try_get::<_, i64>(0)? - 1)
             .map_err(|e| Error::Corrupt(e.to_string()))?;
         let (Some(id), Some(token)) = (ids.get(i), tokens.get(i)) else {

@@ -186,7 +186,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        FROM unnest($10::text[], $11::int4[], $12::text[], $13::text[], $14::text[], $15::int8[]) \
             WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
        WHERE (l.run_id, l.attempt) IN (SELECT u.id, u.attempt FROM done JOIN u ON u.ord = done.ord) ORDER BY l.ord) \
-     SELECT ord, slot_a IS NOT NULL FROM done"
+     SELECT ord, slot_a IS NOT NULL, EXISTS (SELECT 1 FROM inv_queue) FROM done"
 );
 
 pub(super) async fn run_state_error<C: GenericClient>(
@@ -401,7 +401,7 @@ impl PgStore {
         let mut started = Vec::with_capacity(n);
         let mut logs = LogColumns::default();
         let mut retry = false;
-        let mut freed = false;
+        let (mut freed, mut resumed) = (false, false);
         for c in completions {
             let (status, due, output, error) = match &c.finish {
                 Finish::Succeeded(output) => ("succeeded", None, Some(output.to_string()), None),
@@ -460,8 +460,9 @@ impl PgStore {
                     &params,
                 )
                 .await?;
-            let held = super::rows::held_attempts(&written, &ids, &tokens, &mut freed)?;
-            self.after_end(&client, retry, freed).await?;
+            let held =
+                super::rows::held_attempts(&written, &ids, &tokens, &mut freed, &mut resumed)?;
+            self.after_end(&client, retry, freed || resumed).await?;
             return Ok(held);
         }
         // A run failed for good: its `flare/run.failed` commits with it.
@@ -470,7 +471,7 @@ impl PgStore {
         exec(&tx, super::waits::LOCK_INVOKE_SHARED_SQL, &[]).await?;
         super::waits::lock_parents(&tx, &ids).await?;
         let written = rows(&tx, COMPLETE_SQL, &params).await?;
-        let held = super::rows::held_attempts(&written, &ids, &tokens, &mut freed)?;
+        let held = super::rows::held_attempts(&written, &ids, &tokens, &mut freed, &mut resumed)?;
         let ended: Vec<(String, Option<String>)> = failed
             .into_iter()
             .filter(|(id, token, _)| held.contains(&(id.clone(), *token)))
@@ -479,16 +480,19 @@ impl PgStore {
         let now = completions.iter().map(|c| c.finished_at).max().unwrap_or(0);
         let woken = send_ended(&tx, self.triggers(), &ended, false, now).await?;
         tx.commit().await?;
-        self.after_end(&client, retry || woken, freed).await?;
+        self.after_end(&client, retry || woken, freed || resumed)
+            .await?;
         Ok(held)
     }
 
-    /// Wakes this process's workers (runs due, slots freed), and every process's if slots freed.
-    async fn after_end<C: GenericClient>(&self, client: &C, wake: bool, freed: bool) -> Result<()> {
-        if wake || freed {
+    /// Wakes this process's workers (runs due, slots freed), and every process's (`NOTIFY`) when
+    /// `all`: slots freed, which any process's runs may take, or a parent made due by its last
+    /// child, whose job another process may run.
+    async fn after_end<C: GenericClient>(&self, client: &C, wake: bool, all: bool) -> Result<()> {
+        if wake || all {
             self.wake();
         }
-        if freed {
+        if all {
             super::flow::notify(client).await?;
         }
         Ok(())
@@ -621,7 +625,11 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         let n = run_cancel_in(&tx, self.triggers(), &id, now).await?;
         if n == 1 {
+            // A parent waiting for it, or a run its `flare/run.cancelled` started, may be due
+            // now, on any process: each is told at commit.
+            super::flow::notify(&tx).await?;
             tx.commit().await?;
+            self.wake();
             return Ok(());
         }
         run_state_error(
@@ -641,6 +649,8 @@ impl PgStore {
         // run's current outcome, as on SQLite.
         let n = run_retry_in(&tx, &id, now).await?;
         if n == 1 {
+            // Asked of any process (the dashboard's), run by those with the job.
+            super::flow::notify(&tx).await?;
             tx.commit().await?;
             self.wake();
             return Ok(());

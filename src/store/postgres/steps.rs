@@ -358,6 +358,10 @@ impl PgStore {
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
         let done = super::waits::callback_resolve(&tx, &token, output, now).await?;
+        if done {
+            // The process posted to may not run the job: every process is told at commit.
+            super::flow::notify(&tx).await?;
+        }
         tx.commit().await?;
         if done {
             self.wake();

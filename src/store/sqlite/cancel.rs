@@ -59,7 +59,7 @@ fn one(ctx: &mut WriteCtx<'_>, id: &str, now: i64, reason: Option<&str>) -> Resu
         .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1")?
         .execute([id])?;
     super::cancel_on::disarm(ctx.conn, id)?;
-    super::waits::on_run_end(ctx.conn, id, now)?;
+    ctx.wake |= super::waits::on_run_end(ctx.conn, id, now)? > 0;
     if status == "running" {
         ctx.conn
             .prepare_cached(

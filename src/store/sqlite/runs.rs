@@ -392,7 +392,9 @@ impl SqliteStore {
                     .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", gone[i].run_id))),
             })?;
             super::cancel_on::disarm_all(conn, &ids)?;
-            fan_in.resume(conn)?;
+            if fan_in.resume(conn)? > 0 {
+                ctx.wake = true;
+            }
             Ok(held)
         })
         .await
@@ -470,7 +472,7 @@ impl SqliteStore {
                 if let Some(at) = finished {
                     ctx.tally.run(*at, job, "failed", 1);
                     super::events::send_ended(ctx, id, false, Some(error), now)?;
-                    super::waits::on_run_end(ctx.conn, id, now)?;
+                    ctx.wake |= super::waits::on_run_end(ctx.conn, id, now)? > 0;
                     super::cancel_on::disarm(ctx.conn, id)?;
                 }
             }

@@ -192,7 +192,8 @@ pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<String
     ))
 }
 
-/// Resumes the parents waiting for run `id` (`io.invoke`), which just ended; returns how many.
+/// Resumes the parents waiting for run `id` (`io.invoke`), which just ended; returns how many
+/// were made due (their last child ended): the caller wakes the workers then.
 pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize> {
     let Some(outcome) = child_outcome(conn, id)? else {
         return Ok(0);
@@ -276,13 +277,15 @@ impl FanIn {
     }
 
     /// Makes each parent whose waits ended due, if none of its invoke waits is left (fan-in:
-    /// `io.invoke_all` resumes once); returns how many parents' waits ended.
+    /// `io.invoke_all` resumes once); returns how many were made due, for the caller to wake
+    /// the workers (a parent left waiting for the poll would lose up to a poll interval).
     pub(super) fn resume(self, conn: &Connection) -> Result<usize> {
         let mut due = conn.prepare_cached(PARENT_DUE_SQL)?;
+        let mut made_due = 0;
         for (run_id, at) in &self.parents {
-            due.execute(params![run_id, at, INVOKE_EVENT])?;
+            made_due += due.execute(params![run_id, at, INVOKE_EVENT])?;
         }
-        Ok(self.parents.len())
+        Ok(made_due)
     }
 }
 
