@@ -62,7 +62,7 @@ pub(super) fn register(
     if wait.is_invoke() {
         // A child that ended already resumes its parent now.
         return match child_outcome(conn, &wait.match_value)? {
-            Some(outcome) => resolve(conn, run_id, key, &outcome, now),
+            Some(o) => resolve(conn, run_id, key, &o.json, o.failure.as_deref(), now),
             None => Ok(false),
         };
     }
@@ -85,7 +85,7 @@ pub(super) fn register(
                 payload,
                 timestamp: ms_to_time(r.get(2)?),
             };
-            let resumed = resolve(conn, run_id, key, &waited(&event), now)?;
+            let resumed = resolve(conn, run_id, key, &waited(&event), None, now)?;
             if resumed {
                 super::links::effect_put(conn, &event.id, run_id, Effect::Resumed, now)?;
             }
@@ -152,7 +152,7 @@ pub(super) fn on_event(
     let output = waited(&event);
     let mut n = 0;
     for (run_id, key) in waiters {
-        if resolve(conn, &run_id, &key, &output, now)? {
+        if resolve(conn, &run_id, &key, &output, None, now)? {
             super::links::effect_put(conn, id, &run_id, Effect::Resumed, now)?;
             n += 1;
         }
@@ -173,8 +173,28 @@ fn waited(event: &WaitedEvent) -> String {
     serde_json::to_string(event).unwrap_or_else(|_| "null".into())
 }
 
-/// How run `id` ended (`{runId, status, output, error}`, JSON), or `None` while it has not.
-pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<String>> {
+/// How an invoked run ended, as its parent's step gets it.
+#[derive(Clone)]
+pub(super) struct Outcome {
+    /// `{runId, status, output, error}`, JSON: the step's output.
+    pub json: String,
+    /// The step's error when the run did not succeed (the step fails with it).
+    pub failure: Option<String>,
+}
+
+impl Outcome {
+    /// Run `id` succeeded with `output`.
+    pub fn succeeded(id: &str, output: &Value) -> Self {
+        Self {
+            json: serde_json::json!({ "runId": id, "status": "succeeded", "output": output, "error": null })
+                .to_string(),
+            failure: None,
+        }
+    }
+}
+
+/// How run `id` ended, or `None` while it has not.
+pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<Outcome>> {
     let row: Option<(String, Option<String>, Option<String>)> = conn
         .prepare_cached("SELECT status, output, error FROM runs WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -186,10 +206,18 @@ pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<String
         return Ok(None);
     }
     let output = opt_json(output)?;
-    Ok(Some(
-        serde_json::json!({ "runId": id, "status": status, "output": output, "error": error })
-            .to_string(),
-    ))
+    let failure = (status != "succeeded").then(|| {
+        format!(
+            "run {id} {status}: {}",
+            error.as_deref().unwrap_or("no error given")
+        )
+    });
+    Ok(Some(Outcome {
+        json:
+            serde_json::json!({ "runId": id, "status": status, "output": output, "error": error })
+                .to_string(),
+        failure,
+    }))
 }
 
 /// Resumes the parents waiting for run `id` (`io.invoke`), which just ended; returns how many
@@ -220,15 +248,15 @@ pub(super) struct FanIn {
 
 impl FanIn {
     /// Removes the invoke waits for the runs `ended` (each id with when it ended), and writes
-    /// their steps with the run's outcome (`{runId, status, output, error}`, JSON, by the run's
-    /// index in `ended`; computed only when a parent waits); returns how many waits ended. One
+    /// their steps with the run's outcome (by the run's index in `ended`; computed only when a
+    /// parent waits); returns how many waits ended. One
     /// statement finds and removes the waits of all (the name's index, one probe per run):
     /// nothing for runs no one waits for.
     pub(super) fn children_ended(
         &mut self,
         conn: &Connection,
         ended: &[(&str, i64)],
-        outcome: impl Fn(usize) -> Result<String>,
+        outcome: impl Fn(usize) -> Result<Outcome>,
     ) -> Result<usize> {
         // None while no run waits for an invoked run: one probe instead of one per run.
         let waiting = || -> Result<bool> {
@@ -257,7 +285,7 @@ impl FanIn {
             return Ok(0);
         }
         let at: HashMap<&str, usize> = ended.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
-        let mut outputs: HashMap<usize, String> = HashMap::new();
+        let mut outputs: HashMap<usize, Outcome> = HashMap::new();
         for (run_id, key, child) in &waits {
             let Some(&i) = at.get(child.as_str()) else {
                 continue;
@@ -267,7 +295,14 @@ impl FanIn {
                 Entry::Vacant(v) => v.insert(outcome(i)?),
             };
             let now = ended[i].1;
-            step_done(conn, run_id, key, output, true, now)?;
+            step_done(
+                conn,
+                run_id,
+                key,
+                &output.json,
+                output.failure.as_deref(),
+                now,
+            )?;
             match self.parents.iter_mut().find(|(p, _)| p == run_id) {
                 Some((_, at)) => *at = (*at).max(now),
                 None => self.parents.push((run_id.clone(), now)),
@@ -304,7 +339,14 @@ pub(super) fn children_unfinished(conn: &Connection, id: &str) -> Result<Vec<Str
 /// out): the wait row deleted, the step succeeded with it (an invoke step whose child did not
 /// succeed fails with its outcome), a queued run due now; a parent waiting for several
 /// children only once none is left (fan-in).
-fn resolve(conn: &Connection, run_id: &str, key: &str, output: &str, now: i64) -> Result<bool> {
+fn resolve(
+    conn: &Connection,
+    run_id: &str,
+    key: &str,
+    output: &str,
+    failure: Option<&str>,
+    now: i64,
+) -> Result<bool> {
     let gone: Option<String> = conn
         .prepare_cached(
             "DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2 RETURNING event_name",
@@ -315,7 +357,7 @@ fn resolve(conn: &Connection, run_id: &str, key: &str, output: &str, now: i64) -
         return Ok(false);
     };
     let invoke = name == INVOKE_EVENT;
-    step_done(conn, run_id, key, output, invoke, now)?;
+    step_done(conn, run_id, key, output, failure, now)?;
     if invoke {
         conn.prepare_cached(PARENT_DUE_SQL)?
             .execute(params![run_id, now, INVOKE_EVENT])?;
@@ -327,27 +369,15 @@ fn resolve(conn: &Connection, run_id: &str, key: &str, output: &str, now: i64) -
 }
 
 /// Writes the step `key` of `run_id` whose wait ended with `output` (JSON): succeeded with it,
-/// or, for an invoke step (`invoke`) whose child did not succeed, failed with its outcome.
+/// or failed with `failure` (an invoke step whose child did not succeed).
 fn step_done(
     conn: &Connection,
     run_id: &str,
     key: &str,
     output: &str,
-    invoke: bool,
+    failure: Option<&str>,
     now: i64,
 ) -> Result<()> {
-    let failed = invoke
-        .then(|| serde_json::from_str::<Value>(output).ok())
-        .flatten()
-        .filter(|o| o["status"] != "succeeded")
-        .map(|o| {
-            format!(
-                "run {} {}: {}",
-                o["runId"].as_str().unwrap_or("?"),
-                o["status"].as_str().unwrap_or("ended"),
-                o["error"].as_str().unwrap_or("no error given")
-            )
-        });
     conn.prepare_cached(
         "UPDATE run_steps SET status = ?5, finished_at = ?3, output = ?4, error = ?6 \
          WHERE run_id = ?1 AND key = ?2 AND status <> 'succeeded'",
@@ -357,12 +387,12 @@ fn step_done(
         key,
         now,
         output,
-        if failed.is_some() {
+        if failure.is_some() {
             "failed"
         } else {
             "succeeded"
         },
-        failed
+        failure
     ])?;
     Ok(())
 }
@@ -453,7 +483,7 @@ impl SqliteStore {
             let Some((run_id, key)) = found else {
                 return Ok(false);
             };
-            let done = resolve(ctx.conn, &run_id, &key, &output, now)?;
+            let done = resolve(ctx.conn, &run_id, &key, &output, None, now)?;
             ctx.wake |= done;
             Ok(done)
         })
