@@ -2,7 +2,10 @@
 //! registered for that name (`store/postgres/waits.rs`). The insert takes its names' shared
 //! locks before it writes anything, so a transaction holding one exclusively (a run suspending
 //! on a wait for that name) is never waited for by an insert that already holds rows others
-//! need.
+//! need. A cancel takes its locks before it writes, too: the invoked runs' name lock (a parent
+//! suspending on its children holds it exclusively, then writes the parent's queue row) and the
+//! run's lock as a parent (a completion ending one of its children holds it, then writes the
+//! parent's queue row); holding that row while waiting for either lock would deadlock.
 
 use std::time::Duration;
 
@@ -70,4 +73,90 @@ async fn postgres_an_insert_takes_its_names_locks_before_it_writes() {
         .unwrap()
         .unwrap();
     assert!(inserted.created);
+}
+
+/// A cancel while a parent suspends on its children: the suspension holds the lock of
+/// `flare/job.invoked` exclusively and then writes the parent's queue row; the cancel takes that
+/// lock (shared) before it removes the row, so it waits having written nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_cancel_takes_the_invoke_lock_before_it_writes() {
+    a_cancel_waits_before_writing_while(|_| {
+        "SELECT pg_advisory_xact_lock(27, hashtext('flare/job.invoked'))".to_string()
+    })
+    .await;
+}
+
+/// A cancel while a child of the run ends: the completion holds the run's lock as a parent
+/// (class 28, `LOCK_PARENTS_SQL`), ends the child's queue row and then writes the parent's (the
+/// fan-in); the cancel takes that lock before it removes the parent's row, and so waits having
+/// written nothing instead of holding the row the completion needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_cancel_takes_the_run_s_parent_lock_before_it_writes() {
+    a_cancel_waits_before_writing_while(|run| {
+        format!("SELECT pg_advisory_xact_lock(28, hashtext('{run}'))")
+    })
+    .await;
+}
+
+/// Cancels a queued run while another transaction holds the lock `lock(run id)` takes: the
+/// cancel waits for it having written nothing, then cancels the run.
+async fn a_cancel_waits_before_writing_while(lock: impl Fn(&str) -> String) {
+    let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
+        return;
+    };
+    let store = crate::fixture::store_with_ship(&db.url).await;
+    let run = store
+        .event_insert(event("evt_1".into(), None, 1_000))
+        .await
+        .unwrap()
+        .event
+        .run_ids[0]
+        .clone();
+    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    pg.batch_execute(&format!("BEGIN; {}", lock(&run)))
+        .await
+        .unwrap();
+    let cancelling = tokio::spawn({
+        let store = store.clone();
+        let run = run.clone();
+        async move { store.run_cancel(&run, 2_000).await }
+    });
+    let admin = pg_admin().await.unwrap();
+    let name = db.url.rsplit('/').next().unwrap().to_string();
+    let waiter: i32 = wait_for("the cancel to wait for the lock", || async {
+        admin
+            .query(
+                "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                 WHERE a.datname = $1 AND l.locktype = 'advisory' AND NOT l.granted",
+                &[&name],
+            )
+            .await
+            .unwrap()
+            .first()
+            .map(|r| r.get(0))
+    })
+    .await;
+    let wrote: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'transactionid'",
+            &[&waiter],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        wrote, 0,
+        "the cancel waits for the lock before writing anything"
+    );
+    pg.batch_execute("COMMIT").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), cancelling)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let d = store.run_detail(&run).await.unwrap().unwrap();
+    assert_eq!(d.run.status, flare::RunStatus::Cancelled);
 }

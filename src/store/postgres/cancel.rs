@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use deadpool_postgres::GenericClient;
 
 use super::cancel_on::Paths;
-use super::rows::rows;
+use super::rows::{exec, rows};
 use super::waits::Delivered;
 use crate::model::cancel::cancelled_by_event;
 use crate::store::links::Effect;
@@ -73,9 +73,16 @@ async fn tree<C: GenericClient>(
     now: i64,
     reason: Option<&str>,
 ) -> Result<Vec<String>> {
+    // Locks before rows: a parent suspending on its children holds the invoked runs' name lock
+    // exclusively and then writes its queue row, which `cancel_row` would hold while
+    // `on_run_end` waits for that lock (a deadlock); see `tests/store/wait_locks.rs`.
+    exec(c, super::waits::LOCK_INVOKE_SHARED_SQL, &[]).await?;
     let mut cancelled = Vec::new();
     let mut todo = vec![(id.to_string(), reason)];
     while let Some((run, why)) = todo.pop() {
+        // The run's lock as a parent (`waits::LOCK_PARENTS_SQL`) before its row: a completion
+        // ending one of its children holds it and then writes this run's queue row (fan-in).
+        exec(c, "SELECT pg_advisory_xact_lock(28, hashtext($1))", &[&run]).await?;
         if cancel_row(c, &run, now, why).await? == 0 {
             continue;
         }
