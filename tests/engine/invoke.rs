@@ -90,6 +90,17 @@ async fn child_of(client: &Client, parent: &str, key: &str) -> flare::store::Eve
     .await
 }
 
+/// Waits until run `parent` is suspended on its children: queued, with its wait. Its invoke
+/// waits are written with the children, while it still runs: a test that moves the clock past
+/// its lease, or cancels it, before it suspended would race its suspension.
+async fn suspended(client: &Client, parent: &str) {
+    wait_for("the parent to wait", || async {
+        let d = client.store().run_detail(parent).await.unwrap()?;
+        (d.wait.is_some() && d.run.status == RunStatus::Queued).then_some(())
+    })
+    .await;
+}
+
 async fn invoke_returns_the_child_output_and_the_child_records_its_parent(db: TestDb) {
     let (client, _clock) = db.client().await;
     children(&client);
@@ -118,11 +129,7 @@ async fn a_failing_child_or_a_timeout_is_a_step_error(db: TestDb) {
 
     let (ev, parent) = start(&client, json!({ "job": "sleepy", "ms": 60_000 })).await;
     let child = child_of(&client, &parent, "call").await;
-    wait_for("the parent to wait", || async {
-        let d = client.store().run_detail(&parent).await.unwrap()?;
-        d.wait.is_some().then_some(())
-    })
-    .await;
+    suspended(&client, &parent).await;
     let _ = child;
     clock.advance(Duration::from_secs(60));
     client.engine().wake();
@@ -166,11 +173,7 @@ async fn cancelling_the_parent_cancels_its_unfinished_children(db: TestDb) {
     let (_, parent) = start(&client, json!({ "job": "sleepy" })).await;
     let child = child_of(&client, &parent, "call").await;
     let child_run = child.runs[0].id.clone();
-    wait_for("the parent to wait", || async {
-        let d = client.store().run_detail(&parent).await.unwrap()?;
-        d.wait.is_some().then_some(())
-    })
-    .await;
+    suspended(&client, &parent).await;
     client
         .store()
         .run_cancel(&parent, flare::Clock::now_ms(&clock))
@@ -462,11 +465,7 @@ async fn a_child_whose_worker_died_resumes_its_parent_when_it_ends(db: TestDb) {
             .unwrap();
         assert_eq!(claimed.len(), 1);
         assert_eq!(claimed[0].id, child);
-        wait_for("the parent to wait", || async {
-            let d = client.store().run_detail(&parent).await.unwrap()?;
-            d.wait.is_some().then_some(())
-        })
-        .await;
+        suspended(&client, &parent).await;
         client.define_job(job).unwrap();
         clock.advance(Duration::from_secs(31));
         client.engine().maintenance().rescue_once().await.unwrap();
@@ -582,11 +581,7 @@ async fn a_cancelled_child_resumes_its_parent_at_once(db: TestDb) {
     client.define_job(caller()).unwrap();
     let (ev, parent) = start(&client, json!({ "job": "sleepy" })).await;
     let child = child_of(&client, &parent, "call").await;
-    wait_for("the parent to wait", || async {
-        let d = client.store().run_detail(&parent).await.unwrap()?;
-        d.wait.is_some().then_some(())
-    })
-    .await;
+    suspended(&client, &parent).await;
     client
         .store()
         .run_cancel(&child.runs[0].id, flare::Clock::now_ms(&clock))
