@@ -26,19 +26,21 @@ fn once() -> RetryPolicy {
     RetryPolicy::default().max_attempts(1)
 }
 
-/// `double` returns twice its `n`; `boom` fails; `sleepy` waits a day.
-fn children(client: &Client) {
+/// `double` returns twice its `n`; `boom` fails; `sleepy` waits a day. Stored before this returns
+/// (`register_job`): another node's caller invokes them by their stored definitions.
+async fn children(client: &Client) {
     client
-        .define_job(
+        .register_job(
             Job::new("double", "Double", "1.0.0")
                 .trigger(event_trigger("never.sent"))
                 .run(|p: Value, _io: Io| async move {
                     Ok(json!({ "n": p["n"].as_i64().unwrap_or(0) * 2 }))
                 }),
         )
+        .await
         .unwrap();
     client
-        .define_job(
+        .register_job(
             Job::new("boom", "Boom", "1.0.0")
                 .trigger(event_trigger("never.sent"))
                 .retry(once())
@@ -46,9 +48,10 @@ fn children(client: &Client) {
                     Err::<Value, JobError>(JobError::fatal("boom went the child"))
                 }),
         )
+        .await
         .unwrap();
     client
-        .define_job(
+        .register_job(
             Job::new("sleepy", "Sleepy", "1.0.0")
                 .trigger(event_trigger("never.sent"))
                 .run(|_p: Value, io: Io| async move {
@@ -56,6 +59,7 @@ fn children(client: &Client) {
                     Ok(json!(null))
                 }),
         )
+        .await
         .unwrap();
 }
 
@@ -103,7 +107,7 @@ async fn suspended(client: &Client, parent: &str) {
 
 async fn invoke_returns_the_child_output_and_the_child_records_its_parent(db: TestDb) {
     let (client, _clock) = db.client().await;
-    children(&client);
+    children(&client).await;
     client.define_job(caller()).unwrap();
     let (ev, parent) = start(&client, json!({ "payload": { "n": 21 } })).await;
     let d = settled(&client, &ev).await;
@@ -119,7 +123,7 @@ async fn invoke_returns_the_child_output_and_the_child_records_its_parent(db: Te
 
 async fn a_failing_child_or_a_timeout_is_a_step_error(db: TestDb) {
     let (client, clock) = db.client().await;
-    children(&client);
+    children(&client).await;
     client.define_job(caller()).unwrap();
     let (ev, _) = start(&client, json!({ "job": "boom" })).await;
     let d = settled(&client, &ev).await;
@@ -157,7 +161,7 @@ async fn an_unknown_job_id_fails_the_caller_for_good(db: TestDb) {
 
 async fn invoke_all_fans_out_and_returns_every_output_in_order(db: TestDb) {
     let (client, _clock) = db.client().await;
-    children(&client);
+    children(&client).await;
     client.define_job(caller()).unwrap();
     let (ev, _) = start(&client, json!({ "many": 30 })).await;
     let d = settled(&client, &ev).await;
@@ -168,7 +172,7 @@ async fn invoke_all_fans_out_and_returns_every_output_in_order(db: TestDb) {
 
 async fn cancelling_the_parent_cancels_its_unfinished_children(db: TestDb) {
     let (client, clock) = db.client().await;
-    children(&client);
+    children(&client).await;
     client.define_job(caller()).unwrap();
     let (_, parent) = start(&client, json!({ "job": "sleepy" })).await;
     let child = child_of(&client, &parent, "call").await;
@@ -276,7 +280,7 @@ async fn a_retry_of_the_caller_invokes_the_job_again(db: TestDb) {
 /// A caller that timed out waiting for its child invokes the job again in its retry.
 async fn a_retry_after_a_timeout_invokes_the_job_again(db: TestDb) {
     let (client, clock) = db.client().await;
-    children(&client);
+    children(&client).await;
     client
         .define_job(
             Job::new("caller", "Caller", "1.0.0")
@@ -349,7 +353,7 @@ fn fan_out(executions: Arc<AtomicU32>) -> Job {
 /// and end while the next parts are written.
 async fn a_fan_out_resumes_its_caller_once_when_every_child_ended(db: TestDb) {
     let (client, _clock) = db.client().await;
-    children(&client);
+    children(&client).await;
     let executions = Arc::new(AtomicU32::new(0));
     client.define_job(fan_out(Arc::clone(&executions))).unwrap();
     let ev = client
@@ -382,8 +386,8 @@ async fn a_fan_out_resumes_its_caller_once_when_every_child_ended(db: TestDb) {
 async fn a_fan_out_whose_children_end_on_two_nodes_resumes_its_caller_once(db: TestDb) {
     let (client, clock) = db.client().await;
     let other = db.client_on(&clock, crate::support::test_config()).await;
-    children(&client);
-    children(&other);
+    children(&client).await;
+    children(&other).await;
     let executions = Arc::new(AtomicU32::new(0));
     client.define_job(fan_out(Arc::clone(&executions))).unwrap();
     for round in 0..3 {
@@ -406,7 +410,7 @@ async fn a_fan_out_whose_children_end_on_two_nodes_resumes_its_caller_once(db: T
 /// with that child's error.
 async fn a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended(db: TestDb) {
     let (client, _clock) = db.client().await;
-    children(&client);
+    children(&client).await;
     let executions = Arc::new(AtomicU32::new(0));
     client.define_job(fan_out(Arc::clone(&executions))).unwrap();
     let ev = client
@@ -565,7 +569,7 @@ fn no_poll() -> flare::EngineConfig {
 /// once, not at the next poll (the poll interval, 200 ms by default, was added to every fan-in).
 async fn a_parent_resumes_when_its_last_child_ends_not_at_the_next_poll(db: TestDb) {
     let (client, _clock) = db.client_with(no_poll()).await;
-    children(&client);
+    children(&client).await;
     client.define_job(caller()).unwrap();
     let (ev, _) = start(&client, json!({ "many": 3 })).await;
     let d = settled(&client, &ev).await;
@@ -577,7 +581,7 @@ async fn a_parent_resumes_when_its_last_child_ends_not_at_the_next_poll(db: Test
 /// Cancelling a child resumes its waiting parent (with the step error) at once, too.
 async fn a_cancelled_child_resumes_its_parent_at_once(db: TestDb) {
     let (client, clock) = db.client_with(no_poll()).await;
-    children(&client);
+    children(&client).await;
     client.define_job(caller()).unwrap();
     let (ev, parent) = start(&client, json!({ "job": "sleepy" })).await;
     let child = child_of(&client, &parent, "call").await;
@@ -603,7 +607,7 @@ async fn postgres_a_last_child_ending_on_another_node_wakes_its_parent_s_node() 
     };
     let (client, clock) = db.client_with(no_poll()).await;
     let other = db.client_on(&clock, no_poll()).await;
-    children(&other);
+    children(&other).await;
     client.define_job(caller()).unwrap();
     let (ev, _) = start(&client, json!({ "many": 3 })).await;
     let d = settled(&client, &ev).await;
