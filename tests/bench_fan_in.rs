@@ -31,6 +31,16 @@ fn check(figures: &[Figure], stores: &[&str]) {
         assert_eq!(fan.median["parent_executions"], 2.0, "{fan:?}");
         assert_eq!(drain.median["events"], CHILDREN as f64);
         assert!(drain.median["runs_per_s"] > 0.0, "{drain:?}");
+        // The drain counting its events' writing is slower than the drain alone, and the
+        // fan-in's ratios are those of its rate to theirs (each repetition's; one here).
+        let seeded = drain.median["seeded_drain_per_s"];
+        assert!(
+            seeded > 0.0 && seeded < drain.median["runs_per_s"],
+            "{drain:?}"
+        );
+        let rate = fan.median["children_per_s"];
+        assert!((fan.median["vs_drain"] - rate / drain.median["runs_per_s"]).abs() < 1e-9);
+        assert!((fan.median["vs_seeded_drain"] - rate / seeded).abs() < 1e-9);
     }
 }
 

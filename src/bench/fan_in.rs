@@ -9,7 +9,8 @@
 //! and every child `succeeded`. Reported: children per second, the seconds until the first child
 //! started (the fan-out: the children, the parent's steps and its waits are written in one
 //! transaction), and how many times the parent's body ran (2: before its wait and once after the
-//! last child ended).
+//! last child ended); beside the plain drain, the fan-in's rate over the drain's and over the
+//! drain's counting the writing of its events (`compare`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -56,6 +57,18 @@ pub(super) async fn plain(
     drain.keys = 0;
     drain.held = 0;
     super::drain::run(&drain, backend, pb).await
+}
+
+/// Adds the comparison of one repetition's fan-in with its plain drain: the drain's rate counting
+/// the writing of its events too (`seeded_drain_per_s`: the fan-in's clock covers writing its
+/// children), and the fan-in's rate over each (`vs_drain`, `vs_seeded_drain`).
+pub(super) fn compare(fan: &mut Sample, drain: &mut Sample) {
+    let get = |s: &Sample, k: &str| s.get(k).copied().unwrap_or(f64::NAN);
+    let seeded = get(drain, "events") / (get(drain, "seed_secs") + get(drain, "secs"));
+    drain.insert("seeded_drain_per_s", seeded);
+    let children = get(fan, "children_per_s");
+    fan.insert("vs_drain", children / get(drain, "runs_per_s"));
+    fan.insert("vs_seeded_drain", children / seeded);
 }
 
 fn child(seen: Arc<Seen>) -> Job {

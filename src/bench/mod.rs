@@ -240,14 +240,17 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
             for rep in 0..reps {
                 let what = format!("{}, rep {}/{reps}", backend.name(), rep + 1);
                 let pb = bar(format!("fan-in, {what}"), Some(args.children as u64));
-                fanned.push(measured(fan_in::run(&args, backend, &pb)).await?);
+                let mut fan = measured(fan_in::run(&args, backend, &pb)).await?;
                 pb.finish_and_clear();
                 let pb = bar(
                     format!("fan-in's plain drain, {what}"),
                     Some(args.children as u64),
                 );
-                drained.push(measured(fan_in::plain(&args, backend, &pb)).await?);
+                let mut drain = measured(fan_in::plain(&args, backend, &pb)).await?;
                 pb.finish_and_clear();
+                fan_in::compare(&mut fan, &mut drain);
+                fanned.push(fan);
+                drained.push(drain);
             }
             let n = args.children;
             figures.push(emit(

@@ -136,8 +136,16 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("secs", "s to the parent's end"),
             ("first_child_secs", "s to 1st child start"),
             ("parent_executions", "parent executions"),
+            ("vs_drain", "× fan-in / drain"),
+            ("vs_seeded_drain", "× fan-in / (seeding + drain)"),
         ],
-        "fan-in drain" => &[("runs_per_s", "runs/s")],
+        "fan-in drain" => &[
+            ("runs_per_s", "runs/s"),
+            (
+                "seeded_drain_per_s",
+                "runs/s counting their events' writing",
+            ),
+        ],
         "waiters" => &[
             ("no_waiters_per_s", "events/s, no run waiting"),
             ("starting_one_run_per_s", "events/s each starting a run"),
