@@ -5,7 +5,8 @@
 //! chaining, leases, concurrency, retention), `failures` (retries, attempts, panics, timeouts),
 //! `shutdown`, `steps` (durable steps and waits), `schedules` (cron and interval jobs), `control`
 //! (cancel, pause, bulk actions), `leader` (several nodes: one runs maintenance, another takes
-//! over), `nodes` (named nodes, a paused start), `cancel_on` (runs cancelled by an event).
+//! over), `nodes` (named nodes, a paused start), `cancel_on` (runs cancelled by an event),
+//! `onboarding` (issue 27's workflow of `examples/onboarding`, restarted in each wait).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,6 +22,7 @@ mod failures;
 mod invoke;
 mod leader;
 mod nodes;
+mod onboarding;
 mod runs;
 mod schedules;
 mod shutdown;
