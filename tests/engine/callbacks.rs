@@ -181,7 +181,8 @@ async fn a_cancelled_runs_callback_is_refused(db: TestDb) {
 
 /// PostgreSQL, two processes: the callback is answered through one without workers (the
 /// server a `POST` reached), and the process running the job, whose next poll is an hour
-/// away, resumes the run at once (`NOTIFY`). A retry asked there is run at once too.
+/// away, resumes the run at once (`NOTIFY`). A retry asked there, alone or in bulk, is run at
+/// once too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_an_answer_or_a_retry_on_another_process_wakes_the_one_running_the_job() {
     let Some(db) = TestDb::new_or_skip(crate::support::Backend::Postgres).await else {
@@ -227,11 +228,26 @@ async fn postgres_an_answer_or_a_retry_on_another_process_wakes_the_one_running_
         .run_retry(&ev.run_ids[0], flare::Clock::now_ms(&clock))
         .await
         .unwrap();
-    wait_for("the retried run to run again", || async {
-        let d = client.store().run_detail(&ev.run_ids[0]).await.unwrap()?;
-        (d.run.status == RunStatus::Failed && d.run.attempt == 2).then_some(())
-    })
-    .await;
+    let ran = |attempt: u32| {
+        let (client, id) = (&client, &ev.run_ids[0]);
+        wait_for("the retried run to run again", move || async move {
+            let d = client.store().run_detail(id).await.unwrap()?;
+            (d.run.status == RunStatus::Failed && d.run.attempt == attempt).then_some(())
+        })
+    };
+    ran(2).await;
+    // The dashboard's bulk retry, the same.
+    let n = server
+        .store()
+        .runs_bulk(
+            flare::store::BulkRunAction::Retry,
+            vec![ev.run_ids[0].clone()],
+            flare::Clock::now_ms(&clock),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    ran(3).await;
 }
 
 backend_tests!(

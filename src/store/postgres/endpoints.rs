@@ -48,7 +48,7 @@ pub(super) async fn jobs_remove<C: GenericClient>(
     for job in jobs {
         exec(c, "DELETE FROM jobs WHERE id = $1", &[job]).await?;
         exec(c, "DELETE FROM schedules WHERE job_id = $1", &[job]).await?;
-        cancelled += super::runs::cancel_queued_of_job(
+        cancelled += super::control::cancel_queued_of_job(
             c,
             triggers,
             job,

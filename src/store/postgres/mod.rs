@@ -32,6 +32,7 @@
 mod cancel;
 mod cancel_on;
 mod children;
+mod control;
 mod debounce;
 mod ended;
 mod endpoints;
