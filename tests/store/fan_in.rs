@@ -7,26 +7,13 @@ use std::time::Duration;
 
 use flare::model::wait::invoke_event_id;
 use flare::model::EventWait;
-use flare::store::{ClaimedRun, Completion, Finish, Lease, NewChild, Store};
+use flare::store::{ClaimedRun, Finish, Lease, NewChild, Store};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 use crate::backend_tests;
-use crate::fixture::{claim_params, event, spec};
+use crate::fixture::{claim_params, completion, event, spec};
 use crate::support::TestDb;
-
-fn completion(run: &ClaimedRun, at: i64, finish: Finish) -> Completion {
-    Completion {
-        run_id: run.id.clone(),
-        job_id: run.job_id.clone(),
-        token: run.token,
-        attempt: run.attempt,
-        started_at: run.started_at,
-        finished_at: at,
-        finish,
-        logs: Vec::new(),
-    }
-}
 
 /// Whether a wake-up is pending: consumes it. The PostgreSQL listener's signals (its start,
 /// the inserts' `NOTIFY`) arrive asynchronously, so a check for none lets them land first.

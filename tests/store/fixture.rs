@@ -1,10 +1,10 @@
-//! What the store tests build on: a job's stored definition, a new event, claim parameters, and
-//! several `Store`s (nodes) opened on one database.
+//! What the store tests build on: a job's stored definition, a new event, claim parameters, a
+//! claimed attempt's completion, and several `Store`s (nodes) opened on one database.
 
 use std::time::Duration;
 
 use flare::job::JobSpec;
-use flare::store::{ClaimGroup, ClaimParams, NewEvent, Store};
+use flare::store::{ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, NewEvent, Store};
 use flare::RetryPolicy;
 use serde_json::json;
 
@@ -42,6 +42,20 @@ pub fn event(id: String, deliver_at: Option<i64>, now: i64) -> NewEvent {
         parent_run_id: None,
         deliver_at,
         now,
+    }
+}
+
+/// The completion of the attempt `run` holds, finished at `at` with `finish`.
+pub fn completion(run: &ClaimedRun, at: i64, finish: Finish) -> Completion {
+    Completion {
+        run_id: run.id.clone(),
+        job_id: run.job_id.clone(),
+        token: run.token,
+        attempt: run.attempt,
+        started_at: run.started_at,
+        finished_at: at,
+        finish,
+        logs: Vec::new(),
     }
 }
 

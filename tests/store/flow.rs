@@ -12,7 +12,7 @@ use futures::future::join_all;
 use serde_json::json;
 
 use crate::backend_tests;
-use crate::fixture::{nodes, spec};
+use crate::fixture::{completion, nodes, spec};
 use crate::support::TestDb;
 
 /// A job `send` on `msg.sent` limited by `limits`.
@@ -70,19 +70,6 @@ async fn insert(store: &Store, id: String, name: &str, payload: serde_json::Valu
         .unwrap();
 }
 
-fn done(run: &ClaimedRun, at: i64, finish: Finish) -> Completion {
-    Completion {
-        run_id: run.id.clone(),
-        job_id: run.job_id.clone(),
-        token: run.token,
-        attempt: run.attempt,
-        started_at: run.started_at,
-        finished_at: at,
-        finish,
-        logs: Vec::new(),
-    }
-}
-
 fn customers(runs: &[ClaimedRun]) -> HashMap<String, usize> {
     let mut by = HashMap::new();
     for r in runs {
@@ -132,7 +119,11 @@ async fn per_key_and_group_limits_hold_across_nodes_racing_to_claim(db: TestDb) 
     }
     // One finishes: its slot is taken by the next claim, by a key not running.
     stores[1]
-        .runs_complete(vec![done(&got[0], 2_100, Finish::Succeeded(json!(1)))])
+        .runs_complete(vec![completion(
+            &got[0],
+            2_100,
+            Finish::Succeeded(json!(1)),
+        )])
         .await
         .unwrap();
     let next = stores[2]
@@ -166,7 +157,7 @@ async fn per_key_and_group_limits_hold_across_nodes_racing_to_claim(db: TestDb) 
         let at = 3_000 + step * 100;
         let finished: Vec<Completion> = current
             .iter()
-            .map(|r| done(r, at, Finish::Succeeded(json!(1))))
+            .map(|r| completion(r, at, Finish::Succeeded(json!(1))))
             .collect();
         stores[0].runs_complete(finished).await.unwrap();
         current = stores[step as usize % 4]
@@ -264,7 +255,7 @@ async fn a_waiting_run_holds_no_slot_and_a_whole_job_limit_counts_every_key(db: 
     // One suspends on a wait until 10 s: it frees its slots, and another run takes them.
     let waiting = &got[0];
     store
-        .runs_complete(vec![done(
+        .runs_complete(vec![completion(
             waiting,
             2_100,
             Finish::Wait {
@@ -286,14 +277,18 @@ async fn a_waiting_run_holds_no_slot_and_a_whole_job_limit_counts_every_key(db: 
         .unwrap()
         .is_empty());
     store
-        .runs_complete(vec![done(&next[0], 10_100, Finish::Succeeded(json!(1)))])
+        .runs_complete(vec![completion(
+            &next[0],
+            10_100,
+            Finish::Succeeded(json!(1)),
+        )])
         .await
         .unwrap();
     // The freed slot goes to the run due first: `b`'s, due since 1.5 s, before the wait's 10 s.
     let b = store.runs_claim(claim(&c, 10_200, 1, "n")).await.unwrap();
     assert_eq!(customers(&b), HashMap::from([("b".to_string(), 1)]));
     store
-        .runs_complete(vec![done(&b[0], 10_300, Finish::Succeeded(json!(1)))])
+        .runs_complete(vec![completion(&b[0], 10_300, Finish::Succeeded(json!(1)))])
         .await
         .unwrap();
     let resumed = store.runs_claim(claim(&c, 10_400, 1, "n")).await.unwrap();
@@ -337,7 +332,11 @@ async fn a_lost_lease_holds_its_slot_until_the_rescuer_returns_it(db: TestDb) {
     assert_eq!(second.len(), 1);
     assert_ne!(second[0].id, got[0].id);
     store
-        .runs_complete(vec![done(&second[0], 33_100, Finish::Succeeded(json!(1)))])
+        .runs_complete(vec![completion(
+            &second[0],
+            33_100,
+            Finish::Succeeded(json!(1)),
+        )])
         .await
         .unwrap();
     let again = store.runs_claim(claim(&c, 33_200, 10, "n")).await.unwrap();
@@ -479,10 +478,10 @@ async fn a_batch_of_completions_is_fenced_attempt_by_attempt(db: TestDb) {
     let (a, b) = (dead[0].id.clone(), dead[1].id.clone());
     let held = store
         .runs_complete(vec![
-            done(&by_id(&dead, &a), 33_100, Finish::Succeeded(json!("dead"))),
-            done(&by_id(&live, &a), 33_100, Finish::Succeeded(json!("live"))),
-            done(&by_id(&dead, &b), 33_100, Finish::Failed("dead".into())),
-            done(&by_id(&live, &b), 33_100, Finish::Failed("boom".into())),
+            completion(&by_id(&dead, &a), 33_100, Finish::Succeeded(json!("dead"))),
+            completion(&by_id(&live, &a), 33_100, Finish::Succeeded(json!("live"))),
+            completion(&by_id(&dead, &b), 33_100, Finish::Failed("dead".into())),
+            completion(&by_id(&live, &b), 33_100, Finish::Failed("boom".into())),
         ])
         .await
         .unwrap();

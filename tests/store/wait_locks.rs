@@ -38,30 +38,8 @@ async fn postgres_an_insert_takes_its_names_locks_before_it_writes() {
             store.event_insert(e).await
         }
     });
-    let admin = pg_admin().await.unwrap();
-    let name = db.url.rsplit('/').next().unwrap().to_string();
-    let waiter: i32 = wait_for("the insert to wait for the name's lock", || async {
-        admin
-            .query(
-                "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                 WHERE a.datname = $1 AND l.locktype = 'advisory' AND NOT l.granted",
-                &[&name],
-            )
-            .await
-            .unwrap()
-            .first()
-            .map(|r| r.get(0))
-    })
-    .await;
     // A transaction gets its id at its first write: the insert has none yet.
-    let wrote: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'transactionid'",
-            &[&waiter],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let wrote = writes_of_the_waiter(&db, "the insert to wait for the name's lock").await;
     assert_eq!(
         wrote, 0,
         "the insert waits for the name's lock before writing anything"
@@ -124,29 +102,7 @@ async fn a_cancel_waits_before_writing_while(lock: impl Fn(&str) -> String) {
         let run = run.clone();
         async move { store.run_cancel(&run, 2_000).await }
     });
-    let admin = pg_admin().await.unwrap();
-    let name = db.url.rsplit('/').next().unwrap().to_string();
-    let waiter: i32 = wait_for("the cancel to wait for the lock", || async {
-        admin
-            .query(
-                "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                 WHERE a.datname = $1 AND l.locktype = 'advisory' AND NOT l.granted",
-                &[&name],
-            )
-            .await
-            .unwrap()
-            .first()
-            .map(|r| r.get(0))
-    })
-    .await;
-    let wrote: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'transactionid'",
-            &[&waiter],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let wrote = writes_of_the_waiter(&db, "the cancel to wait for the lock").await;
     assert_eq!(
         wrote, 0,
         "the cancel waits for the lock before writing anything"
@@ -159,4 +115,33 @@ async fn a_cancel_waits_before_writing_while(lock: impl Fn(&str) -> String) {
         .unwrap();
     let d = store.run_detail(&run).await.unwrap().unwrap();
     assert_eq!(d.run.status, flare::RunStatus::Cancelled);
+}
+
+/// Waits until a session of `db` waits for an advisory lock (`what`), and returns how many
+/// transaction ids it holds: 0 while it has written nothing (a transaction gets its id at its
+/// first write).
+async fn writes_of_the_waiter(db: &TestDb, what: &str) -> i64 {
+    let admin = pg_admin().await.unwrap();
+    let name = db.url.rsplit('/').next().unwrap().to_string();
+    let waiter: i32 = wait_for(what, || async {
+        admin
+            .query(
+                "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                 WHERE a.datname = $1 AND l.locktype = 'advisory' AND NOT l.granted",
+                &[&name],
+            )
+            .await
+            .unwrap()
+            .first()
+            .map(|r| r.get(0))
+    })
+    .await;
+    admin
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE pid = $1 AND locktype = 'transactionid'",
+            &[&waiter],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }
