@@ -582,8 +582,16 @@ impl PgStore {
 
     /// See [`crate::store::Store::run_detail`].
     pub async fn run_detail(&self, id: String) -> Result<Option<RunDetail>> {
-        let conn = self.conn().await?;
-        let c = &conn;
+        let mut conn = self.conn().await?;
+        // One snapshot for all its reads: read one by one under READ COMMITTED, a run whose
+        // suspension committed between them showed `running` with its wait and waiting step.
+        let tx = conn
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let c = &tx;
         let Some(run) = rows(
             c,
             &format!("SELECT {RUN_COLUMNS} FROM run_state runs WHERE id = $1"),
@@ -638,6 +646,7 @@ impl PgStore {
             super::debounce::waiting_for(c, &detail.run).await?,
         );
         super::links::run_links(c, &mut detail).await?;
+        tx.commit().await?;
         Ok(Some(detail))
     }
 }

@@ -565,53 +565,63 @@ impl SqliteStore {
     /// See [`crate::store::Store::run_detail`].
     pub async fn run_detail(&self, id: String) -> Result<Option<RunDetail>> {
         self.read(move |c| {
-            let run = c
-                .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
-                .query_row([&id], |r| Ok(run_from_row(r)))
-                .optional()?
-                .transpose()?;
-            let Some(run) = run else { return Ok(None) };
-            let mut logs = Vec::new();
-            let mut stmt = c.prepare_cached(
-                "SELECT attempt, level, message, fields, at FROM run_logs WHERE run_id = ?1 ORDER BY seq",
-            )?;
-            let mut rows = stmt.query([&id])?;
-            while let Some(r) = rows.next()? {
-                let level: String = r.get(1)?;
-                logs.push(LogLine {
-                    attempt: r.get(0)?,
-                    level: Level::parse(&level).unwrap_or(Level::Info),
-                    message: r.get(2)?,
-                    fields: opt_json(r.get(3)?)?,
-                    at: ms_to_time(r.get(4)?),
-                });
-            }
-            let attempts = c
-                .prepare_cached(
-                    "SELECT attempt, outcome, started_at, finished_at, error FROM run_attempts WHERE run_id = ?1 ORDER BY rowid",
-                )?
-                .query_map([&id], |r| {
-                    Ok(Attempt {
-                        attempt: r.get(0)?,
-                        outcome: r.get(1)?,
-                        started_at: r.get::<_, Option<i64>>(2)?.map(ms_to_time),
-                        finished_at: ms_to_time(r.get(3)?),
-                        error: r.get(4)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            let steps = super::steps::steps_of(c, &id)?;
-            let wait = super::waits::pending(c, &id)?;
-            let mut detail = RunDetail::new(run, logs, attempts, steps).with_wait(wait);
-            detail.waiting_for = crate::store::runs::held_by(
-                super::flow::waiting_for(c, &detail.run)?,
-                super::debounce::waiting_for(c, &detail.run)?,
-            );
-            super::links::run_links(c, &mut detail)?;
-            Ok(Some(detail))
+            // One snapshot for all its reads (each statement alone would take its own: a run
+            // suspended between them showed `running` with its wait).
+            let tx = c.unchecked_transaction()?;
+            let detail = run_detail_in(&tx, &id)?;
+            tx.commit()?;
+            Ok(detail)
         })
         .await
     }
+}
+
+/// [`SqliteStore::run_detail`]'s reads, in the caller's transaction.
+fn run_detail_in(c: &Connection, id: &str) -> Result<Option<RunDetail>> {
+    let run = c
+        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
+        .query_row([id], |r| Ok(run_from_row(r)))
+        .optional()?
+        .transpose()?;
+    let Some(run) = run else { return Ok(None) };
+    let mut logs = Vec::new();
+    let mut stmt = c.prepare_cached(
+        "SELECT attempt, level, message, fields, at FROM run_logs WHERE run_id = ?1 ORDER BY seq",
+    )?;
+    let mut rows = stmt.query([id])?;
+    while let Some(r) = rows.next()? {
+        let level: String = r.get(1)?;
+        logs.push(LogLine {
+            attempt: r.get(0)?,
+            level: Level::parse(&level).unwrap_or(Level::Info),
+            message: r.get(2)?,
+            fields: opt_json(r.get(3)?)?,
+            at: ms_to_time(r.get(4)?),
+        });
+    }
+    let attempts = c
+        .prepare_cached(
+            "SELECT attempt, outcome, started_at, finished_at, error FROM run_attempts WHERE run_id = ?1 ORDER BY rowid",
+        )?
+        .query_map([id], |r| {
+            Ok(Attempt {
+                attempt: r.get(0)?,
+                outcome: r.get(1)?,
+                started_at: r.get::<_, Option<i64>>(2)?.map(ms_to_time),
+                finished_at: ms_to_time(r.get(3)?),
+                error: r.get(4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let steps = super::steps::steps_of(c, id)?;
+    let wait = super::waits::pending(c, id)?;
+    let mut detail = RunDetail::new(run, logs, attempts, steps).with_wait(wait);
+    detail.waiting_for = crate::store::runs::held_by(
+        super::flow::waiting_for(c, &detail.run)?,
+        super::debounce::waiting_for(c, &detail.run)?,
+    );
+    super::links::run_links(c, &mut detail)?;
+    Ok(Some(detail))
 }
 
 #[cfg(test)]
