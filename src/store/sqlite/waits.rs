@@ -143,6 +143,9 @@ pub(super) fn on_event(
             }
         }
     }
+    if waiters.is_empty() {
+        return Ok(0);
+    }
     let event = WaitedEvent {
         id: id.to_string(),
         name: name.to_string(),
