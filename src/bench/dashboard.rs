@@ -169,35 +169,12 @@ async fn measure(
         "{store}: seeded {n} events and their runs in {:.1} s",
         seeded.as_secs_f64()
     );
-    // What the maintenance loop does after a bulk load, all at once: SQLite's search index
-    // catches up (searches scan the events it has not reached yet).
     let start = Instant::now();
-    let mut indexed = 0;
-    // Until nothing is left: right after the seed the indexer sees a busy writer and takes small
-    // chunks first.
-    while client.store().search_backlog().await? > 0 {
-        indexed += client
-            .store()
-            .search_index(crate::store::SEARCH_CHUNK)
-            .await?;
-    }
-    if store == "sqlite" {
-        eprintln!(
-            "{store}: the search index caught up ({indexed} events left after the seed) in {:.1} s",
-            start.elapsed().as_secs_f64()
-        );
-    }
-    // What autovacuum does some time after a bulk load: without it PostgreSQL plans the pages
-    // with guessed row counts (0.2-1.5 s each at a million events, BENCHMARKS.md), and counts
-    // the run queue through the dead rows the seed's million runs left.
-    let start = Instant::now();
-    client.store().statistics_refresh().await?;
-    if store == "postgres" {
-        eprintln!(
-            "{store}: VACUUM ANALYZE after the seed took {:.1} s",
-            start.elapsed().as_secs_f64()
-        );
-    }
+    let indexed = super::scenarios::settle(&client).await?;
+    eprintln!(
+        "{store}: the seed settled ({indexed} events indexed for search; VACUUM ANALYZE or the WAL reset) in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
     let failed_run = client
         .store()
         .runs_list(crate::store::query::RunQuery {

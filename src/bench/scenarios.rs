@@ -60,6 +60,24 @@ pub(super) fn engine_config(args: &Args) -> EngineConfig {
     }
 }
 
+/// Does at once what the maintenance loop and the database would do some time after a bulk
+/// load, so that the figures after it measure the load under test, not the seed's aftermath:
+/// SQLite's search index catches up (until nothing is left: right after a seed the indexer sees a
+/// busy writer and takes small chunks) and its WAL is checkpointed and reset; PostgreSQL runs
+/// `VACUUM ANALYZE` (without it it plans with guessed row counts and reads through the seed's
+/// dead rows). Returns how many events were indexed.
+pub(super) async fn settle(client: &Client) -> Result<usize, Error> {
+    let mut indexed = 0;
+    while client.store().search_backlog().await? > 0 {
+        indexed += client
+            .store()
+            .search_index(crate::store::SEARCH_CHUNK)
+            .await?;
+    }
+    client.store().statistics_refresh().await?;
+    Ok(indexed)
+}
+
 pub(super) fn count(counts: &std::collections::HashMap<RunStatus, u64>, status: RunStatus) -> u64 {
     counts.get(&status).copied().unwrap_or(0)
 }

@@ -81,3 +81,36 @@ async fn a_postgres_backup_points_at_pg_dump() {
     .unwrap_err();
     assert!(err.to_string().contains("pg_dump"), "{err}");
 }
+
+/// `statistics_refresh` (the benchmarks' settling after a seed) checkpoints a SQLite database's
+/// WAL into the file and truncates it, keeping every event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_statistics_refresh_checkpoints_and_resets_the_wal() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let clock = ManualClock::new(chrono::Utc::now().timestamp_millis());
+    let client = db.sender(&clock).await;
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        ids.push(
+            client
+                .send_event("wal.fill", &json!({ "i": i }))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let file = db.url.trim_start_matches("sqlite://").to_string();
+    let wal = std::path::PathBuf::from(format!("{file}-wal"));
+    let size = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert!(size() > 0, "the sends are in the WAL first");
+
+    client.store().statistics_refresh().await.unwrap();
+    assert_eq!(size(), 0, "the WAL is truncated");
+    for id in &ids {
+        assert!(
+            client.store().event_detail(id).await.unwrap().is_some(),
+            "{id} kept"
+        );
+    }
+    client.shutdown().await;
+}

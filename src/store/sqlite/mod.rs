@@ -458,6 +458,21 @@ impl SqliteStore {
         indexed
     }
 
+    /// See [`super::Store::statistics_refresh`]: the WAL checkpointed into the database and
+    /// truncated, on a connection of its own (a checkpoint cannot run inside the writer's batch
+    /// transaction), waiting up to [`CHECKPOINT_WAIT`] for readers of older snapshots.
+    pub async fn wal_reset(&self) -> Result<()> {
+        let path = self.inner.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = Connection::open(&path)?;
+            conn.busy_timeout(CHECKPOINT_WAIT)?;
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(())
+        })
+        .await
+        .map_err(|_| Error::Closed)?
+    }
+
     /// See [`super::Store::search_backlog`].
     pub async fn search_backlog(&self) -> Result<u64> {
         self.read(|c| Ok(search::backlog(c)?.1)).await
