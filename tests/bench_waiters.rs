@@ -1,6 +1,8 @@
 //! Smoke test of `flare bench waiters` at a tiny N: runs waiting in `io.wait_for_event`, the
 //! send rates of events matching none of them and of events each resuming one, beside the rates
-//! without waiters (of events starting nothing, and of events each starting one run), on SQLite and on fresh PostgreSQL databases of the local server (skipped
+//! without waiters (of events starting nothing, and of events each starting one run), and the
+//! alternated rounds of events no run waits for and non-matching ones on the waiters' database,
+//! on SQLite and on fresh PostgreSQL databases of the local server (skipped
 //! without one, except under `CI`). Every matching event resumes its run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -31,6 +33,8 @@ fn check(figures: &[Figure], stores: &[&str]) {
             "starting_one_run_per_s",
             "non_matching_per_s",
             "matching_per_s",
+            "interleaved_unwaited_per_s",
+            "interleaved_non_matching_per_s",
         ] {
             assert!(f.median[rate] > 0.0, "{rate}: {f:?}");
         }

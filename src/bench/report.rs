@@ -154,6 +154,18 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("non_matching_ratio", "× non-matching / none"),
             ("matching_ratio", "× matching / none"),
             ("matching_vs_starting_ratio", "× matching / starting"),
+            (
+                "interleaved_unwaited_per_s",
+                "events/s, alternated: a name none waits for",
+            ),
+            (
+                "interleaved_non_matching_per_s",
+                "events/s, alternated: matching none",
+            ),
+            (
+                "interleaved_non_matching_ratio",
+                "× alternated non-matching / unwaited",
+            ),
             ("resumed", "runs resumed"),
         ],
         "steps" => &[

@@ -8,15 +8,21 @@
 //!    `bench.signal` from `--e2e-senders` tasks: the baseline rate. Then as many events of a
 //!    name a job triggers on (its runs wait for a worker): each starts one run, the work a
 //!    matching event's resumption makes (one run made due), for a like-for-like baseline.
+//!    Before the clock starts, the seed settles (`scenarios::settle`: SQLite's search index
+//!    caught up and its WAL reset, PostgreSQL's `VACUUM ANALYZE`), in both databases alike.
 //! 2. **With waiters**, on another database: the same `--waiters` events start a job that waits
 //!    in `io.wait_for_event("bench.signal", matching "payload.k")` on a key of its own; once every
 //!    run waits, the workers stop and the send-only client sends `--events` events whose keys no
 //!    run waits for (non-matching), then `--events` events each matching one waiting run (each
-//!    resumes it, in the send's transaction).
+//!    resumes it, in the send's transaction). Between the two, on the same database, ten
+//!    alternated rounds of events of a name no run waits for and of non-matching ones
+//!    ([`interleaved`]): the two databases' rates drift by more than the 10% at stake from one
+//!    phase to the next on a small machine (the baseline alone ranged 45k–56k events/s over
+//!    six sittings), and alternating puts that drift on both sides alike.
 //!
 //! Reported: the four send rates, each rate with waiters over the baseline (and the matching
-//! one over the rate of events starting a run), and how many runs the matching sends resumed
-//! (they must be every one) and the starting sends started.
+//! one over the rate of events starting a run), the interleaved rates and their ratio, and how
+//! many runs the matching sends resumed (they must be every one) and the starting sends started.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -29,12 +35,16 @@ use tokio::task::JoinSet;
 use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
 use super::drain::seed_events;
-use super::scenarios::{count, engine_config};
+use super::scenarios::{count, engine_config, settle};
 use crate::{event_trigger, Client, Io, Job, JobError, RunStatus, WaitFor};
 
 const JOB: &str = "bench-waiter";
 const START: &str = "bench.wait";
 const SIGNAL: &str = "bench.signal";
+/// An event no run waits for and no job triggers on: the interleaved baseline.
+const UNWAITED: &str = "bench.unwaited";
+/// Rounds of the interleaved comparison ([`interleaved`]).
+const ROUNDS: usize = 10;
 /// The event of the like-for-like baseline, and its job's id.
 const KICK: &str = "bench.kick";
 const KICKED: &str = "bench-kicked";
@@ -48,18 +58,21 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
     let place = Place::new(args, backend, "flare_bench_waiters").await?;
     let waiting = with_waiters(args, place.url(), pb).await;
     place.remove().await;
-    let (non_matching, matching, resumed) = waiting?;
+    let w = waiting?;
     Ok(Sample::from([
         ("waiters", args.waiters as f64),
         ("events", args.events as f64),
         ("no_waiters_per_s", baseline),
         ("starting_one_run_per_s", starting),
-        ("non_matching_per_s", non_matching),
-        ("matching_per_s", matching),
-        ("non_matching_ratio", non_matching / baseline),
-        ("matching_ratio", matching / baseline),
-        ("matching_vs_starting_ratio", matching / starting),
-        ("resumed", resumed as f64),
+        ("non_matching_per_s", w.non_matching),
+        ("matching_per_s", w.matching),
+        ("non_matching_ratio", w.non_matching / baseline),
+        ("matching_ratio", w.matching / baseline),
+        ("matching_vs_starting_ratio", w.matching / starting),
+        ("interleaved_unwaited_per_s", w.unwaited),
+        ("interleaved_non_matching_per_s", w.interleaved),
+        ("interleaved_non_matching_ratio", w.interleaved / w.unwaited),
+        ("resumed", w.resumed as f64),
         ("started", started as f64),
     ]))
 }
@@ -126,6 +139,12 @@ async fn seed(args: &Args, url: &str, wait: bool, pb: &ProgressBar) -> Result<Cl
         }
     };
     worker.shutdown().await;
+    // The seed's aftermath (search indexing, WAL checkpoints, autovacuum) done before the clock
+    // starts: otherwise it lands in whichever phase runs next, a different share in each.
+    let settled = match settled {
+        Ok(()) => settle(&sender).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
     if let Err(e) = settled {
         sender.shutdown().await;
         return Err(e);
@@ -142,7 +161,19 @@ async fn send(
     from: usize,
     pb: &ProgressBar,
 ) -> Result<f64, Error> {
-    let n = args.events;
+    let secs = send_timed(args, client, name, from, args.events, pb).await?;
+    Ok(args.events as f64 / secs)
+}
+
+/// [`send`] of `n` events; returns the seconds they took.
+async fn send_timed(
+    args: &Args,
+    client: &Client,
+    name: &'static str,
+    from: usize,
+    n: usize,
+    pb: &ProgressBar,
+) -> Result<f64, Error> {
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut tasks = JoinSet::new();
@@ -162,7 +193,22 @@ async fn send(
         done.map_err(|e| Error::Stalled(format!("a sender panicked: {e}")))??;
         pb.set_position(next.load(Ordering::Relaxed).min(n) as u64);
     }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// On the database holding the waiters, [`ROUNDS`] rounds of `--events` / [`ROUNDS`] events of
+/// a name no run waits for (no lookup at all) and as many non-matching ones, alternated so that
+/// the machine's drift during the sitting falls on both alike; returns both rates.
+async fn interleaved(args: &Args, client: &Client, pb: &ProgressBar) -> Result<(f64, f64), Error> {
+    let per = (args.events / ROUNDS).max(1);
+    let (mut plain, mut looked_up) = (0.0, 0.0);
+    for round in 0..ROUNDS {
+        plain += send_timed(args, client, UNWAITED, 0, per, pb).await?;
+        let from = 2 * args.waiters + round * per;
+        looked_up += send_timed(args, client, SIGNAL, from, per, pb).await?;
+    }
+    let total = (per * ROUNDS) as f64;
+    Ok((total / plain, total / looked_up))
 }
 
 /// The baseline send rates (events starting nothing, events each starting one run) and how
@@ -195,7 +241,7 @@ async fn without_waiters(
 
 /// The non-matching and matching send rates with `--waiters` runs waiting, and how many runs
 /// the matching sends resumed.
-async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, f64, u64), Error> {
+async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<Waiting, Error> {
     if args.events > args.waiters {
         return Err(Error::Stalled(format!(
             "--events {} is more than --waiters {}: every matching event needs a run waiting",
@@ -205,6 +251,7 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, 
     let sender = seed(args, url, true, pb).await?;
     let measured = async {
         let non_matching = send(args, &sender, SIGNAL, args.waiters, pb).await?;
+        let (unwaited, interleaved) = interleaved(args, &sender, pb).await?;
         let matching = send(args, &sender, SIGNAL, 0, pb).await?;
         // A resumed run is due at once; the workers are off, so it waits for a worker (the
         // others wait for their timeout, an hour away).
@@ -213,9 +260,25 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, 
             .runs_waiting(chrono::Utc::now())
             .await?
             .worker;
-        Ok::<_, Error>((non_matching, matching, resumed))
+        Ok::<_, Error>(Waiting {
+            non_matching,
+            unwaited,
+            interleaved,
+            matching,
+            resumed,
+        })
     }
     .await;
     sender.shutdown().await;
     measured
+}
+
+/// The rates [`with_waiters`] measured.
+struct Waiting {
+    non_matching: f64,
+    /// Of the interleaved rounds: events of a name no run waits for, and non-matching ones.
+    unwaited: f64,
+    interleaved: f64,
+    matching: f64,
+    resumed: u64,
 }
