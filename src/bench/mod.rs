@@ -24,8 +24,9 @@
 //!   drain runs/s side by side (see `src/bench/fan_in.rs`).
 //! - **waiters** (not part of `all`): the send rate with `--waiters` (100,000) runs waiting in
 //!   `io.wait_for_event` on keys of their own, for events matching none of them and events each
-//!   matching one, beside the rate without waiters, on SQLite and, with `--database-url
-//!   postgres://…`, PostgreSQL (see `src/bench/waiters.rs`).
+//!   matching one, beside the rate without waiters (and, alternated on the waiters' database,
+//!   events of a name no run waits for), on SQLite and, with `--database-url postgres://…`,
+//!   PostgreSQL (see `src/bench/waiters.rs`).
 //! - **soak** (not part of `all`): a real `flare serve` under `--rate` sends/s and dashboard reads
 //!   for `--soak-secs`, sampled every `--sample-secs` (see `src/bench/soak.rs`).
 //! - **pg-scale** (only when asked for, on `--database-url`): `flare worker` processes sharing one
