@@ -103,11 +103,20 @@ pub(super) async fn run_retry_in<C: GenericClient>(tx: &C, id: &str, now: i64) -
 
 impl PgStore {
     /// See [`crate::store::Store::run_cancel`].
+    ///
+    /// A cancel takes a lock per run down the tree of invoked runs; a completion batch ending
+    /// some of them takes their parents' locks in its own order. When PostgreSQL resolves such a
+    /// deadlock by rolling the cancel back, the cancel runs again.
     pub async fn run_cancel(&self, id: String, now: i64) -> Result<()> {
+        super::writer::again_on_deadlock(|| self.run_cancel_once(&id, now)).await
+    }
+
+    /// One transaction of [`Self::run_cancel`].
+    async fn run_cancel_once(&self, id: &str, now: i64) -> Result<()> {
         let mut client = self.conn().await?;
         triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
-        let n = run_cancel_in(&tx, self.triggers(), &id, now).await?;
+        let n = run_cancel_in(&tx, self.triggers(), id, now).await?;
         if n == 1 {
             // A parent waiting for it, or a run its `flare/run.cancelled` started, may be due
             // now, on any process: each is told at commit.
@@ -118,7 +127,7 @@ impl PgStore {
         }
         run_state_error(
             &tx,
-            &id,
+            id,
             "cancelled",
             "only a queued or running run can be cancelled",
         )
@@ -149,6 +158,7 @@ impl PgStore {
     }
 
     /// See [`crate::store::Store::runs_bulk`].
+    /// Run again when chosen as a deadlock's victim, as [`Self::run_cancel`].
     pub async fn runs_bulk(
         &self,
         action: crate::store::BulkRunAction,
@@ -157,11 +167,21 @@ impl PgStore {
     ) -> Result<usize> {
         // One order for every bulk write, so two of them never wait for each other.
         ids.sort();
+        super::writer::again_on_deadlock(|| self.runs_bulk_once(action, &ids, now)).await
+    }
+
+    /// One transaction of [`Self::runs_bulk`].
+    async fn runs_bulk_once(
+        &self,
+        action: crate::store::BulkRunAction,
+        ids: &[String],
+        now: i64,
+    ) -> Result<usize> {
         let mut client = self.conn().await?;
         triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
         let mut n = 0;
-        for id in &ids {
+        for id in ids {
             n += match action {
                 crate::store::BulkRunAction::Cancel => {
                     run_cancel_in(&tx, self.triggers(), id, now).await?

@@ -66,16 +66,9 @@ pub(super) async fn writer_loop(
         if n == 0 {
             break;
         }
-        let mut written = write_batch(&writer, &batch).await;
-        // A deadlock victim wrote nothing: write it again (the slot rows of concurrency limits
-        // are locked by completions too, see `0020_flow_concurrency.sql`).
-        for _ in 0..3 {
-            if !matches!(&written, Err(e) if is_deadlock(e)) {
-                break;
-            }
-            written = write_batch(&writer, &batch).await;
-        }
-        match written {
+        // The slot rows of concurrency limits are locked by completions too (see
+        // `0020_flow_concurrency.sql`).
+        match again_on_deadlock(|| write_batch(&writer, &batch)).await {
             Ok(inserted) => {
                 for (op, ins) in batch.drain(..).zip(inserted) {
                     let _ = op.reply.send(Ok(ins));
@@ -99,6 +92,23 @@ pub(super) async fn writer_loop(
 /// facade defines.)
 pub(super) fn is_deadlock(e: &Error) -> bool {
     matches!(e, Error::Database(cause) if cause.to_string().ends_with("(40P01)"))
+}
+
+/// Runs the transaction `write` again when PostgreSQL chose it as a deadlock's victim (it was
+/// rolled back whole, so it wrote nothing): up to three more times.
+pub(super) async fn again_on_deadlock<T, F, Fut>(mut write: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut written = write().await;
+    for _ in 0..3 {
+        if !matches!(&written, Err(e) if is_deadlock(e)) {
+            break;
+        }
+        written = write().await;
+    }
+    written
 }
 
 /// Writes one batch in three round trips: the job table's revision (fan-out must know every
