@@ -160,6 +160,8 @@ async fn a_delayed_event_is_delivered_when_due_and_not_before(db: TestDb) {
         .is_none());
     clock.advance(Duration::from_secs(1));
     // The background scheduler shares the clock and may deliver first; either way, exactly once.
+    // While its delivery is uncommitted, PostgreSQL's `SKIP LOCKED` hides the event from these
+    // passes, so the test waits for the delivery instead of assuming these passes made it.
     scheduler.schedule_once().await.unwrap();
     assert_eq!(
         scheduler.schedule_once().await.unwrap(),
@@ -167,7 +169,16 @@ async fn a_delayed_event_is_delivered_when_due_and_not_before(db: TestDb) {
         "nothing left to deliver"
     );
     client.engine().wake();
-    let detail = settled(&client, &ev.id).await;
+    let detail = wait_for("the delivery and its run", || async {
+        let d = settled(&client, &ev.id).await;
+        (d.event.delivered_at.is_some() && !d.runs.is_empty()).then_some(d)
+    })
+    .await;
+    assert_eq!(
+        scheduler.schedule_once().await.unwrap(),
+        0,
+        "nothing left to deliver"
+    );
     assert_eq!(detail.runs.len(), 1, "delivered exactly once");
     assert_eq!(detail.runs[0].status, RunStatus::Succeeded);
     assert!(detail.event.delivered_at.is_some());
