@@ -157,8 +157,8 @@ impl PgStore {
         .await
     }
 
-    /// See [`crate::store::Store::runs_bulk`].
-    /// Run again when chosen as a deadlock's victim, as [`Self::run_cancel`].
+    /// See [`crate::store::Store::runs_bulk`]. Run again when chosen as a deadlock's victim,
+    /// as [`Self::run_cancel`].
     pub async fn runs_bulk(
         &self,
         action: crate::store::BulkRunAction,
