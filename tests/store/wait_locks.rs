@@ -150,62 +150,78 @@ async fn writes_of_the_waiter(db: &TestDb, what: &str) -> i64 {
 /// A cancel that PostgreSQL rolls back as a deadlock's victim runs again. Another transaction
 /// holds the run's row and then asks for the run's lock as a parent (class 28), which the cancel
 /// holds while it waits for that row: a cycle. The cancel waited first, so its deadlock check
-/// runs first and rolls it back; run again, it waits for the lock and cancels the run once the
-/// other transaction commits, instead of answering the operator with the deadlock.
+/// (`deadlock_timeout` after its wait began) finds the cycle and rolls it back; run again, it
+/// waits for the lock and cancels the run once the other transaction commits, instead of
+/// answering the operator with the deadlock. Should the machine stall for longer than
+/// `deadlock_timeout` before the cycle closes, the other transaction is the victim instead; the
+/// scenario is then made again on another run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_cancel_chosen_as_a_deadlock_s_victim_runs_again() {
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
         return;
     };
     let store = crate::fixture::store_with_ship(&db.url).await;
-    let run = store
-        .event_insert(event("evt_1".into(), None, 1_000))
-        .await
-        .unwrap()
-        .event
-        .run_ids[0]
-        .clone();
     let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(conn);
-    pg.batch_execute(&format!(
-        "BEGIN; SELECT 1 FROM runs WHERE id = '{run}' FOR UPDATE"
-    ))
-    .await
-    .unwrap();
-    let cancelling = tokio::spawn({
-        let (store, run) = (store.clone(), run.clone());
-        async move { store.run_cancel(&run, 2_000).await }
-    });
-    // The cancel holds the run's class-28 lock and waits for the row.
     let admin = pg_admin().await.unwrap();
     let name = db.url.rsplit('/').next().unwrap().to_string();
-    wait_for("the cancel to wait for the run's row", || async {
-        admin
-            .query(
-                "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                 WHERE a.datname = $1 AND l.locktype = 'transactionid' AND NOT l.granted",
-                &[&name],
-            )
+    for attempt in 0..3 {
+        let run = store
+            .event_insert(event(format!("evt_{attempt}"), None, 1_000))
             .await
             .unwrap()
-            .first()
-            .map(|_| ())
-    })
-    .await;
-    // Closes the cycle; granted once PostgreSQL has rolled the cancel back (deadlock_timeout).
-    pg.batch_execute(&format!(
-        "SELECT pg_advisory_xact_lock(28, hashtext('{run}'))"
-    ))
-    .await
-    .unwrap();
-    pg.batch_execute("COMMIT").await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), cancelling)
+            .event
+            .run_ids[0]
+            .clone();
+        pg.batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM runs WHERE id = '{run}' FOR UPDATE"
+        ))
         .await
-        .unwrap()
-        .unwrap()
-        .expect("the cancel ran again after the deadlock");
-    let d = store.run_detail(&run).await.unwrap().unwrap();
-    assert_eq!(d.run.status, flare::RunStatus::Cancelled);
+        .unwrap();
+        let cancelling = tokio::spawn({
+            let (store, run) = (store.clone(), run.clone());
+            async move { store.run_cancel(&run, 2_000).await }
+        });
+        // The cancel holds the run's class-28 lock and waits for the row.
+        wait_for("the cancel to wait for the run's row", || async {
+            admin
+                .query(
+                    "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                     WHERE a.datname = $1 AND l.locktype = 'transactionid' AND NOT l.granted",
+                    &[&name],
+                )
+                .await
+                .unwrap()
+                .first()
+                .map(|_| ())
+        })
+        .await;
+        // Closes the cycle; granted once PostgreSQL has rolled the cancel back.
+        let closed = pg
+            .batch_execute(&format!(
+                "SELECT pg_advisory_xact_lock(28, hashtext('{run}'))"
+            ))
+            .await;
+        let victim_was_the_cancel = closed.is_ok();
+        pg.batch_execute(if victim_was_the_cancel {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        })
+        .await
+        .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), cancelling)
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the cancel ran again after the deadlock");
+        let d = store.run_detail(&run).await.unwrap().unwrap();
+        assert_eq!(d.run.status, flare::RunStatus::Cancelled);
+        if victim_was_the_cancel {
+            return;
+        }
+    }
+    panic!("the cancel was never the deadlock's victim in 3 tries");
 }
