@@ -116,17 +116,11 @@ impl PgStore {
         let mut client = self.conn().await?;
         triggers_refresh(&client, self.triggers()).await?;
         let tx = self.begin(&mut client).await?;
+        // A parent waiting for it, or a run its `flare/run.cancelled` started, may be due now.
         let n = run_cancel_in(&tx, self.triggers(), id, now).await?;
-        if n == 1 {
-            // A parent waiting for it, or a run its `flare/run.cancelled` started, may be due
-            // now, on any process: each is told at commit.
-            super::flow::notify(&tx).await?;
-            tx.commit().await?;
-            self.wake();
-            return Ok(());
-        }
-        run_state_error(
-            &tx,
+        self.one_done(
+            tx,
+            n,
             id,
             "cancelled",
             "only a queued or running run can be cancelled",
@@ -140,21 +134,36 @@ impl PgStore {
         let tx = self.begin(&mut client).await?;
         // The run no longer counts as failed or cancelled in its minute: the rates describe each
         // run's current outcome, as on SQLite.
+        // Asked of any process (the dashboard's), run by those with the job.
         let n = run_retry_in(&tx, &id, now).await?;
-        if n == 1 {
-            // Asked of any process (the dashboard's), run by those with the job.
-            super::flow::notify(&tx).await?;
-            tx.commit().await?;
-            self.wake();
-            return Ok(());
-        }
-        run_state_error(
-            &tx,
+        self.one_done(
+            tx,
+            n,
             &id,
             "retried",
             "only a failed or cancelled run can be retried",
         )
         .await
+    }
+
+    /// Ends an action on run `id` that changed `n` runs: when it did, every process is told at
+    /// commit (what it made due may be another's job) and this one's workers are woken;
+    /// otherwise the transaction is dropped and the run's state explains the refusal.
+    async fn one_done(
+        &self,
+        tx: deadpool_postgres::Transaction<'_>,
+        n: usize,
+        id: &str,
+        verb: &str,
+        rule: &str,
+    ) -> Result<()> {
+        if n != 1 {
+            return run_state_error(&tx, id, verb, rule).await;
+        }
+        super::flow::notify(&tx).await?;
+        tx.commit().await?;
+        self.wake();
+        Ok(())
     }
 
     /// See [`crate::store::Store::runs_bulk`]. Run again when chosen as a deadlock's victim,
