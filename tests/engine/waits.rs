@@ -120,17 +120,7 @@ async fn a_matching_event_resumes_the_waiting_run_and_others_do_not(db: TestDb) 
 async fn a_wait_on_a_new_match_path_is_found_by_the_next_event(db: TestDb) {
     let (client, clock) = db.client().await;
     client.define_job(payer()).unwrap();
-    client
-        .define_job(
-            Job::new("shipper", "Shipper", "1.0.0")
-                .trigger(event_trigger("order.created"))
-                .run(|_p: Value, io: Io| async move {
-                    let wait = WaitFor::timeout(3 * DAY).matching("payload.orderId");
-                    let paid = io.wait_for_event("paid", "invoice.paid", wait).await?;
-                    Ok(json!({ "paid": paid.map(|e| e.id) }))
-                }),
-        )
-        .unwrap();
+    client.define_job(shipper()).unwrap();
     // The name sent while no run waits for it: no path known.
     client
         .send_event(
@@ -162,6 +152,68 @@ async fn a_wait_on_a_new_match_path_is_found_by_the_next_event(db: TestDb) {
         let resumed: Vec<&str> = d.resumed_runs.iter().map(|r| r.run_id.as_str()).collect();
         assert_eq!(resumed, vec![ev.run_ids[0].as_str()], "{key}");
     }
+}
+
+/// Waits for `invoice.paid` matching `payload.orderId` (the payer's matches `payload.invoiceId`):
+/// one name, two match paths.
+fn shipper() -> Job {
+    Job::new("shipper", "Shipper", "1.0.0")
+        .trigger(event_trigger("order.created"))
+        .run(|_p: Value, io: Io| async move {
+            let wait = WaitFor::timeout(3 * DAY).matching("payload.orderId");
+            let paid = io.wait_for_event("paid", "invoice.paid", wait).await?;
+            Ok(json!({ "paid": paid.map(|e| e.id) }))
+        })
+}
+
+/// Events inserted together are looked up together (on PostgreSQL: each (name, path) pair with
+/// every value of the batch), yet each resumes only the waits of its own keys: here each event
+/// of the first batch carries the other wait's value under its own path.
+async fn events_inserted_together_resume_only_the_waits_of_their_own_keys(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    client.define_job(payer()).unwrap();
+    client.define_job(shipper()).unwrap();
+    let invoice = client
+        .send_event("invoice.created", &json!({ "invoiceId": "in_a" }))
+        .await
+        .unwrap();
+    let order = client
+        .send_event("order.created", &json!({ "orderId": "o_1" }))
+        .await
+        .unwrap();
+    waiting(&client, &invoice.run_ids[0]).await;
+    waiting(&client, &order.run_ids[0]).await;
+    let batch = |keys: [(&str, &str); 2]| {
+        keys.map(|(field, value)| SendEvent::new("invoice.paid", &json!({ field: value })))
+            .to_vec()
+    };
+    let crossed = client
+        .send_batch(
+            batch([("invoiceId", "o_1"), ("orderId", "in_a")]),
+            flare::model::Source::Api,
+        )
+        .await
+        .unwrap();
+    for sent in &crossed {
+        let d = client
+            .store()
+            .event_detail(&sent.event.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(d.resumed_runs.is_empty(), "{:?}", d.resumed_runs);
+    }
+    waiting(&client, &invoice.run_ids[0]).await;
+    waiting(&client, &order.run_ids[0]).await;
+    let paid = client
+        .send_batch(
+            batch([("invoiceId", "in_a"), ("orderId", "o_1")]),
+            flare::model::Source::Api,
+        )
+        .await
+        .unwrap();
+    assert_eq!(output(&client, &invoice.id).await, json!(paid[0].event.id));
+    assert_eq!(output(&client, &order.id).await, json!(paid[1].event.id));
 }
 
 async fn every_matching_waiter_gets_the_event(db: TestDb) {
@@ -402,6 +454,7 @@ backend_tests!(
     the_api_and_the_run_page_show_what_a_run_waits_for,
     a_matching_event_resumes_the_waiting_run_and_others_do_not,
     every_matching_waiter_gets_the_event,
+    events_inserted_together_resume_only_the_waits_of_their_own_keys,
     a_wait_on_a_new_match_path_is_found_by_the_next_event,
     a_condition_that_does_not_hold_keeps_the_run_waiting,
     an_event_sent_before_the_wait_was_reached_does_not_resume_it,

@@ -83,6 +83,37 @@ pub(super) struct LookupKeys {
     pub(super) values: Vec<String>,
 }
 
+/// The keys of [`LookupKeys`] as the parameters of [`LOOKUP_SQL`]: the distinct (name, path)
+/// pairs, and the distinct values looked up under each (a superset of the keys when a batch has
+/// several pairs: rows of keys no event has are passed over).
+pub(super) struct LookupGroups {
+    pub(super) names: Vec<String>,
+    pub(super) paths: Vec<String>,
+    pub(super) values: Vec<String>,
+}
+
+impl LookupKeys {
+    pub(super) fn groups(&self) -> LookupGroups {
+        let mut pairs = HashSet::new();
+        let mut values = HashSet::new();
+        let mut g = LookupGroups {
+            names: Vec::new(),
+            paths: Vec::new(),
+            values: Vec::new(),
+        };
+        for ((n, p), v) in self.names.iter().zip(&self.paths).zip(&self.values) {
+            if pairs.insert((n, p)) {
+                g.names.push(n.clone());
+                g.paths.push(p.clone());
+            }
+            if values.insert(v) {
+                g.values.push(v.clone());
+            }
+        }
+        g
+    }
+}
+
 pub(super) fn lookup_keys(
     events: &[Delivered<'_>],
     paths: &HashMap<String, Vec<String>>,
@@ -188,11 +219,43 @@ impl KnownPaths {
     }
 }
 
-/// The waits of the (name, path, value) keys `$1`–`$3` ([`LookupKeys`]), as [`on_events_with`]
-/// reads them.
+/// The waits of the (name, path) pairs `$1`, `$2` with any of the values `$3` ([`LookupGroups`]),
+/// as [`on_events_with`] reads them: one scan of the index per pair, its values looked up in
+/// that scan.
 pub(super) const LOOKUP_SQL: &str = "SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
-     FROM run_waits w JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(n, p, v) \
-       ON w.event_name = k.n AND w.match_path = k.p AND w.match_value = k.v";
+     FROM unnest($1::text[], $2::text[]) AS g(n, p) \
+     JOIN run_waits w ON w.event_name = g.n AND w.match_path = g.p AND w.match_value = ANY($3::text[])";
+
+/// The event writer's one statement for waits ([`WAIT_PATHS_SQL`] and [`LOOKUP_SQL`] at once,
+/// after the names' locks): the match paths of the names `$1` (rows without a run id: the path's
+/// name and path in the columns of [`LOOKUP_SQL`]), then the waits of the pairs `$2`, `$3` with
+/// the values `$4`, by the paths the last batch read (empty arrays: none guessed). One statement,
+/// so that events whose names have waits cost the batch no statement more than others.
+pub(super) const PATHS_AND_WAITS_SQL: &str = "SELECT NULL::text, NULL::text, event_name, match_path, NULL::text, NULL::text, NULL::text \
+     FROM wait_paths WHERE event_name = ANY($1) \
+     UNION ALL \
+     SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
+     FROM unnest($2::text[], $3::text[]) AS g(n, p) \
+     JOIN run_waits w ON w.event_name = g.n AND w.match_path = g.p AND w.match_value = ANY($4::text[])";
+
+/// The match paths of waits per event name.
+pub(super) type Paths = HashMap<String, Vec<String>>;
+
+/// The rows of [`PATHS_AND_WAITS_SQL`] as the match paths of each name and the waits found.
+pub(super) fn paths_and_waits(
+    found: Vec<tokio_postgres::Row>,
+) -> Result<(Paths, Vec<tokio_postgres::Row>)> {
+    let mut paths = Paths::new();
+    let mut waits = Vec::new();
+    for r in found {
+        if r.try_get::<_, Option<String>>(0)?.is_some() {
+            waits.push(r);
+        } else {
+            paths.entry(r.try_get(2)?).or_default().push(r.try_get(3)?);
+        }
+    }
+    Ok((paths, waits))
+}
 
 /// [`on_events`] with the match `paths` of the events' names read already (the event writer
 /// reads them in its pipeline with the insert, after the names' locks, so that events no wait
@@ -208,19 +271,18 @@ pub(super) async fn on_events_with<C: GenericClient>(
     if events.is_empty() || paths.is_empty() {
         return Ok(0);
     }
-    let LookupKeys {
-        per_event: keys,
-        names: kn,
-        paths: kp,
-        values: kv,
-    } = lookup_keys(events, paths);
-    if kn.is_empty() {
+    let lookup = lookup_keys(events, paths);
+    if lookup.names.is_empty() {
         return Ok(0);
     }
     let found = match found {
         Some(found) => found,
-        None => rows(c, LOOKUP_SQL, &[&kn, &kp, &kv]).await?,
+        None => {
+            let g = lookup.groups();
+            rows(c, LOOKUP_SQL, &[&g.names, &g.paths, &g.values]).await?
+        }
     };
+    let keys = lookup.per_event;
     let mut waits: Waiters = HashMap::new();
     let mut seen = HashSet::new();
     for r in found {

@@ -20,8 +20,8 @@ use super::listen::CHANNEL;
 use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{
-    lookup_keys, match_paths, on_events, on_events_with, Delivered, KnownPaths, LOCK_SHARED_SQL,
-    LOOKUP_SQL, WAIT_PATHS_SQL,
+    lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths,
+    LOCK_SHARED_SQL, PATHS_AND_WAITS_SQL,
 };
 use crate::log_throttle::storage_failure;
 use crate::model::{EventFields, StoredEvent};
@@ -121,8 +121,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let insert = client.prepare_cached(INSERT_EVENTS_SQL).await?;
     let notify = client.prepare_cached(NOTIFY_SQL).await?;
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
-    let wait_paths = client.prepare_cached(WAIT_PATHS_SQL).await?;
-    let lookup = client.prepare_cached(LOOKUP_SQL).await?;
+    let waits = client.prepare_cached(PATHS_AND_WAITS_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -148,31 +147,25 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     } else {
         prepared.may_deliver()
     };
-    let guess = lookup_keys(&may_deliver, &guessed);
+    let guess = lookup_keys(&may_deliver, &guessed).groups();
     // Sent in this order on the first poll; answers come back in order. The names' shared locks
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
-    // keys and waits after them, so that events no key or wait can match cost no round trip.
-    let (began, locked, inserted, paths, waiting, found) = futures::join!(
+    // keys and waits after them, so that events no key or wait can match cost no round trip, and
+    // the waits guessed with the latter's, so that events no wait matches cost no statement.
+    let waits_params: [&(dyn ToSql + Sync); 4] =
+        [&names, &guess.names, &guess.paths, &guess.values];
+    let (began, locked, inserted, paths, waiting) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
         client.query(&cancel_paths, &lock_params),
-        client.query(&wait_paths, &lock_params),
-        async {
-            if guess.names.is_empty() {
-                return Ok(Vec::new());
-            }
-            client
-                .query(&lookup, &[&guess.names, &guess.paths, &guess.values])
-                .await
-        },
+        client.query(&waits, &waits_params),
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         let inserted = began.and(locked).and(inserted)?;
         let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
-        let waiting = match_paths(&waiting?)?;
-        let found = found?;
+        let (waiting, found) = paths_and_waits(waiting?)?;
         // The rows found are every wait's if no path was missing from the guess.
         let found = writer
             .wait_paths
