@@ -226,22 +226,34 @@ pub(super) const LOOKUP_SQL: &str = "SELECT w.run_id, w.step_key, w.event_name, 
      FROM unnest($1::text[], $2::text[]) AS g(n, p) \
      JOIN run_waits w ON w.event_name = g.n AND w.match_path = g.p AND w.match_value = ANY($3::text[])";
 
+/// The match paths of the names `$1` in the columns of [`LOOKUP_SQL`] (no run id; the name and
+/// path where the wait's are): [`PATHS_AND_WAITS_SQL`] when the writer guessed no wait.
+macro_rules! paths_as_waits_sql {
+    () => {
+        "SELECT NULL::text, NULL::text, event_name, match_path, NULL::text, NULL::text, NULL::text \
+         FROM wait_paths WHERE event_name = ANY($1)"
+    };
+}
+pub(super) const PATHS_AS_WAITS_SQL: &str = paths_as_waits_sql!();
+
 /// The event writer's one statement for waits ([`WAIT_PATHS_SQL`] and [`LOOKUP_SQL`] at once,
-/// after the names' locks): the match paths of the names `$1` (rows without a run id: the path's
-/// name and path in the columns of [`LOOKUP_SQL`]), then the waits of the pairs `$2`, `$3` with
-/// the values `$4`, by the paths the last batch read (empty arrays: none guessed). One statement,
-/// so that events whose names have waits cost the batch no statement more than others.
-pub(super) const PATHS_AND_WAITS_SQL: &str = "SELECT NULL::text, NULL::text, event_name, match_path, NULL::text, NULL::text, NULL::text \
-     FROM wait_paths WHERE event_name = ANY($1) \
-     UNION ALL \
+/// after the names' locks): the match paths of the names `$1` ([`PATHS_AS_WAITS_SQL`]), then the
+/// waits of the pairs `$2`, `$3` with the values `$4`, by the paths the last batch read. One
+/// statement, so that events whose names have waits cost the batch no statement more than
+/// others.
+pub(super) const PATHS_AND_WAITS_SQL: &str = concat!(
+    paths_as_waits_sql!(),
+    " UNION ALL \
      SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
      FROM unnest($2::text[], $3::text[]) AS g(n, p) \
-     JOIN run_waits w ON w.event_name = g.n AND w.match_path = g.p AND w.match_value = ANY($4::text[])";
+     JOIN run_waits w ON w.event_name = g.n AND w.match_path = g.p AND w.match_value = ANY($4::text[])"
+);
 
 /// The match paths of waits per event name.
 pub(super) type Paths = HashMap<String, Vec<String>>;
 
-/// The rows of [`PATHS_AND_WAITS_SQL`] as the match paths of each name and the waits found.
+/// The rows of [`PATHS_AND_WAITS_SQL`] (or [`PATHS_AS_WAITS_SQL`]) as the match paths of each
+/// name and the waits found.
 pub(super) fn paths_and_waits(
     found: Vec<tokio_postgres::Row>,
 ) -> Result<(Paths, Vec<tokio_postgres::Row>)> {
@@ -268,7 +280,8 @@ pub(super) async fn on_events_with<C: GenericClient>(
     paths: &HashMap<String, Vec<String>>,
     found: Option<Vec<tokio_postgres::Row>>,
 ) -> Result<usize> {
-    if events.is_empty() || paths.is_empty() {
+    // Nothing found for a superset of the keys: no event of these resumes a wait.
+    if events.is_empty() || paths.is_empty() || found.as_ref().is_some_and(Vec::is_empty) {
         return Ok(0);
     }
     let lookup = lookup_keys(events, paths);

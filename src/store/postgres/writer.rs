@@ -21,7 +21,7 @@ use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{
     lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths,
-    LOCK_SHARED_SQL, PATHS_AND_WAITS_SQL,
+    LOCK_SHARED_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
 };
 use crate::log_throttle::storage_failure;
 use crate::model::{EventFields, StoredEvent};
@@ -121,7 +121,8 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let insert = client.prepare_cached(INSERT_EVENTS_SQL).await?;
     let notify = client.prepare_cached(NOTIFY_SQL).await?;
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
-    let waits = client.prepare_cached(PATHS_AND_WAITS_SQL).await?;
+    let paths_and_waits_st = client.prepare_cached(PATHS_AND_WAITS_SQL).await?;
+    let paths_only = client.prepare_cached(PATHS_AS_WAITS_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -154,12 +155,19 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     // the waits guessed with the latter's, so that events no wait matches cost no statement.
     let waits_params: [&(dyn ToSql + Sync); 4] =
         [&names, &guess.names, &guess.paths, &guess.values];
+    // No wait guessed (the names had none last time): the paths alone, the statement that
+    // every batch sends anyway.
+    let (waits, waits_params) = if guess.names.is_empty() {
+        (&paths_only, &waits_params[..1])
+    } else {
+        (&paths_and_waits_st, &waits_params[..])
+    };
     let (began, locked, inserted, paths, waiting) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
         client.query(&cancel_paths, &lock_params),
-        client.query(&waits, &waits_params),
+        client.query(waits, waits_params),
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
