@@ -166,9 +166,9 @@ fn shipper() -> Job {
         })
 }
 
-/// Events inserted together are looked up together (on PostgreSQL: each (name, path) pair with
-/// every value of the batch), yet each resumes only the waits of its own keys: here each event
-/// of the first batch carries the other wait's value under its own path.
+/// Events inserted together are looked up together (on PostgreSQL: one batch's keys in one
+/// statement, the event writer's concurrent sends too), yet each resumes only the waits of its
+/// own keys: here each crossed event carries the other wait's value under its own path.
 async fn events_inserted_together_resume_only_the_waits_of_their_own_keys(db: TestDb) {
     let (client, _clock) = db.client().await;
     client.define_job(payer()).unwrap();
@@ -183,37 +183,36 @@ async fn events_inserted_together_resume_only_the_waits_of_their_own_keys(db: Te
         .unwrap();
     waiting(&client, &invoice.run_ids[0]).await;
     waiting(&client, &order.run_ids[0]).await;
-    let batch = |keys: [(&str, &str); 2]| {
-        keys.map(|(field, value)| SendEvent::new("invoice.paid", &json!({ field: value })))
-            .to_vec()
-    };
-    let crossed = client
+    let paid = |field: &str, value: &str| SendEvent::new("invoice.paid", &json!({ field: value }));
+    let crossed = [("invoiceId", "o_1"), ("orderId", "in_a")];
+    // In one transaction, then as concurrent sends (batched by the writer as they come).
+    let mut sent: Vec<String> = client
         .send_batch(
-            batch([("invoiceId", "o_1"), ("orderId", "in_a")]),
+            crossed.iter().map(|(f, v)| paid(f, v)).collect(),
             flare::model::Source::Api,
         )
         .await
-        .unwrap();
-    for sent in &crossed {
-        let d = client
-            .store()
-            .event_detail(&sent.event.id)
-            .await
-            .unwrap()
-            .unwrap();
+        .unwrap()
+        .into_iter()
+        .map(|s| s.event.id)
+        .collect();
+    let (a, b) = tokio::join!(
+        client.send_event_with(paid(crossed[0].0, crossed[0].1)),
+        client.send_event_with(paid(crossed[1].0, crossed[1].1)),
+    );
+    sent.extend([a.unwrap().id, b.unwrap().id]);
+    for id in &sent {
+        let d = client.store().event_detail(id).await.unwrap().unwrap();
         assert!(d.resumed_runs.is_empty(), "{:?}", d.resumed_runs);
     }
     waiting(&client, &invoice.run_ids[0]).await;
     waiting(&client, &order.run_ids[0]).await;
-    let paid = client
-        .send_batch(
-            batch([("invoiceId", "in_a"), ("orderId", "o_1")]),
-            flare::model::Source::Api,
-        )
-        .await
-        .unwrap();
-    assert_eq!(output(&client, &invoice.id).await, json!(paid[0].event.id));
-    assert_eq!(output(&client, &order.id).await, json!(paid[1].event.id));
+    let (a, b) = tokio::join!(
+        client.send_event_with(paid("invoiceId", "in_a")),
+        client.send_event_with(paid("orderId", "o_1")),
+    );
+    assert_eq!(output(&client, &invoice.id).await, json!(a.unwrap().id));
+    assert_eq!(output(&client, &order.id).await, json!(b.unwrap().id));
 }
 
 async fn every_matching_waiter_gets_the_event(db: TestDb) {

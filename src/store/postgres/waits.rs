@@ -83,34 +83,13 @@ pub(super) struct LookupKeys {
     pub(super) values: Vec<String>,
 }
 
-/// The keys of [`LookupKeys`] as the parameters of [`LOOKUP_SQL`]: the distinct (name, path)
-/// pairs, and the distinct values looked up under each (a superset of the keys when a batch has
-/// several pairs: rows of keys no event has are passed over).
-pub(super) struct LookupGroups {
-    pub(super) names: Vec<String>,
-    pub(super) paths: Vec<String>,
-    pub(super) values: Vec<String>,
-}
-
 impl LookupKeys {
-    pub(super) fn groups(&self) -> LookupGroups {
-        let mut pairs = HashSet::new();
-        let mut values = HashSet::new();
-        let mut g = LookupGroups {
-            names: Vec::new(),
-            paths: Vec::new(),
-            values: Vec::new(),
-        };
-        for ((n, p), v) in self.names.iter().zip(&self.paths).zip(&self.values) {
-            if pairs.insert((n, p)) {
-                g.names.push(n.clone());
-                g.paths.push(p.clone());
-            }
-            if values.insert(v) {
-                g.values.push(v.clone());
-            }
-        }
-        g
+    /// The one (name, path) pair of these keys, if they have exactly one: the common batch (its
+    /// events of one name whose waits match by one path), looked up by [`PATHS_AND_WAITS_SQL`].
+    pub(super) fn one_pair(&self) -> Option<(&str, &str)> {
+        let (name, path) = (self.names.first()?, self.paths.first()?);
+        let one = self.names.iter().all(|n| n == name) && self.paths.iter().all(|p| p == path);
+        one.then_some((name.as_str(), path.as_str()))
     }
 }
 
@@ -219,15 +198,15 @@ impl KnownPaths {
     }
 }
 
-/// The waits of the (name, path) pairs `$1`, `$2` with any of the values `$3` ([`LookupGroups`]),
-/// as [`on_events_with`] reads them: one scan of the index per pair, its values looked up in
-/// that scan.
+/// The waits of the (name, path, value) keys `$1`–`$3` ([`LookupKeys`]), as [`on_events_with`]
+/// reads them.
 pub(super) const LOOKUP_SQL: &str = "SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
-     FROM unnest($1::text[], $2::text[]) AS g(n, p) \
-     JOIN run_waits w ON w.event_name = g.n AND w.match_path = g.p AND w.match_value = ANY($3::text[])";
+     FROM run_waits w JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(n, p, v) \
+       ON w.event_name = k.n AND w.match_path = k.p AND w.match_value = k.v";
 
 /// The match paths of the names `$1` in the columns of [`LOOKUP_SQL`] (no run id; the name and
-/// path where the wait's are): [`PATHS_AND_WAITS_SQL`] when the writer guessed no wait.
+/// path where a wait's are): what the event writer reads when it guessed no wait, or waits of
+/// several (name, path) pairs (it looks those up with [`LOOKUP_SQL`] in the same pipeline).
 macro_rules! paths_as_waits_sql {
     () => {
         "SELECT NULL::text, NULL::text, event_name, match_path, NULL::text, NULL::text, NULL::text \
@@ -236,17 +215,16 @@ macro_rules! paths_as_waits_sql {
 }
 pub(super) const PATHS_AS_WAITS_SQL: &str = paths_as_waits_sql!();
 
-/// The event writer's one statement for waits ([`WAIT_PATHS_SQL`] and [`LOOKUP_SQL`] at once,
-/// after the names' locks): the match paths of the names `$1` ([`PATHS_AS_WAITS_SQL`]), then the
-/// waits of the pairs `$2`, `$3` with the values `$4`, by the paths the last batch read. One
-/// statement, so that events whose names have waits cost the batch no statement more than
-/// others.
+/// [`PATHS_AS_WAITS_SQL`] and, in the same statement, the waits of the one (name, path) pair
+/// `$2`, `$3` with any of the values `$4` (one scan of the index): the event writer's batch whose
+/// guessed keys share one pair costs no statement more than a batch of names without waits.
+/// Scalar parameters for the pair, so that PostgreSQL keeps a generic plan (with the pair as
+/// arrays, it planned every execution again).
 pub(super) const PATHS_AND_WAITS_SQL: &str = concat!(
     paths_as_waits_sql!(),
     " UNION ALL \
      SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
-     FROM unnest($2::text[], $3::text[]) AS g(n, p) \
-     JOIN run_waits w ON w.event_name = g.n AND w.match_path = g.p AND w.match_value = ANY($4::text[])"
+     FROM run_waits w WHERE w.event_name = $2 AND w.match_path = $3 AND w.match_value = ANY($4::text[])"
 );
 
 /// The match paths of waits per event name.
@@ -291,8 +269,12 @@ pub(super) async fn on_events_with<C: GenericClient>(
     let found = match found {
         Some(found) => found,
         None => {
-            let g = lookup.groups();
-            rows(c, LOOKUP_SQL, &[&g.names, &g.paths, &g.values]).await?
+            rows(
+                c,
+                LOOKUP_SQL,
+                &[&lookup.names, &lookup.paths, &lookup.values],
+            )
+            .await?
         }
     };
     let keys = lookup.per_event;

@@ -21,7 +21,7 @@ use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{
     lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths,
-    LOCK_SHARED_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
+    LOCK_SHARED_SQL, LOOKUP_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
 };
 use crate::log_throttle::storage_failure;
 use crate::model::{EventFields, StoredEvent};
@@ -123,6 +123,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
     let paths_and_waits_st = client.prepare_cached(PATHS_AND_WAITS_SQL).await?;
     let paths_only = client.prepare_cached(PATHS_AS_WAITS_SQL).await?;
+    let lookup = client.prepare_cached(LOOKUP_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -148,32 +149,44 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     } else {
         prepared.may_deliver()
     };
-    let guess = lookup_keys(&may_deliver, &guessed).groups();
+    let guess = lookup_keys(&may_deliver, &guessed);
     // Sent in this order on the first poll; answers come back in order. The names' shared locks
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
-    // keys and waits after them, so that events no key or wait can match cost no round trip, and
-    // the waits guessed with the latter's, so that events no wait matches cost no statement.
-    let waits_params: [&(dyn ToSql + Sync); 4] =
-        [&names, &guess.names, &guess.paths, &guess.values];
-    // No wait guessed (the names had none last time): the paths alone, the statement that
-    // every batch sends anyway.
-    let (waits, waits_params) = if guess.names.is_empty() {
-        (&paths_only, &waits_params[..1])
-    } else {
-        (&paths_and_waits_st, &waits_params[..])
+    // keys and waits after them, so that events no key or wait can match cost no round trip.
+    // The guessed waits come with the latter's when their keys share one (name, path) pair (one
+    // statement: no statement more than names without waits), else in a statement of their own.
+    let values: Vec<&str> = guess.values.iter().map(String::as_str).collect();
+    let (one_pair, pair) = match guess.one_pair() {
+        Some(pair) => (true, pair),
+        None => (false, ("", "")),
     };
-    let (began, locked, inserted, paths, waiting) = futures::join!(
+    let waits_params: [&(dyn ToSql + Sync); 4] = [&names, &pair.0, &pair.1, &values];
+    let (waits, waits_params) = if one_pair {
+        (&paths_and_waits_st, &waits_params[..])
+    } else {
+        (&paths_only, &waits_params[..1])
+    };
+    let (began, locked, inserted, paths, waiting, looked_up) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
         client.query(&cancel_paths, &lock_params),
         client.query(waits, waits_params),
+        async {
+            if one_pair || guess.names.is_empty() {
+                return Ok(Vec::new());
+            }
+            client
+                .query(&lookup, &[&guess.names, &guess.paths, &guess.values])
+                .await
+        },
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         let inserted = began.and(locked).and(inserted)?;
         let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
-        let (waiting, found) = paths_and_waits(waiting?)?;
+        let (waiting, mut found) = paths_and_waits(waiting?)?;
+        found.extend(looked_up?);
         // The rows found are every wait's if no path was missing from the guess.
         let found = writer
             .wait_paths
