@@ -178,13 +178,23 @@ pub(crate) fn summaries(
 /// The job definitions fan-out matches against, shared by every part of the process.
 #[derive(Debug, Default)]
 pub struct Triggers {
-    /// Shared, so the fan-out of every event takes references, not copies.
-    specs: RwLock<HashMap<String, Arc<JobSpec>>>,
-    /// Ids of jobs defined in this process.
-    local: RwLock<HashSet<String>>,
+    /// The definitions and which of them this process made, under one lock: a reload from
+    /// storage decides what to keep by the ids defined here, and must see every definition made
+    /// before it takes the lock (with two locks, a job defined between the reload's reading of
+    /// the ids and its replacing of the definitions was dropped until the next reload, and the
+    /// events sent meanwhile started no run of it).
+    defs: RwLock<Defs>,
     /// The stored job table's revision last loaded (count, latest update), so definitions written
     /// by other processes are picked up.
     revision: Mutex<Option<(i64, i64)>>,
+}
+
+#[derive(Debug, Default)]
+struct Defs {
+    /// Shared, so the fan-out of every event takes references, not copies.
+    specs: HashMap<String, Arc<JobSpec>>,
+    /// Ids of jobs defined in this process.
+    local: HashSet<String>,
 }
 
 impl Triggers {
@@ -201,30 +211,26 @@ impl Triggers {
 
     /// Adds or replaces a definition.
     pub fn upsert(&self, spec: JobSpec) {
-        if let Ok(mut local) = self.local.write() {
-            local.insert(spec.id.clone());
-        }
-        if let Ok(mut specs) = self.specs.write() {
-            specs.insert(spec.id.clone(), Arc::new(spec));
+        if let Ok(mut defs) = self.defs.write() {
+            defs.local.insert(spec.id.clone());
+            defs.specs.insert(spec.id.clone(), Arc::new(spec));
         }
     }
 
     /// Forgets a definition made in this process (an endpoint's job that left its index). A stored
     /// definition of the same id, if any, comes back with the next reload.
     pub fn remove_local(&self, id: &str) {
-        if let Ok(mut local) = self.local.write() {
-            local.remove(id);
-        }
-        if let Ok(mut specs) = self.specs.write() {
-            specs.remove(id);
+        if let Ok(mut defs) = self.defs.write() {
+            defs.local.remove(id);
+            defs.specs.remove(id);
         }
     }
 
     /// Replaces the definitions read from storage with `stored`: ones that were deleted from
     /// storage stop starting runs. One defined in this process takes precedence.
     pub fn replace_stored(&self, stored: Vec<JobSpec>) {
-        let local = self.local.read().map(|l| l.clone()).unwrap_or_default();
-        if let Ok(mut specs) = self.specs.write() {
+        if let Ok(mut defs) = self.defs.write() {
+            let Defs { specs, local } = &mut *defs;
             specs.retain(|id, _| local.contains(id));
             for spec in stored {
                 if !local.contains(&spec.id) {
@@ -236,25 +242,20 @@ impl Triggers {
 
     /// Adds a definition read from storage; one defined in this process takes precedence.
     pub fn upsert_stored(&self, spec: JobSpec) {
-        let is_local = self
-            .local
-            .read()
-            .map(|l| l.contains(&spec.id))
-            .unwrap_or(false);
-        if is_local {
-            return;
-        }
-        if let Ok(mut specs) = self.specs.write() {
-            specs.insert(spec.id.clone(), Arc::new(spec));
+        if let Ok(mut defs) = self.defs.write() {
+            if !defs.local.contains(&spec.id) {
+                defs.specs.insert(spec.id.clone(), Arc::new(spec));
+            }
         }
     }
 
     /// The jobs an event starts, ordered by job id.
     pub fn matching(&self, name: &str, payload: &Value) -> Vec<Arc<JobSpec>> {
-        let Ok(specs) = self.specs.read() else {
+        let Ok(defs) = self.defs.read() else {
             return Vec::new();
         };
-        let mut hits: Vec<Arc<JobSpec>> = specs
+        let mut hits: Vec<Arc<JobSpec>> = defs
+            .specs
             .values()
             .filter(|s| s.matches(name, payload))
             .cloned()
@@ -265,15 +266,15 @@ impl Triggers {
 
     /// The definition of job `id`, if known.
     pub fn get(&self, id: &str) -> Option<Arc<JobSpec>> {
-        self.specs.read().ok()?.get(id).cloned()
+        self.defs.read().ok()?.specs.get(id).cloned()
     }
 
     /// Every known definition, ordered by id.
     pub fn all(&self) -> Vec<JobSpec> {
-        let Ok(specs) = self.specs.read() else {
+        let Ok(defs) = self.defs.read() else {
             return Vec::new();
         };
-        let mut all: Vec<JobSpec> = specs.values().map(|s| JobSpec::clone(s)).collect();
+        let mut all: Vec<JobSpec> = defs.specs.values().map(|s| JobSpec::clone(s)).collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));
         all
     }
@@ -391,5 +392,65 @@ impl JobSchedule {
             next_runs,
             last_run: state.last_tick.map(t),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::{event_trigger, Io, Job, JobError};
+
+    fn spec(id: &str, version: &str) -> JobSpec {
+        Job::new(id, id, version)
+            .trigger(event_trigger("file.uploaded"))
+            .run(|_: Value, _: Io| async { Ok::<_, JobError>(Value::Null) })
+            .validate()
+            .expect("valid")
+            .0
+    }
+
+    /// Jobs defined in this process while the definitions read from storage are reloaded (a
+    /// background write of an earlier definition changed the job table) are all kept, and no
+    /// stored definition replaces one of them, however the two interleave: an event sent next
+    /// starts a run of each, of the version defined here.
+    #[test]
+    fn jobs_defined_during_reloads_are_kept() {
+        let triggers = Arc::new(Triggers::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let reloads = {
+            let (triggers, stop) = (Arc::clone(&triggers), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut k = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    triggers.replace_stored(Vec::new());
+                    // An older stored version of a job this process defines, or is defining.
+                    triggers.upsert_stored(spec(&format!("job-{}", k % 3000), "0.9.0"));
+                    k += 7;
+                }
+            })
+        };
+        let n = 3000;
+        for i in 0..n {
+            triggers.upsert(spec(&format!("job-{i}"), "1.0.0"));
+        }
+        stop.store(true, Ordering::Relaxed);
+        reloads.join().expect("reloads");
+        let started = triggers.matching("file.uploaded", &Value::Null);
+        assert_eq!(
+            started.len(),
+            n,
+            "a job defined during a reload was dropped"
+        );
+        let stale: Vec<&str> = started
+            .iter()
+            .filter(|s| s.version != "1.0.0")
+            .map(|s| s.id.as_str())
+            .collect();
+        assert!(
+            stale.is_empty(),
+            "stored versions replaced local ones: {stale:?}"
+        );
     }
 }
