@@ -155,12 +155,11 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     // keys and waits after them, so that events no key or wait can match cost no round trip.
     // The guessed waits come with the latter's when their keys share one (name, path) pair (one
     // statement: no statement more than names without waits), else in a statement of their own.
-    let values: Vec<&str> = guess.values.iter().map(String::as_str).collect();
     let (one_pair, pair) = match guess.one_pair() {
         Some(pair) => (true, pair),
         None => (false, ("", "")),
     };
-    let waits_params: [&(dyn ToSql + Sync); 4] = [&names, &pair.0, &pair.1, &values];
+    let waits_params: [&(dyn ToSql + Sync); 4] = [&names, &pair.0, &pair.1, &guess.values];
     let (waits, waits_params) = if one_pair {
         (&paths_and_waits_st, &waits_params[..])
     } else {
