@@ -18,11 +18,20 @@
 //!    alternated rounds of events of a name no run waits for and of non-matching ones
 //!    ([`interleaved`]): the two databases' rates drift by more than the 10% at stake from one
 //!    phase to the next on a small machine (the baseline alone ranged 45k–56k events/s over
-//!    six sittings), and alternating puts that drift on both sides alike.
+//!    six sittings), and alternating puts that drift on both sides alike. The first tenth of
+//!    the matching events is timed apart too: each resumes a run beside all the others waiting.
+//! 3. **Few waiters**, on a third database: the same `--waiters` events, but only the runs of
+//!    the first tenth of the keys wait (the others end). After as many non-matching events, a
+//!    tenth of `--events` matching events ([`few_waiters`]). Beside the first tenth of step 2,
+//!    it is the same work on tables of the same size, with a tenth of the runs waiting: what the
+//!    waiting runs themselves cost a matching event (a resumption does more work than an event
+//!    that starts nothing, so the rates of step 1 do not answer that).
 //!
 //! Reported: the four send rates, each rate with waiters over the baseline (and the matching
-//! one over the rate of events starting a run), the interleaved rates and their ratio, and how
-//! many runs the matching sends resumed (they must be every one) and the starting sends started.
+//! one over the rate of events starting a run), the interleaved rates and their ratio, the
+//! matching rate beside all waiters over the rate beside a tenth of them
+//! (`matching_waiters_cost_ratio`), and how many runs the matching sends resumed (they must be
+//! every one) and the starting sends started.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -59,6 +68,10 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
     let waiting = with_waiters(args, place.url(), pb).await;
     place.remove().await;
     let w = waiting?;
+    let place = Place::new(args, backend, "flare_bench_fewwaiters").await?;
+    let few_waiting = few_waiters(args, place.url(), pb).await;
+    place.remove().await;
+    let (few_rate, few_resumed) = few_waiting?;
     Ok(Sample::from([
         ("waiters", args.waiters as f64),
         ("events", args.events as f64),
@@ -73,19 +86,26 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
         ("interleaved_non_matching_per_s", w.interleaved),
         ("interleaved_non_matching_ratio", w.interleaved / w.unwaited),
         ("resumed", w.resumed as f64),
+        ("few_waiters", few(args) as f64),
+        ("matching_first_per_s", w.matching_first),
+        ("matching_few_waiters_per_s", few_rate),
+        ("matching_waiters_cost_ratio", w.matching_first / few_rate),
+        ("few_resumed", few_resumed as f64),
         ("started", started as f64),
     ]))
 }
 
-/// The job of the waiters (`wait`) or of the baseline, which ends at once.
-fn job(wait: bool, ran: Arc<AtomicUsize>) -> Job {
+/// The job of the waiters: the runs of the keys below `waiting` wait, the others (all of them in
+/// the baseline) end at once.
+fn job(waiting: usize, ran: Arc<AtomicUsize>) -> Job {
     Job::new(JOB, "Benchmark waiter", "1.0.0")
         .trigger(event_trigger(START))
-        .run(move |_p: Value, io: Io| {
+        .run(move |p: Value, io: Io| {
             let ran = Arc::clone(&ran);
             async move {
                 ran.fetch_add(1, Ordering::Relaxed);
-                if !wait {
+                let key = p["k"].as_u64().map_or(usize::MAX, |k| k as usize);
+                if key >= waiting {
                     return Ok::<_, JobError>(Value::Null);
                 }
                 let got = io
@@ -100,18 +120,19 @@ fn job(wait: bool, ran: Arc<AtomicUsize>) -> Job {
         })
 }
 
-/// Stores `--waiters` events of the job with a worker running it (`wait` or not) until every run
-/// waits (or ended); then the worker stops. Returns the send-only client.
-async fn seed(args: &Args, url: &str, wait: bool, pb: &ProgressBar) -> Result<Client, Error> {
+/// Stores `--waiters` events of the job with a worker running it until the runs of the first
+/// `waiting` keys wait and the others ended; then the worker stops. Returns the send-only client.
+async fn seed(args: &Args, url: &str, waiting: usize, pb: &ProgressBar) -> Result<Client, Error> {
     let n = args.waiters;
+    let waiting = waiting.min(n);
     let sender = Client::builder(url).workers(false).connect().await?;
     let ran = Arc::new(AtomicUsize::new(0));
-    sender.register_job(job(wait, Arc::clone(&ran))).await?;
+    sender.register_job(job(waiting, Arc::clone(&ran))).await?;
     let worker = Client::builder(url)
         .config(engine_config(args))
         .connect()
         .await?;
-    worker.define_job(job(wait, Arc::clone(&ran)))?;
+    worker.define_job(job(waiting, Arc::clone(&ran)))?;
     // Event `i` with the key `i`.
     seed_events(&sender, START, n, n).await?;
     let limit = Duration::from_secs(300).max(Duration::from_millis(5 * n as u64));
@@ -121,12 +142,9 @@ async fn seed(args: &Args, url: &str, wait: bool, pb: &ProgressBar) -> Result<Cl
         pb.set_position(ran.load(Ordering::Relaxed) as u64);
         if ran.load(Ordering::Relaxed) >= n {
             let counts = worker.store().run_counts().await?;
-            let settled = if wait {
-                count(&counts, RunStatus::Queued) == n as u64
-                    && count(&counts, RunStatus::Running) == 0
-            } else {
-                count(&counts, RunStatus::Succeeded) == n as u64
-            };
+            let settled = count(&counts, RunStatus::Queued) == waiting as u64
+                && count(&counts, RunStatus::Running) == 0
+                && count(&counts, RunStatus::Succeeded) == (n - waiting) as u64;
             if settled {
                 break Ok(());
             }
@@ -218,7 +236,7 @@ async fn without_waiters(
     url: &str,
     pb: &ProgressBar,
 ) -> Result<(f64, f64, u64), Error> {
-    let sender = seed(args, url, false, pb).await?;
+    let sender = seed(args, url, 0, pb).await?;
     let measured = async {
         let rate = send(args, &sender, SIGNAL, args.waiters, pb).await?;
         sender
@@ -248,11 +266,15 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<Waitin
             args.events, args.waiters
         )));
     }
-    let sender = seed(args, url, true, pb).await?;
+    let sender = seed(args, url, args.waiters, pb).await?;
     let measured = async {
         let non_matching = send(args, &sender, SIGNAL, args.waiters, pb).await?;
         let (unwaited, interleaved) = interleaved(args, &sender, pb).await?;
-        let matching = send(args, &sender, SIGNAL, 0, pb).await?;
+        // The first tenth timed apart: the rate beside every waiter, for [`few_waiters`].
+        let few = few(args);
+        let first = send_timed(args, &sender, SIGNAL, 0, few, pb).await?;
+        let rest = send_timed(args, &sender, SIGNAL, few, args.events - few, pb).await?;
+        let matching = args.events as f64 / (first + rest);
         // A resumed run is due at once; the workers are off, so it waits for a worker (the
         // others wait for their timeout, an hour away).
         let resumed = sender
@@ -265,6 +287,7 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<Waitin
             unwaited,
             interleaved,
             matching,
+            matching_first: few as f64 / first,
             resumed,
         })
     }
@@ -280,5 +303,36 @@ struct Waiting {
     unwaited: f64,
     interleaved: f64,
     matching: f64,
+    /// Of the first [`few`] matching events, sent beside all `--waiters` waiting runs.
+    matching_first: f64,
     resumed: u64,
+}
+
+/// How many events the comparison of [`few_waiters`] sends: a tenth of the matching ones.
+fn few(args: &Args) -> usize {
+    (args.events.min(args.waiters) / 10).max(1)
+}
+
+/// What the waiting runs themselves cost a matching event: on a third database, seeded like the
+/// others with `--waiters` runs of which only the first [`few`] wait (the others ended), the rate
+/// of [`few`] events each matching one of them (after as many non-matching ones, as the other
+/// database's matching events come after its non-matching ones), and how many runs they resumed.
+/// Beside the first [`few`] matching events of [`with_waiters`] (all `--waiters` runs waiting),
+/// the same work on tables of the same size: only the number of waiting runs differs.
+async fn few_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, u64), Error> {
+    let few = few(args);
+    let sender = seed(args, url, few, pb).await?;
+    let measured = async {
+        send_timed(args, &sender, SIGNAL, args.waiters, few, pb).await?;
+        let secs = send_timed(args, &sender, SIGNAL, 0, few, pb).await?;
+        let resumed = sender
+            .store()
+            .runs_waiting(chrono::Utc::now())
+            .await?
+            .worker;
+        Ok::<_, Error>((few as f64 / secs, resumed))
+    }
+    .await;
+    sender.shutdown().await;
+    measured
 }
