@@ -184,8 +184,11 @@ pub struct Triggers {
     /// the ids and its replacing of the definitions was dropped until the next reload, and the
     /// events sent meanwhile started no run of it).
     defs: RwLock<Defs>,
-    /// The stored job table's revision last loaded (count, latest update), so definitions written
-    /// by other processes are picked up.
+    /// The stored job table's revision last loaded (count, sum of the rows' `updated_at`), so
+    /// definitions written by other processes are picked up. Every write of a row raises its own
+    /// stamp past the one it had, so the sum changes with every write whatever the writing node's
+    /// clock says; the latest stamp alone missed a write from a node whose clock was behind the
+    /// latest stamp of another row.
     revision: Mutex<Option<(i64, i64)>>,
 }
 

@@ -647,7 +647,8 @@ impl Store {
         dispatch!(self, s => s.endpoints_load().await)
     }
 
-    /// The endpoints table's revision (count, latest change): nodes reload when it changes.
+    /// The endpoints table's revision (count, sum of the rows' `updated_at`, which every write
+    /// raises for its row whatever the writing node's clock says): nodes reload when it changes.
     pub async fn endpoints_revision(&self) -> Result<(i64, i64)> {
         dispatch!(self, s => s.endpoints_revision().await)
     }

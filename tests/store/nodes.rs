@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use flare::store::endpoints::{NewEndpoint, Protocol};
 use flare::store::query::{EventQuery, RunQuery};
 use flare::store::{Completion, Finish, NewEvent, Store};
 use flare::{Clock, ManualClock, RunStatus};
@@ -584,7 +585,108 @@ async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
     assert_eq!(detail.run.status, RunStatus::Queued);
 }
 
+/// The job of `id` that another node stored is started by this node's next event of `name`.
+async fn starts(store: &Store, id: &str, name: &str, now: i64) -> bool {
+    let mut e = event(id.into(), None, now);
+    e.name = name.into();
+    !store
+        .event_insert(e)
+        .await
+        .unwrap()
+        .event
+        .run_ids
+        .is_empty()
+}
+
+/// A job moved to another event by a node whose clock is behind another node's is noticed by
+/// every node: the nodes reload the stored definitions when the job table's revision changes,
+/// and the latest stamp of the table (the other job's, an hour ahead) did not change with it.
+async fn a_job_redefined_by_a_node_whose_clock_is_behind_is_noticed_by_the_others(db: TestDb) {
+    let t = 1_000_000;
+    let (ahead, behind, third) = (
+        Store::open(&db.url).await.unwrap(),
+        Store::open(&db.url).await.unwrap(),
+        Store::open(&db.url).await.unwrap(),
+    );
+    ahead
+        .job_define_at(spec("audit", "order.placed", 3), t + 3_600_000)
+        .await
+        .unwrap();
+    behind
+        .job_define_at(spec("ship", "order.placed", 3), t)
+        .await
+        .unwrap();
+    // The third node has loaded both.
+    let ins = third
+        .event_insert(event("evt_1".into(), None, t))
+        .await
+        .unwrap();
+    assert_eq!(ins.event.run_ids.len(), 2);
+    behind
+        .job_define_at(spec("ship", "order.paid", 3), t + 1)
+        .await
+        .unwrap();
+    assert!(
+        starts(&third, "evt_2", "order.paid", t + 2).await,
+        "the third node still fans out the old definition of ship"
+    );
+    let ins = third
+        .event_insert(event("evt_3".into(), None, t + 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        ins.event.run_ids.len(),
+        1,
+        "only audit is on order.placed now"
+    );
+}
+
+/// An endpoint changed by a node whose clock is behind another endpoint's stamp changes the
+/// endpoints' revision, by which every node decides to reload them (the latest stamp did not
+/// change).
+async fn an_endpoint_changed_by_a_node_whose_clock_is_behind_changes_the_revision(db: TestDb) {
+    let store = Store::open(&db.url).await.unwrap();
+    let endpoint = |id: &str, secret: &str, now: i64| NewEndpoint {
+        id: id.into(),
+        url: format!("http://127.0.0.1:9/{id}"),
+        secret: secret.into(),
+        protocol: Protocol::Flare,
+        client_id: None,
+        now,
+    };
+    let t = 1_000_000;
+    store
+        .endpoint_upsert(endpoint(
+            "ep_ahead",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            t + 3_600_000,
+        ))
+        .await
+        .unwrap();
+    store
+        .endpoint_upsert(endpoint(
+            "ep_1",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            t,
+        ))
+        .await
+        .unwrap();
+    let before = store.endpoints_revision().await.unwrap();
+    // Its secret rotated: every node must sign with the new one.
+    store
+        .endpoint_upsert(endpoint(
+            "ep_1",
+            "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
+            t + 1,
+        ))
+        .await
+        .unwrap();
+    assert_ne!(store.endpoints_revision().await.unwrap(), before);
+}
+
 backend_tests!(
+    a_job_redefined_by_a_node_whose_clock_is_behind_is_noticed_by_the_others,
+    an_endpoint_changed_by_a_node_whose_clock_is_behind_changes_the_revision,
     racing_inserts_of_the_same_ids_in_any_order_never_fail,
     a_claimed_run_reads_as_running_everywhere_until_it_finishes,
     with_storage_down_claims_and_chores_fail_and_change_nothing,

@@ -271,7 +271,7 @@ impl PgStore {
         let client = self.conn().await?;
         let r = rows(
             &client,
-            "SELECT count(*), coalesce(max(updated_at), 0)::int8 FROM endpoints",
+            "SELECT count(*), coalesce(sum(updated_at), 0)::int8 FROM endpoints",
             &[],
         )
         .await?;

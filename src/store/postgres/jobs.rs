@@ -135,10 +135,9 @@ impl PgStore {
     /// Stores a job definition and its schedule in one transaction (see
     /// [`crate::store::Store::job_define_at`]).
     pub(crate) async fn job_define(&self, spec: JobSpec, now: i64) -> Result<Put> {
-        let stamp = chrono::Utc::now().timestamp_millis();
         let mut client = self.conn().await?;
         let tx = self.begin(&mut client).await?;
-        let put = job_put(&tx, &spec, None, stamp).await?;
+        let put = job_put(&tx, &spec, None, now).await?;
         if put != Put::Refused {
             schedule_sync(&tx, &spec, now).await?;
         }

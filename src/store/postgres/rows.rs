@@ -153,7 +153,7 @@ pub(super) fn schedule_row(r: &Row) -> Result<crate::store::schedules::ScheduleR
 pub(super) async fn triggers_refresh<C: GenericClient>(c: &C, triggers: &Triggers) -> Result<()> {
     let r = rows(
         c,
-        "SELECT count(*), coalesce(max(updated_at), 0)::int8 FROM jobs",
+        "SELECT count(*), coalesce(sum(updated_at), 0)::int8 FROM jobs",
         &[],
     )
     .await?;

@@ -266,7 +266,7 @@ impl SqliteStore {
     pub async fn endpoints_revision(&self) -> Result<(i64, i64)> {
         self.read(|c| {
             Ok(
-                c.prepare_cached("SELECT count(*), coalesce(max(updated_at), 0) FROM endpoints")?
+                c.prepare_cached("SELECT count(*), coalesce(sum(updated_at), 0) FROM endpoints")?
                     .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?,
             )
         })

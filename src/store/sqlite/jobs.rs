@@ -116,7 +116,7 @@ impl SqliteStore {
     /// Stores a job definition and its schedule (see [`crate::store::Store::job_define_at`]).
     pub(crate) async fn job_define(&self, spec: JobSpec, now: i64) -> Result<Put> {
         self.write(move |ctx| {
-            let put = job_put(ctx.conn, &spec, None, chrono::Utc::now().timestamp_millis())?;
+            let put = job_put(ctx.conn, &spec, None, now)?;
             if put != Put::Refused {
                 schedule_sync(ctx.conn, &spec, now)?;
             }

@@ -43,7 +43,7 @@ pub(super) fn jobs_load(conn: &Connection) -> Result<Vec<JobSpec>> {
 /// fan-out starts every job known to the database. One tiny query per batch.
 pub(super) fn triggers_refresh(conn: &Connection, triggers: &crate::store::Triggers) -> Result<()> {
     let revision: (i64, i64) = conn
-        .prepare_cached("SELECT count(*), coalesce(max(updated_at), 0) FROM jobs")?
+        .prepare_cached("SELECT count(*), coalesce(sum(updated_at), 0) FROM jobs")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     if triggers.revision_changed(revision) {
         triggers.replace_stored(jobs_load(conn)?);
