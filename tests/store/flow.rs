@@ -1,11 +1,13 @@
 //! Behaviour suite: concurrency limits across nodes (`model::flow`, issue 26). Several `Store`s
 //! on one database claim runs of limited jobs through their slots: no key, job or group is ever
 //! over its limit, a slot freed (a completion, a wait, a lease that expired and was rescued) is
-//! used by the next claim, and a key holding a backlog does not hold back the other keys.
+//! used by the next claim, and a key holding a backlog does not hold back the other keys. On
+//! PostgreSQL only (at the end): a run suspending on a wait wakes the other nodes' workers.
 
 use std::collections::HashMap;
 
 use flare::model::flow::Concurrency;
+use flare::model::EventWait;
 use flare::store::{ClaimGroup, ClaimParams, ClaimedRun, Completion, Finish, NewEvent, Store};
 use flare::{ConcurrencyLimit, RunStatus};
 use futures::future::join_all;
@@ -513,3 +515,76 @@ backend_tests!(
     the_groups_of_a_claim_share_the_free_room,
     a_batch_of_completions_is_fenced_attempt_by_attempt,
 );
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL only.
+// ---------------------------------------------------------------------------------------------
+
+/// A run of a limited job that suspends on a wait (`event`: for an event, else a sleep) frees its
+/// slot for every node: the other nodes' workers are told (`NOTIFY`), as by a completion, instead
+/// of finding the slot free at their next poll while the run queued behind it waits.
+async fn a_run_suspending_wakes_the_workers_of_other_nodes(event: Option<EventWait>) {
+    use std::time::Duration;
+    let Some(db) = crate::support::TestDb::new_or_skip(crate::support::Backend::Postgres).await
+    else {
+        return;
+    };
+    let (a, b) = (
+        Store::open(&db.url).await.unwrap(),
+        Store::open(&db.url).await.unwrap(),
+    );
+    let c = define(&a, &[ConcurrencyLimit::key(1, "event.payload.customer")]).await;
+    send(&a, 2, "a", 1_000).await;
+    let got = a.runs_claim(claim(&c, 2_000, 10, "a")).await.unwrap();
+    assert_eq!(got.len(), 1, "the key's limit of 1");
+    // The wake-ups so far (the listener's start, the inserts) are taken until none comes.
+    let wake = std::sync::Arc::clone(b.work_notify());
+    tokio::time::timeout(Duration::from_secs(10), wake.notified())
+        .await
+        .expect("the listener started");
+    while tokio::time::timeout(Duration::from_millis(300), wake.notified())
+        .await
+        .is_ok()
+    {}
+    let woken = tokio::spawn(async move {
+        tokio::time::timeout(Duration::from_secs(10), wake.notified())
+            .await
+            .is_ok()
+    });
+    a.runs_complete(vec![completion(
+        &got[0],
+        2_100,
+        Finish::Wait {
+            key: "pause".into(),
+            until: 60_000,
+            since: 2_100,
+            event,
+        },
+    )])
+    .await
+    .unwrap();
+    assert!(
+        woken.await.unwrap(),
+        "the freed slot's NOTIFY reached the other node's workers"
+    );
+    let next = b.runs_claim(claim(&c, 2_200, 10, "b")).await.unwrap();
+    assert_eq!(next.len(), 1, "the other node takes the freed slot");
+    assert_ne!(next[0].id, got[0].id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_run_sleeping_wakes_the_workers_of_other_nodes() {
+    a_run_suspending_wakes_the_workers_of_other_nodes(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_run_waiting_for_an_event_wakes_the_workers_of_other_nodes() {
+    let wait = EventWait::new(
+        "msg.read",
+        Some("payload.customer"),
+        None,
+        json!({"id": "evt_a_0_1000", "name": "msg.sent", "payload": {"customer": "a"}}),
+    )
+    .unwrap();
+    a_run_suspending_wakes_the_workers_of_other_nodes(Some(wait)).await;
+}

@@ -75,7 +75,8 @@ pub(super) const SUSPEND_SQL: &str = "WITH u AS ( \
      waiting AS ( \
        UPDATE run_queue q SET lease_until = NULL, lease_token = NULL, run_at = u.until, attempt = q.attempt - 1 \
        FROM runs r, u WHERE r.id = u.id AND q.seq = r.seq AND q.lease_token = u.token AND q.lease_until IS NOT NULL \
-       RETURNING q.seq, u.id, q.attempt + 1 AS attempt, q.started_at, q.node, u.key, u.until, u.since, u.finished_at, u.kind), \
+       RETURNING q.seq, u.id, q.attempt + 1 AS attempt, q.started_at, q.node, u.key, u.until, u.since, u.finished_at, u.kind, \
+         q.slot_a IS NOT NULL AS freed), \
      hist AS ( \
        UPDATE runs r SET run_at = w.until, attempt = w.attempt - 1, started_at = w.started_at, node = w.node \
        FROM waiting w WHERE r.seq = w.seq), \
@@ -94,7 +95,7 @@ pub(super) const SUSPEND_SQL: &str = "WITH u AS ( \
        FROM unnest($7::text[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::int8[]) \
             WITH ORDINALITY AS l(run_id, attempt, level, message, fields, at, ord) \
        WHERE l.run_id IN (SELECT id FROM waiting) ORDER BY l.ord) \
-     SELECT id FROM waiting";
+     SELECT id, freed FROM waiting";
 
 impl PgStore {
     /// See [`crate::store::Store::step_record`]: one statement.
@@ -142,16 +143,20 @@ impl PgStore {
     }
 
     /// Suspends the runs of `waits` (completions whose finish is [`Finish::Wait`]) in one
-    /// statement; returns the ids of those whose lease was still held.
+    /// statement; returns the ids of those whose lease was still held. A suspended run of a
+    /// limited job frees its slots: every process is told (`NOTIFY`), as by a completion, since
+    /// any process may hold the runs queued behind it.
     pub(super) async fn runs_suspend(&self, waits: &[&Completion]) -> Result<HashSet<String>> {
         let client = self.conn().await?;
         let cols = SuspendColumns::new(waits);
-        let held = self
-            .with_settings(&client, GENERIC_PLAN, SUSPEND_SQL, &cols.params())
-            .await?
-            .iter()
-            .map(|r| r.try_get::<_, String>(0))
-            .collect::<Result<HashSet<_>, _>>()?;
+        let (held, freed) = suspended(
+            &self
+                .with_settings(&client, GENERIC_PLAN, SUSPEND_SQL, &cols.params())
+                .await?,
+        )?;
+        if freed {
+            super::flow::notify(&client).await?;
+        }
         if !held.is_empty() {
             self.wake();
         }
@@ -187,11 +192,7 @@ impl PgStore {
         )
         .await?;
         let cols = SuspendColumns::new(waits);
-        let held = rows(&tx, SUSPEND_SQL, &cols.params())
-            .await?
-            .iter()
-            .map(|r| r.try_get::<_, String>(0))
-            .collect::<Result<HashSet<_>, _>>()?;
+        let (held, freed) = suspended(&rows(&tx, SUSPEND_SQL, &cols.params()).await?)?;
         let registered = waits.iter().filter_map(|c| match &c.finish {
             Finish::Wait {
                 key,
@@ -210,6 +211,9 @@ impl PgStore {
             _ => None,
         });
         futures::future::try_join_all(registered).await?;
+        if freed {
+            super::flow::notify(&tx).await?;
+        }
         tx.commit().await?;
         if !held.is_empty() {
             self.wake();
@@ -368,6 +372,17 @@ impl PgStore {
         }
         Ok(done)
     }
+}
+
+/// The runs [`SUSPEND_SQL`] suspended, and whether one of them held slots (freed now).
+fn suspended(rows: &[tokio_postgres::Row]) -> Result<(HashSet<String>, bool)> {
+    let mut freed = false;
+    let mut held = HashSet::with_capacity(rows.len());
+    for r in rows {
+        held.insert(r.try_get::<_, String>(0)?);
+        freed |= r.try_get::<_, bool>(1)?;
+    }
+    Ok((held, freed))
 }
 
 /// The columns of [`SUSPEND_SQL`] for a batch of suspensions.
