@@ -8,6 +8,7 @@ use rusqlite::{params, Connection};
 use serde_json::Value;
 
 use super::rows::opt_json;
+use super::writer::WriteCtx;
 use crate::model::wait::{event_value, match_key};
 use crate::model::{EventFields, EventWait, JobSpec};
 use crate::store::Result;
@@ -55,26 +56,24 @@ pub(super) fn arm(
 /// The queued or running runs (a waiting run is queued) that the event `id` just delivered at
 /// `now` cancels: armed with a key it matches, still armed at `now`, and not started by it.
 pub(super) fn matched(
-    conn: &Connection,
+    ctx: &mut WriteCtx<'_>,
     id: &str,
     name: &str,
     payload: &Value,
     now: i64,
 ) -> Result<Vec<String>> {
-    let paths: Vec<String> = conn
-        .prepare_cached("SELECT match_path FROM cancel_paths WHERE event_name = ?1")?
-        .query_map([name], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+    let conn = ctx.conn;
+    let paths = ctx.paths.cancels(conn, name)?;
     if paths.is_empty() {
         return Ok(Vec::new());
     }
     let incoming = event_value(id, name, payload);
     let mut runs: Vec<String> = Vec::new();
-    for path in paths {
+    for path in paths.iter() {
         let value = if path.is_empty() {
             String::new()
         } else {
-            match match_key(&incoming, &path) {
+            match match_key(&incoming, path) {
                 Some(v) => v,
                 None => continue,
             }

@@ -77,7 +77,7 @@ pub(super) fn insert_event(
     ctx.tally.events(ev.now, 1);
     let run_ids = if immediate {
         cancel_matched(ctx, &ev.id, &ev.name, &ev.payload, ev.now)?;
-        if super::waits::on_event(ctx.conn, &ev.id, &ev.name, &ev.payload, ev.now, ev.now)? > 0 {
+        if super::waits::on_event(ctx, &ev.id, &ev.name, &ev.payload, ev.now, ev.now)? > 0 {
             ctx.wake = true;
         }
         let fields = EventFields {
@@ -122,7 +122,7 @@ fn cancel_matched(
     payload: &serde_json::Value,
     now: i64,
 ) -> Result<usize> {
-    let runs = super::cancel_on::matched(ctx.conn, id, name, payload, now)?;
+    let runs = super::cancel_on::matched(ctx, id, name, payload, now)?;
     if runs.is_empty() {
         return Ok(0);
     }
@@ -249,7 +249,7 @@ impl SqliteStore {
                 };
                 cancel_matched(ctx, id, name, &payload, now)?;
                 fanout(ctx, &fields, now)?;
-                if super::waits::on_event(ctx.conn, id, name, &payload, now, now)? > 0 {
+                if super::waits::on_event(ctx, id, name, &payload, now, now)? > 0 {
                     ctx.wake = true;
                 }
                 ctx.conn

@@ -27,6 +27,7 @@ mod invoke;
 mod jobs;
 mod links;
 mod nodes;
+mod paths;
 mod query;
 mod rollups;
 mod rows;
@@ -253,10 +254,13 @@ impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, migrates it and starts the writer.
     pub async fn open(path: PathBuf) -> Result<Self> {
         let p = path.clone();
-        let (conn, specs) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let (conn, specs, paths) = tokio::task::spawn_blocking(move || -> Result<_> {
             let mut attempt = 0;
             loop {
-                match open_migrated(&p) {
+                match open_migrated(&p).and_then(|(conn, specs)| {
+                    let paths = paths::Paths::install(&conn)?;
+                    Ok((conn, specs, paths))
+                }) {
                     // A new file opened by several processes at once: switching it to WAL can
                     // fail with "locked" without waiting (SQLite's deadlock avoidance). Retry.
                     Err(Error::Database(e)) if attempt < 50 && is_busy(e.as_ref()) => {
@@ -280,7 +284,7 @@ impl SqliteStore {
         let (t, w, b) = (Arc::clone(&triggers), Arc::clone(&work), Arc::clone(&busy));
         thread::Builder::new()
             .name("flare-sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, t, w, b))
+            .spawn(move || writer_loop(conn, paths, rx, t, w, b))
             .map_err(|e| Error::Corrupt(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             inner: Arc::new(Inner {

@@ -13,7 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::rows::{json_text, opt_json};
-use super::writer::Guard;
+use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
 use crate::model::wait::{
     event_value, payload_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
@@ -97,28 +97,26 @@ pub(super) fn register(
 
 /// Resumes every wait the event just delivered matches (broadcast); returns how many.
 pub(super) fn on_event(
-    conn: &Connection,
+    ctx: &mut WriteCtx<'_>,
     id: &str,
     name: &str,
     payload: &Value,
     at: i64,
     now: i64,
 ) -> Result<usize> {
-    let paths: Vec<String> = conn
-        .prepare_cached("SELECT match_path FROM wait_paths WHERE event_name = ?1")?
-        .query_map([name], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+    let conn = ctx.conn;
+    let paths = ctx.paths.waits(conn, name)?;
     if paths.is_empty() {
         return Ok(0);
     }
     // Built for a condition's check only, once a wait is found.
     let mut incoming: Option<Value> = None;
     let mut waiters = Vec::new();
-    for path in paths {
+    for path in paths.iter() {
         let value = if path.is_empty() {
             String::new()
         } else {
-            match payload_key(payload, &path) {
+            match payload_key(payload, path) {
                 Some(v) => v,
                 None => continue,
             }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot, Notify};
 
+use super::paths::Paths;
 use super::rollups;
 use super::rows::triggers_refresh;
 use crate::log_throttle::storage_failure;
@@ -42,6 +43,8 @@ pub(crate) struct WriteCtx<'a> {
     pub(crate) wake: bool,
     /// The batch's changes to the per-minute counts, written just before the commit.
     pub(crate) tally: rollups::Tally,
+    /// The match paths in use per event name, as the writer keeps them across batches.
+    pub(crate) paths: &'a mut Paths,
 }
 
 pub(super) trait WriteOp: Send {
@@ -149,6 +152,7 @@ pub(super) fn savepoint<T>(
         Err(e) => {
             ctx.wake = wake_before;
             ctx.tally.undo(mark);
+            ctx.paths.forget();
             ctx.conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
             Err(e)
         }
@@ -247,6 +251,7 @@ impl WalBound {
 
 pub(super) fn writer_loop(
     conn: Connection,
+    mut paths: Paths,
     mut rx: mpsc::Receiver<Msg>,
     triggers: Arc<Triggers>,
     work: Arc<Notify>,
@@ -262,7 +267,7 @@ pub(super) fn writer_loop(
                 Some(Msg::Op(op)) => batch.push(op),
                 Some(Msg::ReadOnly(on, reply)) => {
                     // Control messages run between batches, outside any transaction.
-                    run_batch(&conn, &mut sync, &triggers, &work, &mut batch);
+                    run_batch(&conn, &mut sync, &triggers, &work, &mut paths, &mut batch);
                     let r = conn
                         .pragma_update(None, "query_only", on)
                         .map_err(Error::from);
@@ -279,7 +284,7 @@ pub(super) fn writer_loop(
             }
         }
         let started = std::time::Instant::now();
-        run_batch(&conn, &mut sync, &triggers, &work, &mut batch);
+        run_batch(&conn, &mut sync, &triggers, &work, &mut paths, &mut batch);
         let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         busy.fetch_add(spent, std::sync::atomic::Ordering::Relaxed);
         wal.tick(&conn);
@@ -292,6 +297,7 @@ pub(super) fn run_batch(
     sync: &mut Commit,
     triggers: &Triggers,
     work: &Notify,
+    paths: &mut Paths,
     batch: &mut Vec<Box<dyn WriteOp>>,
 ) {
     if batch.is_empty() {
@@ -333,11 +339,16 @@ pub(super) fn run_batch(
             tracing::warn!(error = %e, suppressed, "could not reload job definitions");
         }
     }
+    if paths.batch_begins(conn).is_err() {
+        // Not knowing whether another process added paths, keep none: each event reads them.
+        paths.forget();
+    }
     let mut ctx = WriteCtx {
         conn,
         triggers,
         wake: false,
         tally: rollups::Tally::default(),
+        paths,
     };
     let mut poisoned = None;
     for op in batch.iter_mut() {
@@ -357,6 +368,7 @@ pub(super) fn run_batch(
         Some(e) => Err(e),
     };
     if let Err(e) = &commit {
+        ctx.paths.forget();
         if let Some(suppressed) = storage_failure("sqlite:batch") {
             tracing::error!(error = %e, ops = batch.len(), suppressed, "the batch failed (commit, or an operation without a savepoint after writing); it is rolled back and every operation answered with the error");
         }
@@ -453,7 +465,15 @@ mod tests {
             .expect("table");
         let (triggers, work) = (Triggers::default(), Notify::new());
         let (mut batch, replies): (Vec<_>, Vec<_>) = ops.into_iter().unzip();
-        run_batch(&conn, &mut Commit::Durable, &triggers, &work, &mut batch);
+        let mut paths = Paths::default();
+        run_batch(
+            &conn,
+            &mut Commit::Durable,
+            &triggers,
+            &work,
+            &mut paths,
+            &mut batch,
+        );
         let answers = replies
             .into_iter()
             .map(|mut rx| rx.try_recv().expect("answered"))
@@ -495,7 +515,14 @@ mod tests {
         let mut level = Commit::Durable;
         let mut run = |ops: &[Commit]| -> Vec<i64> {
             let (mut batch, replies): (Vec<_>, Vec<_>) = ops.iter().map(|s| sync_probe(*s)).unzip();
-            run_batch(&conn, &mut level, &triggers, &work, &mut batch);
+            run_batch(
+                &conn,
+                &mut level,
+                &triggers,
+                &work,
+                &mut Paths::default(),
+                &mut batch,
+            );
             replies
                 .into_iter()
                 .map(|mut rx| rx.try_recv().expect("answered").expect("ok"))
