@@ -585,7 +585,7 @@ async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
     assert_eq!(detail.run.status, RunStatus::Queued);
 }
 
-/// The job of `id` that another node stored is started by this node's next event of `name`.
+/// Whether the event `id` named `name`, inserted through `store` at `now`, started a run.
 async fn starts(store: &Store, id: &str, name: &str, now: i64) -> bool {
     let mut e = event(id.into(), None, now);
     e.name = name.into();

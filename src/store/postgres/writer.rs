@@ -155,12 +155,10 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     // keys and waits after them, so that events no key or wait can match cost no round trip.
     // The guessed waits come with the latter's when their keys share one (name, path) pair (one
     // statement: no statement more than names without waits), else in a statement of their own.
-    let (one_pair, pair) = match guess.one_pair() {
-        Some(pair) => (true, pair),
-        None => (false, ("", "")),
-    };
-    let waits_params: [&(dyn ToSql + Sync); 4] = [&names, &pair.0, &pair.1, &guess.values];
-    let (waits, waits_params) = if one_pair {
+    let one_pair = guess.one_pair();
+    let (name, path) = one_pair.unwrap_or_default();
+    let waits_params: [&(dyn ToSql + Sync); 4] = [&names, &name, &path, &guess.values];
+    let (waits, waits_params) = if one_pair.is_some() {
         (&paths_and_waits_st, &waits_params[..])
     } else {
         (&paths_only, &waits_params[..1])
@@ -172,7 +170,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         client.query(&cancel_paths, &lock_params),
         client.query(waits, waits_params),
         async {
-            if one_pair || guess.names.is_empty() {
+            if one_pair.is_some() || guess.names.is_empty() {
                 return Ok(Vec::new());
             }
             client
