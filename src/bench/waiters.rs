@@ -31,8 +31,8 @@
 //! Reported: the four send rates, each rate with waiters over the baseline (and the matching
 //! one over the rate of events starting a run), the interleaved rates and their ratio, the
 //! matching rate beside all waiters over the rate beside a tenth of them
-//! (`matching_waiters_cost_ratio`), and how many runs the matching sends resumed (they must be
-//! every one) and the starting sends started.
+//! (`matching_waiters_cost_ratio`), and how many runs the matching sends resumed and the
+//! starting sends started: one per event, or the repetition fails.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -73,6 +73,26 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
     let few_waiting = few_waiters(args, place.url(), pb).await;
     place.remove().await;
     let (few_rate, few_resumed) = few_waiting?;
+    // A rate of sends that did not all do their work measures something else: refused.
+    for (what, did, expected) in [
+        ("matching events resumed", w.resumed, args.events),
+        (
+            "matching events beside few waiters resumed",
+            few_resumed,
+            few(args),
+        ),
+        (
+            "events of the like-for-like baseline started",
+            started,
+            args.events,
+        ),
+    ] {
+        if did != expected as u64 {
+            return Err(Error::Stalled(format!(
+                "{what} {did} runs, not {expected}: the rates would not be of that work"
+            )));
+        }
+    }
     Ok(Sample::from([
         ("waiters", args.waiters as f64),
         ("events", args.events as f64),
