@@ -529,4 +529,28 @@ mod tests {
             }
         }
     }
+
+    /// The bundled SQLite is built without the global mutexes `.cargo/config.toml` removes
+    /// (`LIBSQLITE3_FLAGS`): the page caches are not one group, and allocations keep no
+    /// statistics. Lost (a build without that file, or another `LIBSQLITE3_FLAGS`), every
+    /// write pays both again.
+    #[test]
+    fn the_bundled_sqlite_has_no_global_page_cache_or_memory_statistics() {
+        let conn = Connection::open_in_memory().expect("open");
+        let options: Vec<String> = conn
+            .prepare("PRAGMA compile_options")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("options");
+        assert!(
+            !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "{options:?}"
+        );
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+            "{options:?}"
+        );
+    }
 }
