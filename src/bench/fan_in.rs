@@ -7,8 +7,8 @@
 //! child job and a parent job whose body calls `io.invoke_all` over `--children` payloads; one
 //! event starts the parent, and the clock runs from that send until the store counts the parent
 //! and every child `succeeded`. Reported: children per second, the seconds until the first child
-//! started (the fan-out: the children, the parent's steps and its waits are written in one
-//! transaction), and how many times the parent's body ran (2: before its wait and once after the
+//! started (the fan-out: the children and the parent's steps, on PostgreSQL with its waits, are
+//! written in one transaction per 1,000), and how many times the parent's body ran (2: before its wait and once after the
 //! last child ended); beside the plain drain, the fan-in's rate over the drain's and over the
 //! drain's counting the writing of its events (`compare`).
 

@@ -615,7 +615,62 @@ async fn postgres_a_last_child_ending_on_another_node_wakes_its_parent_s_node() 
     other.shutdown().await;
 }
 
+/// A caller that catches a child's timeout and invokes another child resumes as soon as that
+/// one ends (the timed-out child no longer counts), and the timed-out child's late end changes
+/// nothing of its step.
+async fn a_timed_out_child_no_longer_holds_its_caller(db: TestDb) {
+    let (client, clock) = db.client_with(no_poll()).await;
+    children(&client).await;
+    client
+        .define_job(
+            Job::new("catcher", "Catcher", "1.0.0")
+                .trigger(event_trigger("catch.start"))
+                .retry(once())
+                .run(|_p: Value, io: Io| async move {
+                    let slow: Result<Value, JobError> = io
+                        .invoke("slow", "sleepy", &json!({}), Duration::from_secs(60))
+                        .await;
+                    let got: Value = io
+                        .invoke(
+                            "fast",
+                            "double",
+                            &json!({ "n": 5 }),
+                            Duration::from_secs(3_600),
+                        )
+                        .await?;
+                    Ok(json!({ "slowFailed": slow.is_err(), "got": got }))
+                }),
+        )
+        .unwrap();
+    let ev = client.send_event("catch.start", &json!({})).await.unwrap();
+    let parent = ev.run_ids[0].clone();
+    let slow = child_of(&client, &parent, "slow").await;
+    suspended(&client, &parent).await;
+    clock.advance(Duration::from_secs(61));
+    client.engine().wake();
+    // No poll comes and the clock stands still: only `fast`'s end can resume the caller.
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Succeeded, "{:?}", d.runs[0]);
+    assert_eq!(
+        d.runs[0].output,
+        Some(json!({ "slowFailed": true, "got": { "n": 10 } }))
+    );
+    // The timed-out child ends late: its caller's step keeps the timeout.
+    client
+        .store()
+        .run_cancel(&slow.runs[0].id, flare::Clock::now_ms(&clock))
+        .await
+        .unwrap();
+    let steps = client.store().run_steps(&parent).await.unwrap();
+    let step = steps.iter().find(|s| s.key == "slow").unwrap();
+    assert_eq!(step.status, StepStatus::Failed);
+    assert_eq!(step.output, Some(Value::Null), "{step:?}");
+    let caller = client.store().run_detail(&parent).await.unwrap().unwrap();
+    assert_eq!(caller.run.status, RunStatus::Succeeded);
+}
+
 backend_tests!(
+    a_timed_out_child_no_longer_holds_its_caller,
     invoke_returns_the_child_output_and_the_child_records_its_parent,
     a_failing_child_or_a_timeout_is_a_step_error,
     an_unknown_job_id_fails_the_caller_for_good,

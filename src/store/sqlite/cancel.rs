@@ -58,6 +58,9 @@ fn one(ctx: &mut WriteCtx<'_>, id: &str, now: i64, reason: Option<&str>) -> Resu
     ctx.conn
         .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1")?
         .execute([id])?;
+    ctx.conn
+        .prepare_cached("DELETE FROM children_waiting WHERE run_id = ?1")?
+        .execute([id])?;
     super::cancel_on::disarm(ctx.conn, id)?;
     ctx.wake |= super::waits::on_run_end(ctx.conn, id, now)? > 0;
     if status == "running" {

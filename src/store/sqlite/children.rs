@@ -1,23 +1,27 @@
-//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on SQLite: started with their steps and
-//! their parent's waits in one operation of the writer per 1,000 children (`CHUNK`). A parent has one wait per
-//! child and resumes once, when the last one ended (fan-in, `waits::resolve`); the one writer
-//! orders the children's ends.
+//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on SQLite: started with their steps in
+//! one operation of the writer per 1,000 children (`CHUNK`). Each invoke step holds its child's
+//! id, and the parent's count of children it waits for (`children_waiting`) grows by the steps
+//! written; a child's end takes one off (`waits::FanIn`), and the parent resumes once, when none
+//! is left (fan-in). Nothing per child is written at its end: its step's outcome is read from
+//! the child run (`steps::steps_of`). The one writer orders the children's ends.
 
 use rusqlite::{params, OptionalExtension};
 
 use super::SqliteStore;
-use crate::model::wait::{INVOKE_EVENT, INVOKE_PATH};
+use crate::model::wait::INVOKE_EVENT;
 use crate::model::{StepKind, StepStatus};
 use crate::store::{Error, Lease, NewChild, Result};
 
-/// The step of a new child (waiting, its child's id as output): parameters run id, key, kind,
-/// status, attempt, since, until, output. A step that failed (its child did, in an earlier
+/// The step of a new child (waiting, its child's id as output and in `child_run_id`):
+/// parameters run id, key, kind, status, attempt, since, until, output, child. A step that failed (its child did, in an earlier
 /// attempt) is replaced: this is its next invocation.
 const CHILD_STEP_SQL: &str = "INSERT INTO run_steps \
-       (run_id, key, kind, status, attempt, started_at, wait_until, output) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+       (run_id, key, kind, status, attempt, started_at, wait_until, output, child_run_id) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
      ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, \
        attempt = excluded.attempt, started_at = excluded.started_at, finished_at = NULL, \
-       wait_until = excluded.wait_until, output = excluded.output, error = NULL \
+       wait_until = excluded.wait_until, output = excluded.output, error = NULL, \
+       child_run_id = excluded.child_run_id \
      WHERE run_steps.status <> 'succeeded'";
 
 /// The most children written in one operation of the writer: a fan-out of thousands is
@@ -85,6 +89,8 @@ impl SqliteStore {
             }
             let source = format!("job:{}", lease.run_id);
             let mut ids = Vec::with_capacity(children.len());
+            // The steps written, each waiting for its child: added to the parent's count.
+            let mut waiting = 0;
             for c in &children {
                 let created = ctx
                     .conn
@@ -126,7 +132,7 @@ impl SqliteStore {
                         job.id, c.key
                     )));
                 };
-                ctx.conn.prepare_cached(CHILD_STEP_SQL)?.execute(params![
+                waiting += ctx.conn.prepare_cached(CHILD_STEP_SQL)?.execute(params![
                     lease.run_id,
                     c.key,
                     StepKind::Invoke.as_str(),
@@ -135,16 +141,18 @@ impl SqliteStore {
                     now,
                     c.until,
                     serde_json::json!({ "runId": child }).to_string(),
+                    child,
                 ])?;
-                ctx.conn
-                    .prepare_cached(
-                        "INSERT OR REPLACE INTO run_waits \
-                           (run_id, step_key, event_name, match_path, match_value, since, until) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    )?
-                    .execute(params![lease.run_id, c.key, INVOKE_EVENT, INVOKE_PATH, child, now, c.until])?;
                 ctx.wake = true;
                 ids.push(child);
+            }
+            if waiting > 0 {
+                ctx.conn
+                    .prepare_cached(
+                        "INSERT INTO children_waiting (run_id, n) VALUES (?1, ?2) \
+                         ON CONFLICT (run_id) DO UPDATE SET n = n + excluded.n",
+                    )?
+                    .execute(params![lease.run_id, waiting])?;
             }
             Ok(Some(ids))
         })

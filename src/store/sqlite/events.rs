@@ -318,7 +318,7 @@ impl SqliteStore {
                 "DELETE FROM run_waits WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
                 [&list],
             )?;
-            for table in ["run_cancel_keys", "event_effects"] {
+            for table in ["run_cancel_keys", "event_effects", "children_waiting"] {
                 ctx.conn.execute(
                     &format!("DELETE FROM {table} WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))"),
                     [&list],

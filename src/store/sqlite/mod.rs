@@ -89,6 +89,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (41, include_str!("0041_node_details.sql")),
     (42, include_str!("0042_step_label.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
+    (51, include_str!("0051_children_on_steps.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

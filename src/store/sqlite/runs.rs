@@ -384,7 +384,7 @@ impl SqliteStore {
             let mut fan_in = super::waits::FanIn::default();
             fan_in.children_ended(conn, &ids, |i| match &gone[i].finish {
                 // As `waits::child_outcome` reads it back, without the read.
-                Finish::Succeeded(output) => Ok(super::waits::Outcome::succeeded(&gone[i].run_id, output)),
+                Finish::Succeeded(output) => Ok(super::steps::Outcome::succeeded(&gone[i].run_id, output)),
                 _ => super::waits::child_outcome(conn, &gone[i].run_id)?
                     .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", gone[i].run_id))),
             })?;

@@ -29,36 +29,113 @@ pub(super) const STEP_WAIT_UPSERT: &str = "INSERT INTO run_steps \
        attempt = excluded.attempt, started_at = excluded.started_at, wait_until = excluded.wait_until \
      WHERE run_steps.status <> 'succeeded'";
 
+/// The columns of a step as read: the stored row, then its child run's end (`c.*`, NULL unless
+/// the step is an invoke step still stored as waiting whose child ended; see
+/// `0051_children_on_steps.sql`). Followed by the `WHERE` over `s`.
+const STEP_SELECT: &str =
+    "SELECT s.key, s.kind, s.status, s.attempt, s.started_at, s.finished_at, \
+       s.wait_until, s.output, s.error, s.label, c.id, c.status, c.output, c.error, c.finished_at \
+     FROM run_steps s LEFT JOIN runs c ON s.status = 'waiting' AND c.id = s.child_run_id \
+       AND c.status IN ('succeeded', 'failed', 'cancelled')";
+
 /// A run's steps, in the order they started.
 pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT key, kind, status, attempt, started_at, finished_at, wait_until, output, error, label \
-         FROM run_steps WHERE run_id = ?1 ORDER BY started_at, key",
-    )?;
+    let mut stmt = c.prepare_cached(&format!(
+        "{STEP_SELECT} WHERE s.run_id = ?1 ORDER BY s.started_at, s.key"
+    ))?;
     let mut rows = stmt.query([run_id])?;
     let mut steps = Vec::new();
     while let Some(r) = rows.next()? {
-        let kind: String = r.get(1)?;
-        let status: String = r.get(2)?;
-        let started_at: i64 = r.get(4)?;
-        let finished_at: Option<i64> = r.get(5)?;
-        steps.push(Step {
-            key: r.get(0)?,
-            kind: StepKind::parse(&kind)
-                .ok_or_else(|| Error::Corrupt(format!("unknown step kind {kind:?}")))?,
-            status: StepStatus::parse(&status)
-                .ok_or_else(|| Error::Corrupt(format!("unknown step status {status:?}")))?,
-            attempt: r.get(3)?,
-            started_at: ms_to_time(started_at),
-            finished_at: finished_at.map(ms_to_time),
-            duration_ms: finished_at.map(|f| f - started_at),
-            wait_until: r.get::<_, Option<i64>>(6)?.map(ms_to_time),
-            output: opt_json(r.get(7)?)?,
-            error: r.get(8)?,
-            label: r.get(9)?,
-        });
+        steps.push(step_of(r)?);
     }
     Ok(steps)
+}
+
+/// The step `key` of run `run_id`, if stored.
+pub(super) fn step(c: &Connection, run_id: &str, key: &str) -> Result<Option<Step>> {
+    let mut stmt =
+        c.prepare_cached(&format!("{STEP_SELECT} WHERE s.run_id = ?1 AND s.key = ?2"))?;
+    let mut rows = stmt.query(params![run_id, key])?;
+    rows.next()?.map(step_of).transpose()
+}
+
+/// A row of [`STEP_SELECT`]: an invoke step whose child ended holds the child's outcome
+/// (`{runId, status, output, error}`), and fails unless the child succeeded.
+fn step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
+    let kind: String = r.get(1)?;
+    let mut status: String = r.get(2)?;
+    let started_at: i64 = r.get(4)?;
+    let mut finished_at: Option<i64> = r.get(5)?;
+    let mut output = opt_json(r.get(7)?)?;
+    let mut error: Option<String> = r.get(8)?;
+    if let Some(child) = r.get::<_, Option<String>>(10)? {
+        let ended: String = r.get(11)?;
+        let outcome = Outcome::of(&child, &ended, r.get(12)?, r.get(13)?)?;
+        status = if outcome.failure.is_some() {
+            "failed"
+        } else {
+            "succeeded"
+        }
+        .into();
+        finished_at = r.get(14)?;
+        output = Some(outcome.json);
+        error = outcome.failure;
+    }
+    Ok(Step {
+        key: r.get(0)?,
+        kind: StepKind::parse(&kind)
+            .ok_or_else(|| Error::Corrupt(format!("unknown step kind {kind:?}")))?,
+        status: StepStatus::parse(&status)
+            .ok_or_else(|| Error::Corrupt(format!("unknown step status {status:?}")))?,
+        attempt: r.get(3)?,
+        started_at: ms_to_time(started_at),
+        finished_at: finished_at.map(ms_to_time),
+        duration_ms: finished_at.map(|f| f - started_at),
+        wait_until: r.get::<_, Option<i64>>(6)?.map(ms_to_time),
+        output,
+        error,
+        label: r.get(9)?,
+    })
+}
+
+/// How an invoked run ended, as its parent's step gets it.
+#[derive(Clone)]
+pub(super) struct Outcome {
+    /// `{runId, status, output, error}`: the step's output.
+    pub json: Value,
+    /// The step's error when the run did not succeed (the step fails with it).
+    pub failure: Option<String>,
+}
+
+impl Outcome {
+    /// Run `id` succeeded with `output`.
+    pub fn succeeded(id: &str, output: &Value) -> Self {
+        Self {
+            json: serde_json::json!({ "runId": id, "status": "succeeded", "output": output, "error": null }),
+            failure: None,
+        }
+    }
+
+    /// Run `id` ended with `status` (`succeeded`, `failed` or `cancelled`), its stored output
+    /// (JSON text) and error.
+    pub fn of(
+        id: &str,
+        status: &str,
+        output: Option<String>,
+        error: Option<String>,
+    ) -> Result<Self> {
+        let output = opt_json(output)?;
+        let failure = (status != "succeeded").then(|| {
+            format!(
+                "run {id} {status}: {}",
+                error.as_deref().unwrap_or("no error given")
+            )
+        });
+        Ok(Self {
+            json: serde_json::json!({ "runId": id, "status": status, "output": output, "error": error }),
+            failure,
+        })
+    }
 }
 
 impl SqliteStore {

@@ -13,6 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::rows::{json_text, opt_json};
+use super::steps::Outcome;
 use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
 use crate::model::wait::{
@@ -34,6 +35,13 @@ pub(super) fn register(
     until: i64,
     now: i64,
 ) -> Result<bool> {
+    if wait.is_invoke() && child_on_step(conn, run_id, key, &wait.match_value)? {
+        // Its children are counted (`children.rs`): due now if none is left.
+        let due =
+            conn.prepare_cached(PARENT_DUE_SQL)?
+                .execute(params![run_id, now, INVOKE_EVENT])?;
+        return Ok(due > 0);
+    }
     if wait.is_callback() && callback_answered(conn, run_id, key)? {
         // Posted to before the run got here: due now.
         conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
@@ -62,7 +70,14 @@ pub(super) fn register(
     if wait.is_invoke() {
         // A child that ended already resumes its parent now.
         return match child_outcome(conn, &wait.match_value)? {
-            Some(o) => resolve(conn, run_id, key, &o.json, o.failure.as_deref(), now),
+            Some(o) => resolve(
+                conn,
+                run_id,
+                key,
+                &o.json.to_string(),
+                o.failure.as_deref(),
+                now,
+            ),
             None => Ok(false),
         };
     }
@@ -161,6 +176,17 @@ pub(super) fn on_event(
     Ok(n)
 }
 
+/// Whether the step `key` of `run_id` is an invoke step holding its child `child` (written by
+/// `runs_invoke`; not a Trigger.dev v2 invoke task, nor a step stored before children were
+/// counted), which waits without a `run_waits` row.
+fn child_on_step(conn: &Connection, run_id: &str, key: &str, child: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM run_steps WHERE run_id = ?1 AND key = ?2 AND child_run_id = ?3)",
+        )?
+        .query_row(params![run_id, key, child], |r| r.get(0))?)
+}
+
 /// Whether the callback step `key` of `run_id` was answered already.
 fn callback_answered(conn: &Connection, run_id: &str, key: &str) -> Result<bool> {
     Ok(conn
@@ -174,51 +200,20 @@ fn waited(event: &WaitedEvent) -> String {
     serde_json::to_string(event).unwrap_or_else(|_| "null".into())
 }
 
-/// How an invoked run ended, as its parent's step gets it.
-#[derive(Clone)]
-pub(super) struct Outcome {
-    /// `{runId, status, output, error}`, JSON: the step's output.
-    pub json: String,
-    /// The step's error when the run did not succeed (the step fails with it).
-    pub failure: Option<String>,
-}
-
-impl Outcome {
-    /// Run `id` succeeded with `output`.
-    pub fn succeeded(id: &str, output: &Value) -> Self {
-        Self {
-            json: serde_json::json!({ "runId": id, "status": "succeeded", "output": output, "error": null })
-                .to_string(),
-            failure: None,
-        }
-    }
-}
-
 /// How run `id` ended, or `None` while it has not.
 pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<Outcome>> {
     let row: Option<(String, Option<String>, Option<String>)> = conn
         .prepare_cached("SELECT status, output, error FROM runs WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
-    let Some((status, output, error)) = row else {
-        return Ok(None);
-    };
-    if !matches!(status.as_str(), "succeeded" | "failed" | "cancelled") {
-        return Ok(None);
+    match row {
+        Some((status, output, error))
+            if matches!(status.as_str(), "succeeded" | "failed" | "cancelled") =>
+        {
+            Outcome::of(id, &status, output, error).map(Some)
+        }
+        _ => Ok(None),
     }
-    let output = opt_json(output)?;
-    let failure = (status != "succeeded").then(|| {
-        format!(
-            "run {id} {status}: {}",
-            error.as_deref().unwrap_or("no error given")
-        )
-    });
-    Ok(Some(Outcome {
-        json:
-            serde_json::json!({ "runId": id, "status": status, "output": output, "error": error })
-                .to_string(),
-        failure,
-    }))
 }
 
 /// Resumes the parents waiting for run `id` (`io.invoke`), which just ended; returns how many
@@ -232,46 +227,119 @@ pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize>
     fan_in.resume(conn)
 }
 
-/// Makes queued run `?1` due at `?2` once none of its invoke waits is left. Its own waits are
-/// read by the primary key: `+event_name` keeps the planner off `run_waits_match`, whose walk of
-/// the name's rows would pass every other parent's waits for its children.
+/// Makes queued run `?1` due at `?2` once none of its children is left: no count in
+/// `children_waiting`, and no invoke wait (`?3`: [`INVOKE_EVENT`]) of the kind stored before
+/// children were counted, or by a Trigger.dev v2 invoke task. Its own waits are read by the
+/// primary key: `+event_name` keeps the planner off `run_waits_match`, whose walk of the name's
+/// rows would pass every other parent's waits for its children.
 const PARENT_DUE_SQL: &str = "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued' \
+     AND NOT EXISTS (SELECT 1 FROM children_waiting WHERE run_id = ?1) \
      AND NOT EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND +event_name = ?3)";
 
-/// The fan-in of the runs ended in one write: each ended child's invoke waits are removed and
-/// their steps written at once ([`FanIn::children_ended`]), and each parent is looked at once, after
-/// the last of them ([`FanIn::resume`]), instead of once per child.
+/// The invoke steps still waiting for any of the runs `?1` (a JSON array of ids) to end: their
+/// run (the parent) and child.
+const COUNTED_STEPS_SQL: &str = "SELECT run_id, child_run_id FROM run_steps \
+     WHERE child_run_id IS NOT NULL AND child_run_id IN (SELECT value FROM json_each(?1)) \
+     AND status = 'waiting'";
+
+/// The fan-in of the runs ended in one write: each ended child is taken off its parent's count
+/// (one statement finds the steps of all, [`FanIn::children_ended`]), and each parent is looked
+/// at once, after the last of them ([`FanIn::resume`]), instead of once per child.
 #[derive(Default)]
 pub(super) struct FanIn {
     /// The parents whose waits ended, with when (the latest end).
-    parents: Vec<(String, i64)>,
+    parents: HashMap<String, i64>,
 }
 
 impl FanIn {
-    /// Removes the invoke waits for the runs `ended` (each id with when it ended), and writes
-    /// their steps with the run's outcome (by the run's index in `ended`; computed only when a
-    /// parent waits); returns how many waits ended. One
-    /// statement finds and removes the waits of all (the name's index, one probe per run):
-    /// nothing for runs no one waits for.
+    /// Takes the runs `ended` (each id with when it ended) off their parents' counts, and ends
+    /// the invoke waits stored for them as rows (a Trigger.dev v2 invoke task's, or one stored
+    /// before children were counted), writing their steps with the run's outcome (by the run's
+    /// index in `ended`; computed only for those); returns how many steps' children ended.
+    /// Nothing is read per run while no run waits for a child.
     pub(super) fn children_ended(
         &mut self,
         conn: &Connection,
         ended: &[(&str, i64)],
         outcome: impl Fn(usize) -> Result<Outcome>,
     ) -> Result<usize> {
-        // None while no run waits for an invoked run: one probe instead of one per run.
-        let waiting = || -> Result<bool> {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
-                )?
-                .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?)
-        };
-        if ended.is_empty() || !waiting()? {
+        if ended.is_empty() {
             return Ok(0);
         }
         let ids = serde_json::to_string(&ended.iter().map(|e| e.0).collect::<Vec<_>>())
             .map_err(|e| Error::Corrupt(e.to_string()))?;
+        let at: HashMap<&str, usize> = ended.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
+        Ok(self.counted_children_ended(conn, &ids, &at, ended)?
+            + self.child_waits_ended(conn, &ids, &at, ended, outcome)?)
+    }
+
+    /// The children on their parents' invoke steps (`children.rs`): one statement finds the
+    /// steps still waiting for any of them (`run_steps_child`, one probe per run), and each
+    /// parent's count goes down once by how many of its children ended. The steps are not
+    /// written: their outcome is the child's, read with them.
+    fn counted_children_ended(
+        &mut self,
+        conn: &Connection,
+        ids: &str,
+        at: &HashMap<&str, usize>,
+        ended: &[(&str, i64)],
+    ) -> Result<usize> {
+        let counting: bool = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM children_waiting)")?
+            .query_row([], |r| r.get(0))?;
+        if !counting {
+            return Ok(0);
+        }
+        let steps: Vec<(String, String)> = conn
+            .prepare_cached(COUNTED_STEPS_SQL)?
+            .query_map([ids], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        // Per parent: how many of its children ended, and when the last did.
+        let mut parents: HashMap<&str, (i64, i64)> = HashMap::new();
+        for (parent, child) in &steps {
+            let Some(&i) = at.get(child.as_str()) else {
+                continue;
+            };
+            let now = ended[i].1;
+            let (n, when) = parents.entry(parent.as_str()).or_insert((0, now));
+            *n += 1;
+            *when = (*when).max(now);
+        }
+        let mut take = conn.prepare_cached(
+            "UPDATE children_waiting SET n = n - ?2 WHERE run_id = ?1 RETURNING n",
+        )?;
+        let mut gone = conn.prepare_cached("DELETE FROM children_waiting WHERE run_id = ?1")?;
+        for (parent, (n, when)) in parents {
+            let left: Option<i64> = take
+                .query_row(params![parent, n], |r| r.get(0))
+                .optional()?;
+            if left.is_some_and(|left| left <= 0) {
+                gone.execute([parent])?;
+            }
+            self.ended(parent.to_string(), when);
+        }
+        Ok(steps.len())
+    }
+
+    /// The invoke waits stored as rows for the runs `ended`: one statement finds and removes
+    /// them (the name's index, one probe per run), and their steps are written.
+    fn child_waits_ended(
+        &mut self,
+        conn: &Connection,
+        ids: &str,
+        at: &HashMap<&str, usize>,
+        ended: &[(&str, i64)],
+        outcome: impl Fn(usize) -> Result<Outcome>,
+    ) -> Result<usize> {
+        // None while no run waits for an invoked run: one probe instead of one per run.
+        let waiting: bool = conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
+            )?
+            .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?;
+        if !waiting {
+            return Ok(0);
+        }
         let waits: Vec<(String, String, String)> = conn
             .prepare_cached(
                 "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 \
@@ -282,10 +350,6 @@ impl FanIn {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?
             .collect::<rusqlite::Result<_>>()?;
-        if waits.is_empty() {
-            return Ok(0);
-        }
-        let at: HashMap<&str, usize> = ended.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
         let mut outputs: HashMap<usize, Outcome> = HashMap::new();
         for (run_id, key, child) in &waits {
             let Some(&i) = at.get(child.as_str()) else {
@@ -300,16 +364,19 @@ impl FanIn {
                 conn,
                 run_id,
                 key,
-                &output.json,
+                &output.json.to_string(),
                 output.failure.as_deref(),
                 now,
             )?;
-            match self.parents.iter_mut().find(|(p, _)| p == run_id) {
-                Some((_, at)) => *at = (*at).max(now),
-                None => self.parents.push((run_id.clone(), now)),
-            }
+            self.ended(run_id.clone(), now);
         }
         Ok(waits.len())
+    }
+
+    /// Notes that a child of `parent` ended at `at`.
+    fn ended(&mut self, parent: String, at: i64) {
+        let when = self.parents.entry(parent).or_insert(at);
+        *when = (*when).max(at);
     }
 
     /// Makes each parent whose waits ended due, if none of its invoke waits is left (fan-in:
@@ -398,9 +465,10 @@ fn step_done(
     Ok(())
 }
 
-/// The pending wait for an event of run `run_id`, if any.
+/// The pending wait for an event of run `run_id`, if any: a stored wait, else the first of its
+/// invoke steps (by timeout) whose child has not ended.
 pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingWait>> {
-    Ok(conn
+    let stored = conn
         .prepare_cached(
             "SELECT step_key, event_name, match_path, match_value, condition, since, until \
              FROM run_waits WHERE run_id = ?1 ORDER BY since LIMIT 1",
@@ -414,6 +482,30 @@ pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingW
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
+            ))
+        })
+        .optional()?;
+    if stored.is_some() {
+        return Ok(stored);
+    }
+    Ok(conn
+        .prepare_cached(
+            "SELECT s.key, s.child_run_id, s.started_at, coalesce(s.wait_until, s.started_at) \
+             FROM run_steps s JOIN runs c ON c.id = s.child_run_id \
+             WHERE s.run_id = ?1 AND s.status = 'waiting' AND s.child_run_id IS NOT NULL \
+               AND c.status IN ('queued', 'running') \
+               AND EXISTS (SELECT 1 FROM children_waiting WHERE run_id = ?1) \
+             ORDER BY s.wait_until, s.key LIMIT 1",
+        )?
+        .query_row([run_id], |r| {
+            Ok(PendingWait::from_row(
+                r.get(0)?,
+                INVOKE_EVENT.to_string(),
+                INVOKE_PATH.to_string(),
+                r.get(1)?,
+                None,
+                r.get(2)?,
+                r.get(3)?,
             ))
         })
         .optional()?)
@@ -571,21 +663,36 @@ impl SqliteStore {
             ctx.conn
                 .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2")?
                 .execute(params![lease.run_id, key])?;
-            // Still waiting (else it ended meanwhile: its outcome stays). An invoke step fails.
-            ctx.conn
+            // Still waiting (else it ended meanwhile: its outcome stays; an invoke step's child
+            // that ended is its outcome). An invoke step fails; one whose child was counted is
+            // taken off the count.
+            let expired: Option<Option<String>> = ctx
+                .conn
                 .prepare_cached(
                     "UPDATE run_steps SET status = CASE WHEN kind = 'invoke' THEN 'failed' ELSE 'succeeded' END, \
                        finished_at = ?3, output = 'null', \
                        error = CASE WHEN kind = 'invoke' THEN 'the invoked run did not end before the timeout' END \
-                     WHERE run_id = ?1 AND key = ?2 AND status = 'waiting'",
+                     WHERE run_id = ?1 AND key = ?2 AND status = 'waiting' \
+                       AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.id = run_steps.child_run_id \
+                                       AND c.status IN ('succeeded', 'failed', 'cancelled')) \
+                     RETURNING child_run_id",
                 )?
-                .execute(params![lease.run_id, key, now])?;
-            let output: Option<Option<String>> = ctx
-                .conn
-                .prepare_cached("SELECT output FROM run_steps WHERE run_id = ?1 AND key = ?2")?
-                .query_row(params![lease.run_id, key], |r| r.get(0))
+                .query_row(params![lease.run_id, key, now], |r| r.get(0))
                 .optional()?;
-            Ok(Some(opt_json(output.flatten())?.unwrap_or(Value::Null)))
+            if let Some(Some(_)) = expired {
+                let left: Option<i64> = ctx
+                    .conn
+                    .prepare_cached("UPDATE children_waiting SET n = n - 1 WHERE run_id = ?1 RETURNING n")?
+                    .query_row([&lease.run_id], |r| r.get(0))
+                    .optional()?;
+                if left.is_some_and(|left| left <= 0) {
+                    ctx.conn
+                        .prepare_cached("DELETE FROM children_waiting WHERE run_id = ?1")?
+                        .execute([&lease.run_id])?;
+                }
+            }
+            let step = super::steps::step(ctx.conn, &lease.run_id, &key)?;
+            Ok(Some(step.and_then(|s| s.output).unwrap_or(Value::Null)))
         })
         .await
     }
@@ -600,8 +707,9 @@ mod tests {
         let mut stmt = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
             .expect("prepare plan");
+        let params = params!["run_1", 1, INVOKE_EVENT];
         let rows: Vec<String> = stmt
-            .query_map(params!["run_1", 1, INVOKE_EVENT], |r| r.get::<_, String>(3))
+            .query_map(&params[..stmt.parameter_count()], |r| r.get::<_, String>(3))
             .expect("plan")
             .collect::<rusqlite::Result<_>>()
             .expect("plan rows");
@@ -618,5 +726,23 @@ mod tests {
         let p = plan(&conn, PARENT_DUE_SQL);
         assert!(p.contains("run_waits USING PRIMARY KEY (run_id=?)"), "{p}");
         assert!(!p.contains("run_waits_match"), "{p}");
+        assert!(
+            p.contains("children_waiting USING PRIMARY KEY (run_id=?)"),
+            "{p}"
+        );
+    }
+
+    /// The children that ended are found by `run_steps_child` (the partial index of the steps
+    /// holding a child), one probe per run: not by a walk of every step.
+    #[test]
+    fn the_steps_of_ended_children_are_found_by_their_index() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
+        super::super::migrate(&mut conn).expect("migrate");
+        let p = plan(&conn, COUNTED_STEPS_SQL);
+        assert!(
+            p.contains("run_steps USING INDEX run_steps_child (child_run_id=?)"),
+            "{p}"
+        );
     }
 }
