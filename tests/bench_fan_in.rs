@@ -29,6 +29,15 @@ fn check(figures: &[Figure], stores: &[&str]) {
         assert_eq!(fan.median["children"], CHILDREN as f64);
         assert!(fan.median["children_per_s"] > 0.0, "{fan:?}");
         assert_eq!(fan.median["parent_executions"], 2.0, "{fan:?}");
+        // The first child started, then the last ran, then the parent got every output, all
+        // before the clock stopped.
+        let (first, last, fan_in) = (
+            fan.median["first_child_secs"],
+            fan.median["last_child_secs"],
+            fan.median["fan_in_secs"],
+        );
+        assert!(0.0 < first && first <= last, "{fan:?}");
+        assert!(fan_in > 0.0 && last + fan_in <= fan.median["secs"], "{fan:?}");
         assert_eq!(drain.median["events"], CHILDREN as f64);
         assert!(drain.median["runs_per_s"] > 0.0, "{drain:?}");
         // The drain counting its events' writing is slower than the drain alone, and the

@@ -8,9 +8,12 @@
 //! event starts the parent, and the clock runs from that send until the store counts the parent
 //! and every child `succeeded`. Reported: children per second, the seconds until the first child
 //! started (the fan-out: the children and the parent's steps, on PostgreSQL with its waits, are
-//! written in one transaction per 1,000), and how many times the parent's body ran (2: before its wait and once after the
-//! last child ended); beside the plain drain, the fan-in's rate over the drain's and over the
-//! drain's counting the writing of its events (`compare`).
+//! written in one transaction per 1,000) and until the last child's body ran, the fan-in's own
+//! seconds (`fan_in_secs`: from the last child's body to the parent's body holding every output:
+//! that child's completion, the parent made due, claimed and its steps read), and how many times
+//! the parent's body ran (2: before its wait and once after the last child ended); beside the
+//! plain drain, the fan-in's rate over the drain's and over the drain's counting the writing of
+//! its events (`compare`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -33,6 +36,10 @@ const CHILD: &str = "bench-fan-child";
 struct Seen {
     children: AtomicUsize,
     first_child: OnceLock<Instant>,
+    /// When the last child's body ran.
+    last_child: OnceLock<Instant>,
+    /// When the parent's body got every output.
+    outputs: OnceLock<Instant>,
     executions: AtomicUsize,
     fanned_in: AtomicBool,
 }
@@ -71,14 +78,16 @@ pub(super) fn compare(fan: &mut Sample, drain: &mut Sample) {
     fan.insert("vs_seeded_drain", children / seeded);
 }
 
-fn child(seen: Arc<Seen>) -> Job {
+fn child(n: usize, seen: Arc<Seen>) -> Job {
     Job::new(CHILD, "Benchmark fan-in child", "1.0.0")
         .trigger(event_trigger("bench.fan.child"))
         .run(move |_p: Value, _io: Io| {
             let seen = Arc::clone(&seen);
             async move {
                 let _ = seen.first_child.set(Instant::now());
-                seen.children.fetch_add(1, Ordering::Relaxed);
+                if seen.children.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                    let _ = seen.last_child.set(Instant::now());
+                }
                 Ok::<_, JobError>(Value::Null)
             }
         })
@@ -95,6 +104,7 @@ fn parent(n: usize, seen: Arc<Seen>) -> Job {
                 let outputs: Vec<Value> = io
                     .invoke_all("children", CHILD, &payloads, Duration::from_secs(3600))
                     .await?;
+                let _ = seen.outputs.set(Instant::now());
                 seen.fanned_in.store(true, Ordering::Relaxed);
                 Ok::<_, JobError>(json!(outputs.len()))
             }
@@ -108,7 +118,7 @@ async fn measure(args: &Args, url: &str, pb: &ProgressBar) -> Result<Sample, Err
         .connect()
         .await?;
     let seen = Arc::new(Seen::default());
-    client.register_job(child(Arc::clone(&seen))).await?;
+    client.register_job(child(n, Arc::clone(&seen))).await?;
     client.register_job(parent(n, Arc::clone(&seen))).await?;
     let start = Instant::now();
     client.send_event(PARENT_EVENT, &json!({})).await?;
@@ -132,15 +142,22 @@ async fn measure(args: &Args, url: &str, pb: &ProgressBar) -> Result<Sample, Err
     };
     client.shutdown().await;
     let elapsed = waited?;
-    let first = seen
-        .first_child
-        .get()
-        .map_or(f64::NAN, |t| t.duration_since(start).as_secs_f64());
+    let since = |t: &OnceLock<Instant>, from: Instant| {
+        t.get()
+            .map_or(f64::NAN, |t| t.duration_since(from).as_secs_f64())
+    };
+    let first = since(&seen.first_child, start);
+    let last = seen.last_child.get().copied();
     Ok(Sample::from([
         ("children", n as f64),
         ("secs", elapsed.as_secs_f64()),
         ("children_per_s", n as f64 / elapsed.as_secs_f64()),
         ("first_child_secs", first),
+        ("last_child_secs", since(&seen.last_child, start)),
+        (
+            "fan_in_secs",
+            last.map_or(f64::NAN, |last| since(&seen.outputs, last)),
+        ),
         (
             "parent_executions",
             seen.executions.load(Ordering::Relaxed) as f64,
