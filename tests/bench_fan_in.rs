@@ -37,7 +37,10 @@ fn check(figures: &[Figure], stores: &[&str]) {
             fan.median["fan_in_secs"],
         );
         assert!(0.0 < first && first <= last, "{fan:?}");
-        assert!(fan_in > 0.0 && last + fan_in <= fan.median["secs"], "{fan:?}");
+        assert!(
+            fan_in > 0.0 && last + fan_in <= fan.median["secs"],
+            "{fan:?}"
+        );
         assert_eq!(drain.median["events"], CHILDREN as f64);
         assert!(drain.median["runs_per_s"] > 0.0, "{drain:?}");
         // The drain counting its events' writing is slower than the drain alone, and the
