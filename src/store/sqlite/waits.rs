@@ -242,6 +242,19 @@ const COUNTED_STEPS_SQL: &str = "SELECT run_id, child_run_id FROM run_steps \
      WHERE child_run_id IS NOT NULL AND child_run_id IN (SELECT value FROM json_each(?1)) \
      AND status = 'waiting'";
 
+/// Takes `n` children off run `parent`'s count (`children_waiting`), the row gone at 0.
+fn children_taken(conn: &Connection, parent: &str, n: i64) -> Result<()> {
+    let left: Option<i64> = conn
+        .prepare_cached("UPDATE children_waiting SET n = n - ?2 WHERE run_id = ?1 RETURNING n")?
+        .query_row(params![parent, n], |r| r.get(0))
+        .optional()?;
+    if left.is_some_and(|left| left <= 0) {
+        conn.prepare_cached("DELETE FROM children_waiting WHERE run_id = ?1")?
+            .execute([parent])?;
+    }
+    Ok(())
+}
+
 /// The fan-in of the runs ended in one write: each ended child is taken off its parent's count
 /// (one statement finds the steps of all, [`FanIn::children_ended`]), and each parent is looked
 /// at once, after the last of them ([`FanIn::resume`]), instead of once per child.
@@ -266,11 +279,29 @@ impl FanIn {
         if ended.is_empty() {
             return Ok(0);
         }
+        // One probe each while no run waits for a child: nothing is built or read per run.
+        let counting: bool = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM children_waiting)")?
+            .query_row([], |r| r.get(0))?;
+        let waiting: bool = conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
+            )?
+            .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?;
+        if !(counting || waiting) {
+            return Ok(0);
+        }
         let ids = serde_json::to_string(&ended.iter().map(|e| e.0).collect::<Vec<_>>())
             .map_err(|e| Error::Corrupt(e.to_string()))?;
         let at: HashMap<&str, usize> = ended.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
-        Ok(self.counted_children_ended(conn, &ids, &at, ended)?
-            + self.child_waits_ended(conn, &ids, &at, ended, outcome)?)
+        let mut n = 0;
+        if counting {
+            n += self.counted_children_ended(conn, &ids, &at, ended)?;
+        }
+        if waiting {
+            n += self.child_waits_ended(conn, &ids, &at, ended, outcome)?;
+        }
+        Ok(n)
     }
 
     /// The children on their parents' invoke steps (`children.rs`): one statement finds the
@@ -284,12 +315,6 @@ impl FanIn {
         at: &HashMap<&str, usize>,
         ended: &[(&str, i64)],
     ) -> Result<usize> {
-        let counting: bool = conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM children_waiting)")?
-            .query_row([], |r| r.get(0))?;
-        if !counting {
-            return Ok(0);
-        }
         let steps: Vec<(String, String)> = conn
             .prepare_cached(COUNTED_STEPS_SQL)?
             .query_map([ids], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -305,17 +330,8 @@ impl FanIn {
             *n += 1;
             *when = (*when).max(now);
         }
-        let mut take = conn.prepare_cached(
-            "UPDATE children_waiting SET n = n - ?2 WHERE run_id = ?1 RETURNING n",
-        )?;
-        let mut gone = conn.prepare_cached("DELETE FROM children_waiting WHERE run_id = ?1")?;
         for (parent, (n, when)) in parents {
-            let left: Option<i64> = take
-                .query_row(params![parent, n], |r| r.get(0))
-                .optional()?;
-            if left.is_some_and(|left| left <= 0) {
-                gone.execute([parent])?;
-            }
+            children_taken(conn, parent, n)?;
             self.ended(parent.to_string(), when);
         }
         Ok(steps.len())
@@ -331,15 +347,6 @@ impl FanIn {
         ended: &[(&str, i64)],
         outcome: impl Fn(usize) -> Result<Outcome>,
     ) -> Result<usize> {
-        // None while no run waits for an invoked run: one probe instead of one per run.
-        let waiting: bool = conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
-            )?
-            .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?;
-        if !waiting {
-            return Ok(0);
-        }
         let waits: Vec<(String, String, String)> = conn
             .prepare_cached(
                 "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 \
@@ -680,16 +687,7 @@ impl SqliteStore {
                 .query_row(params![lease.run_id, key, now], |r| r.get(0))
                 .optional()?;
             if let Some(Some(_)) = expired {
-                let left: Option<i64> = ctx
-                    .conn
-                    .prepare_cached("UPDATE children_waiting SET n = n - 1 WHERE run_id = ?1 RETURNING n")?
-                    .query_row([&lease.run_id], |r| r.get(0))
-                    .optional()?;
-                if left.is_some_and(|left| left <= 0) {
-                    ctx.conn
-                        .prepare_cached("DELETE FROM children_waiting WHERE run_id = ?1")?
-                        .execute([&lease.run_id])?;
-                }
+                children_taken(ctx.conn, &lease.run_id, 1)?;
             }
             let step = super::steps::step(ctx.conn, &lease.run_id, &key)?;
             Ok(Some(step.and_then(|s| s.output).unwrap_or(Value::Null)))
