@@ -1,9 +1,10 @@
 //! The runs a run invokes (`io.invoke`, `io.invoke_all`) on SQLite: started with their steps in
 //! one operation of the writer per 1,000 children (`CHUNK`). Each invoke step holds its child's
-//! id, and the parent's count of children it waits for (`children_waiting`) grows by the steps
-//! written; a child's end takes one off (`waits::FanIn`), and the parent resumes once, when none
-//! is left (fan-in). Nothing per child is written at its end: its step's outcome is read from
-//! the child run (`steps::steps_of`). The one writer orders the children's ends.
+//! id, each child names its caller (`runs.awaited_by`), and the caller's count of children it
+//! waits for (`children_waiting`) grows by the steps written; a child's end takes one off
+//! (`waits::FanIn`), and the caller resumes once, when none is left (fan-in). Nothing per child
+//! is written at its end: its step's outcome is read from the child run (`steps::steps_of`).
+//! The one writer orders the children's ends.
 
 use rusqlite::{params, OptionalExtension};
 
@@ -125,7 +126,9 @@ impl SqliteStore {
                     context: None,
                     source: &source,
                 };
-                let Some(child) = super::flow::run_insert(ctx.conn, &job, &fields, now)? else {
+                let Some(child) =
+                    super::flow::run_insert_awaited(ctx.conn, &job, &fields, now, &lease.run_id)?
+                else {
                     // Rolled back with this operation's savepoint: nothing of the batch stays.
                     return Err(Error::Conflict(format!(
                         "the rate limit of job {:?} started no run for invoke step {:?}",

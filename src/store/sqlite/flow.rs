@@ -311,6 +311,18 @@ pub(super) fn run_insert(
     run_insert_due(conn, job, event, now, now)
 }
 
+/// [`run_insert`] of a run that run `caller` waits for (its invoke step's child): the run names
+/// it (`awaited_by`, see `0052_children_by_run.sql`).
+pub(super) fn run_insert_awaited(
+    conn: &rusqlite::Connection,
+    job: &crate::model::JobSpec,
+    event: &EventFields<'_>,
+    now: i64,
+    caller: &str,
+) -> Result<Option<String>> {
+    run_insert_with(conn, job, event, now, now, Some(caller))
+}
+
 /// [`run_insert`] of a run created at `now` and due at `due` (a debounced one).
 pub(super) fn run_insert_due(
     conn: &rusqlite::Connection,
@@ -318,6 +330,18 @@ pub(super) fn run_insert_due(
     event: &EventFields<'_>,
     now: i64,
     due: i64,
+) -> Result<Option<String>> {
+    run_insert_with(conn, job, event, now, due, None)
+}
+
+/// [`run_insert_due`] of a run that `awaited_by` waits for, if any.
+fn run_insert_with(
+    conn: &rusqlite::Connection,
+    job: &crate::model::JobSpec,
+    event: &EventFields<'_>,
+    now: i64,
+    due: i64,
+    awaited_by: Option<&str>,
 ) -> Result<Option<String>> {
     if let Some(rate) = &job.rate_limit {
         if !rate_take(conn, rate, &job.id, event, now)? {
@@ -327,8 +351,8 @@ pub(super) fn run_insert_due(
     let id = new_run_id();
     let slots = job.run_slots(event);
     conn.prepare_cached(
-        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at, priority_ms) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?10, ?7, ?8, ?9, ?11)",
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at, priority_ms, awaited_by) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?10, ?7, ?8, ?9, ?11, ?12)",
     )?
     .execute(params![
         id,
@@ -346,6 +370,7 @@ pub(super) fn run_insert_due(
             .map(|t| due.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
         now,
         job.priority.as_ref().and_then(|p| p.offset_ms(event)),
+        awaited_by,
     ])?;
     if let Some(s) = &slots {
         flow_slots_put(conn, s, &job.id, due)?;

@@ -90,6 +90,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (42, include_str!("0042_step_label.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
     (51, include_str!("0051_children_on_steps.sql")),
+    (52, include_str!("0052_children_by_run.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

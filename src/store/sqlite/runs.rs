@@ -156,8 +156,9 @@ pub(super) const NEXT_RUN_SQL: &str =
 
 /// Ends the runs of a completion batch that succeeded, in one statement: `?1` is a JSON object
 /// from each run's id to `[token, finished_at, output]` ([`final_rows`]); each run is written only
-/// while its lease holds (fenced by the token). Returns each written run's id and attempt, and
-/// whether it held slots. [`FAIL_RUNS`] is the same for runs that failed for good (`error`).
+/// while its lease holds (fenced by the token). Returns each written run's id and attempt,
+/// whether it held slots, and the run waiting for it (its caller, for the fan-in). [`FAIL_RUNS`]
+/// is the same for runs that failed for good (`error`).
 ///
 /// One statement, not one per run: the flow-control triggers on `runs` (`0020`) make every
 /// statement that changes a run's status open a statement journal, which copies each page the
@@ -169,7 +170,7 @@ pub(super) const SUCCEED_RUNS: &str =
        error = NULL, lease_until = NULL, lease_token = NULL \
      FROM json_each(?1) AS c \
      WHERE runs.id = c.key AND runs.lease_token = c.value ->> 0 AND runs.status = 'running' \
-     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL";
+     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL, runs.awaited_by";
 
 /// [`SUCCEED_RUNS`] for runs that failed for good.
 pub(super) const FAIL_RUNS: &str =
@@ -177,7 +178,7 @@ pub(super) const FAIL_RUNS: &str =
        lease_until = NULL, lease_token = NULL \
      FROM json_each(?1) AS c \
      WHERE runs.id = c.key AND runs.lease_token = c.value ->> 0 AND runs.status = 'running' \
-     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL";
+     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL, runs.awaited_by";
 
 /// The parameters of [`SUCCEED_RUNS`] and [`FAIL_RUNS`] for a batch; `None` where no run ends
 /// that way. Written as text: two attempts of one run in a batch (the first fenced off) are
@@ -207,21 +208,35 @@ fn final_rows(completions: &[Completion]) -> Result<[Option<String>; 2]> {
     Ok(out)
 }
 
+/// How a run of a completion batch ended, as [`end_runs`] found it.
+struct Ended {
+    /// Whether it held slots (flow control): the workers are woken for the runs they free.
+    held_slots: bool,
+    /// The run waiting for it ([`SUCCEED_RUNS`]' `awaited_by`).
+    caller: Option<String>,
+}
+
 /// Runs [`SUCCEED_RUNS`] and [`FAIL_RUNS`]: the runs they ended (id and attempt: two attempts of
-/// one run may end in one batch, the first fenced off), each with whether it held slots.
-/// `n`: the batch's size, the most it can end.
+/// one run may end in one batch, the first fenced off). `n`: the batch's size, the most it can
+/// end.
 fn end_runs(
     conn: &Connection,
     rows: &[Option<String>; 2],
     n: usize,
-) -> Result<HashMap<(String, u32), bool>> {
+) -> Result<HashMap<(String, u32), Ended>> {
     let mut ended = HashMap::with_capacity(n);
     for (sql, rows) in [SUCCEED_RUNS, FAIL_RUNS].into_iter().zip(rows) {
         let Some(rows) = rows else {
             continue;
         };
         let mut stmt = conn.prepare_cached(sql)?;
-        let written = stmt.query_map([rows], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?;
+        let written = stmt.query_map([rows], |r| {
+            let run = Ended {
+                held_slots: r.get(2)?,
+                caller: r.get(3)?,
+            };
+            Ok(((r.get(0)?, r.get(1)?), run))
+        })?;
         for w in written {
             let (k, v) = w?;
             ended.insert(k, v);
@@ -305,7 +320,7 @@ impl SqliteStore {
             // The runs that ended (succeeded or failed) are written by one statement each: see
             // `SUCCEED_RUNS`. Each held one's slot flag, by id and attempt.
             let ended = end_runs(ctx.conn, &finals, completions.len())?;
-            if ended.values().any(|&slot| slot) {
+            if ended.values().any(|e| e.held_slots) {
                 ctx.wake = true;
             }
             let ended_now = |c: &Completion| ended.contains_key(&(c.run_id.clone(), c.attempt));
@@ -382,12 +397,18 @@ impl SqliteStore {
             let ids: Vec<(&str, i64)> = gone.iter().map(|c| (c.run_id.as_str(), c.finished_at)).collect();
             let conn = ctx.conn;
             let mut fan_in = super::waits::FanIn::default();
-            fan_in.children_ended(conn, &ids, |i| match &gone[i].finish {
-                // As `waits::child_outcome` reads it back, without the read.
-                Finish::Succeeded(output) => Ok(super::steps::Outcome::succeeded(&gone[i].run_id, output)),
-                _ => super::waits::child_outcome(conn, &gone[i].run_id)?
-                    .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", gone[i].run_id))),
-            })?;
+            fan_in.callers_counted(conn, gone.iter().filter_map(|c| {
+                let caller = ended.get(&(c.run_id.clone(), c.attempt))?.caller.as_deref()?;
+                Some((caller, c.finished_at))
+            }))?;
+            if super::waits::FanIn::child_waits_stored(conn)? {
+                fan_in.child_waits_ended(conn, &ids, |i| match &gone[i].finish {
+                    // As `waits::child_outcome` reads it back, without the read.
+                    Finish::Succeeded(output) => Ok(super::steps::Outcome::succeeded(&gone[i].run_id, output)),
+                    _ => super::waits::child_outcome(conn, &gone[i].run_id)?
+                        .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", gone[i].run_id))),
+                })?;
+            }
             super::cancel_on::disarm_all(conn, &ids)?;
             if fan_in.resume(conn)? > 0 {
                 ctx.wake = true;

@@ -216,14 +216,24 @@ pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<Outcom
     }
 }
 
-/// Resumes the parents waiting for run `id` (`io.invoke`), which just ended; returns how many
-/// were made due (their last child ended): the caller wakes the workers then.
+/// Resumes the parents waiting for run `id` (`io.invoke`), which just ended outside a completion
+/// (cancelled, or failed when its lease expired); returns how many were made due (their last
+/// child ended): the caller wakes the workers then.
 pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize> {
-    let Some(outcome) = child_outcome(conn, id)? else {
-        return Ok(0);
-    };
     let mut fan_in = FanIn::default();
-    fan_in.children_ended(conn, &[(id, now)], |_| Ok(outcome.clone()))?;
+    let caller: Option<String> = conn
+        .prepare_cached("SELECT awaited_by FROM runs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    if let Some(caller) = &caller {
+        fan_in.callers_counted(conn, [(caller.as_str(), now)])?;
+    }
+    if FanIn::child_waits_stored(conn)? {
+        if let Some(outcome) = child_outcome(conn, id)? {
+            fan_in.child_waits_ended(conn, &[(id, now)], |_| Ok(outcome.clone()))?;
+        }
+    }
     fan_in.resume(conn)
 }
 
@@ -235,12 +245,6 @@ pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize>
 const PARENT_DUE_SQL: &str = "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued' \
      AND NOT EXISTS (SELECT 1 FROM children_waiting WHERE run_id = ?1) \
      AND NOT EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND +event_name = ?3)";
-
-/// The invoke steps still waiting for any of the runs `?1` (a JSON array of ids) to end: their
-/// run (the parent) and child.
-const COUNTED_STEPS_SQL: &str = "SELECT run_id, child_run_id FROM run_steps \
-     WHERE child_run_id IS NOT NULL AND child_run_id IN (SELECT value FROM json_each(?1)) \
-     AND status = 'waiting'";
 
 /// Takes `n` children off run `parent`'s count (`children_waiting`), the row gone at 0.
 fn children_taken(conn: &Connection, parent: &str, n: i64) -> Result<()> {
@@ -255,9 +259,10 @@ fn children_taken(conn: &Connection, parent: &str, n: i64) -> Result<()> {
     Ok(())
 }
 
-/// The fan-in of the runs ended in one write: each ended child is taken off its parent's count
-/// (one statement finds the steps of all, [`FanIn::children_ended`]), and each parent is looked
-/// at once, after the last of them ([`FanIn::resume`]), instead of once per child.
+/// The fan-in of the runs ended in one write: each ended child is taken off its caller's count
+/// (its caller named in its row, `runs.awaited_by`: [`FanIn::callers_counted`]), the invoke
+/// waits stored as rows end ([`FanIn::child_waits_ended`]), and each parent is looked at once,
+/// after the last of them ([`FanIn::resume`]), instead of once per child.
 #[derive(Default)]
 pub(super) struct FanIn {
     /// The parents whose waits ended, with when (the latest end).
@@ -265,88 +270,53 @@ pub(super) struct FanIn {
 }
 
 impl FanIn {
-    /// Takes the runs `ended` (each id with when it ended) off their parents' counts, and ends
-    /// the invoke waits stored for them as rows (a Trigger.dev v2 invoke task's, or one stored
-    /// before children were counted), writing their steps with the run's outcome (by the run's
-    /// index in `ended`; computed only for those); returns how many steps' children ended.
-    /// Nothing is read per run while no run waits for a child.
-    pub(super) fn children_ended(
+    /// Takes one child off the count of each caller in `ended` (a caller once per child of it
+    /// that ended, with when): each count is written once.
+    pub(super) fn callers_counted<'a>(
+        &mut self,
+        conn: &Connection,
+        ended: impl IntoIterator<Item = (&'a str, i64)>,
+    ) -> Result<()> {
+        // Per caller: how many of its children ended, and when the last did.
+        let mut callers: HashMap<&str, (i64, i64)> = HashMap::new();
+        for (caller, now) in ended {
+            let (n, when) = callers.entry(caller).or_insert((0, now));
+            *n += 1;
+            *when = (*when).max(now);
+        }
+        for (caller, (n, when)) in callers {
+            children_taken(conn, caller, n)?;
+            self.ended(caller.to_string(), when);
+        }
+        Ok(())
+    }
+
+    /// Whether any invoke wait is stored as a row (a Trigger.dev v2 invoke task's, or one stored
+    /// before children were counted): one probe, so that nothing is built per run otherwise.
+    pub(super) fn child_waits_stored(conn: &Connection) -> Result<bool> {
+        Ok(conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
+            )?
+            .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?)
+    }
+
+    /// The invoke waits stored as rows for the runs `ended` (each id with when it ended): one
+    /// statement finds and removes them (the name's index, one probe per run), and their steps
+    /// are written with the run's outcome (by the run's index in `ended`; computed only for
+    /// those). See [`FanIn::child_waits_stored`].
+    pub(super) fn child_waits_ended(
         &mut self,
         conn: &Connection,
         ended: &[(&str, i64)],
         outcome: impl Fn(usize) -> Result<Outcome>,
-    ) -> Result<usize> {
+    ) -> Result<()> {
         if ended.is_empty() {
-            return Ok(0);
-        }
-        // One probe each while no run waits for a child: nothing is built or read per run.
-        let counting: bool = conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM children_waiting)")?
-            .query_row([], |r| r.get(0))?;
-        let waiting: bool = conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
-            )?
-            .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?;
-        if !(counting || waiting) {
-            return Ok(0);
+            return Ok(());
         }
         let ids = serde_json::to_string(&ended.iter().map(|e| e.0).collect::<Vec<_>>())
             .map_err(|e| Error::Corrupt(e.to_string()))?;
         let at: HashMap<&str, usize> = ended.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
-        let mut n = 0;
-        if counting {
-            n += self.counted_children_ended(conn, &ids, &at, ended)?;
-        }
-        if waiting {
-            n += self.child_waits_ended(conn, &ids, &at, ended, outcome)?;
-        }
-        Ok(n)
-    }
-
-    /// The children on their parents' invoke steps (`children.rs`): one statement finds the
-    /// steps still waiting for any of them (`run_steps_child`, one probe per run), and each
-    /// parent's count goes down once by how many of its children ended. The steps are not
-    /// written: their outcome is the child's, read with them.
-    fn counted_children_ended(
-        &mut self,
-        conn: &Connection,
-        ids: &str,
-        at: &HashMap<&str, usize>,
-        ended: &[(&str, i64)],
-    ) -> Result<usize> {
-        let steps: Vec<(String, String)> = conn
-            .prepare_cached(COUNTED_STEPS_SQL)?
-            .query_map([ids], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        // Per parent: how many of its children ended, and when the last did.
-        let mut parents: HashMap<&str, (i64, i64)> = HashMap::new();
-        for (parent, child) in &steps {
-            let Some(&i) = at.get(child.as_str()) else {
-                continue;
-            };
-            let now = ended[i].1;
-            let (n, when) = parents.entry(parent.as_str()).or_insert((0, now));
-            *n += 1;
-            *when = (*when).max(now);
-        }
-        for (parent, (n, when)) in parents {
-            children_taken(conn, parent, n)?;
-            self.ended(parent.to_string(), when);
-        }
-        Ok(steps.len())
-    }
-
-    /// The invoke waits stored as rows for the runs `ended`: one statement finds and removes
-    /// them (the name's index, one probe per run), and their steps are written.
-    fn child_waits_ended(
-        &mut self,
-        conn: &Connection,
-        ids: &str,
-        at: &HashMap<&str, usize>,
-        ended: &[(&str, i64)],
-        outcome: impl Fn(usize) -> Result<Outcome>,
-    ) -> Result<usize> {
         let waits: Vec<(String, String, String)> = conn
             .prepare_cached(
                 "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 \
@@ -377,7 +347,7 @@ impl FanIn {
             )?;
             self.ended(run_id.clone(), now);
         }
-        Ok(waits.len())
+        Ok(())
     }
 
     /// Notes that a child of `parent` ended at `at`.
@@ -686,8 +656,15 @@ impl SqliteStore {
                 )?
                 .query_row(params![lease.run_id, key, now], |r| r.get(0))
                 .optional()?;
-            if let Some(Some(_)) = expired {
-                children_taken(ctx.conn, &lease.run_id, 1)?;
+            if let Some(Some(child)) = expired {
+                // The child no longer has a caller: its later end takes nothing off.
+                let released = ctx
+                    .conn
+                    .prepare_cached("UPDATE runs SET awaited_by = NULL WHERE id = ?1 AND awaited_by = ?2")?
+                    .execute(params![child, lease.run_id])?;
+                if released > 0 {
+                    children_taken(ctx.conn, &lease.run_id, 1)?;
+                }
             }
             let step = super::steps::step(ctx.conn, &lease.run_id, &key)?;
             Ok(Some(step.and_then(|s| s.output).unwrap_or(Value::Null)))
@@ -730,17 +707,58 @@ mod tests {
         );
     }
 
-    /// The children that ended are found by `run_steps_child` (the partial index of the steps
-    /// holding a child), one probe per run: not by a walk of every step.
+    /// Children waiting when `0052_children_by_run.sql` is applied get their caller from their
+    /// step, and only they: a child that ended, or whose step timed out, names none (its end
+    /// must take nothing off the count).
     #[test]
-    fn the_steps_of_ended_children_are_found_by_their_index() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
+    fn children_waiting_across_the_migration_keep_their_caller() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(
+            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        )
+        .expect("migrations table");
+        for (version, sql) in super::super::MIGRATIONS.iter().filter(|(v, _)| *v < 52) {
+            conn.execute_batch(sql).expect("migration");
+            conn.execute(
+                "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
+                [version],
+            )
+            .expect("version");
+        }
+        let run = |id: &str, status: &str| {
+            conn.execute(
+                "INSERT INTO runs (id, event_id, job_id, job_version, status, max_attempts, run_at, created_at) \
+                 VALUES (?1, ?1, 'job', '1', ?2, 1, 0, 0)",
+                params![id, status],
+            )
+            .expect("run");
+        };
+        run("parent", "queued");
+        run("waiting", "queued");
+        run("ended", "succeeded");
+        run("timed-out", "running");
+        for (key, status, child) in [
+            ("a", "waiting", "waiting"),
+            ("b", "waiting", "ended"),
+            ("c", "failed", "timed-out"),
+        ] {
+            conn.execute(
+                "INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, child_run_id) \
+                 VALUES ('parent', ?1, 'invoke', ?2, 1, 0, ?3)",
+                params![key, status, child],
+            )
+            .expect("step");
+        }
         super::super::migrate(&mut conn).expect("migrate");
-        let p = plan(&conn, COUNTED_STEPS_SQL);
-        assert!(
-            p.contains("run_steps USING INDEX run_steps_child (child_run_id=?)"),
-            "{p}"
-        );
+        let caller = |id: &str| -> Option<String> {
+            conn.query_row("SELECT awaited_by FROM runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .expect("caller")
+        };
+        assert_eq!(caller("waiting").as_deref(), Some("parent"));
+        assert_eq!(caller("ended"), None);
+        assert_eq!(caller("timed-out"), None);
+        assert_eq!(caller("parent"), None);
     }
 }
