@@ -266,7 +266,7 @@ pub(crate) async fn execute(
                             &job,
                             vec![payload],
                             ms(Some(timeout_ms)),
-                            |key, ended| Ok(invoke_told(key, ended)),
+                            |key, ended| Ok(invoke_told(key, ended.cloned())),
                         )
                         .await
                         .map_err(|e| step_fatal(&key, e))?;

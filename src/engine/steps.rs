@@ -380,7 +380,7 @@ impl Steps {
         job_id: &str,
         payloads: Vec<Value>,
         timeout_ms: i64,
-        outcome: impl Fn(&str, Option<Value>) -> Result<Value, JobError>,
+        outcome: impl Fn(&str, Option<&Value>) -> Result<Value, JobError>,
     ) -> Result<Vec<Value>, JobError> {
         for key in keys {
             self.take_key(key)?;
@@ -399,11 +399,11 @@ impl Steps {
                     return Err(kind_clash(key, step.kind, StepKind::Invoke));
                 }
                 Some(step) if step.status == StepStatus::Succeeded => {
-                    ended.push(Some(outcome(key, step.output.clone())));
+                    ended.push(Some(outcome(key, step.output.as_ref())));
                     continue;
                 }
                 Some(step) if step.status == StepStatus::Failed && step.attempt == self.attempt => {
-                    ended.push(Some(outcome(key, step.output.clone())));
+                    ended.push(Some(outcome(key, step.output.as_ref())));
                     continue;
                 }
                 // Failed in an earlier attempt: invoked again, a new child.
@@ -455,7 +455,7 @@ impl Steps {
                 }
                 Err(e) => return Err(JobError::from(format!("invoke {key:?} could not end: {e}"))),
             };
-            ended[*i] = Some(outcome(key, Some(output)));
+            ended[*i] = Some(outcome(key, Some(&output)));
         }
         // The first error in key order (a child failed, or timed out); else, while children
         // run, wait for them: the run resumes when the last one ends, or at the first timeout.
@@ -675,8 +675,8 @@ fn body_of(output: Option<Value>) -> Option<Value> {
 }
 
 /// The result of an invoked run as stored (`{runId, status, output, error}`; `null`: timed out).
-fn invoked(key: &str, job_id: &str, stored: Option<Value>) -> Result<Value, JobError> {
-    let stored = stored.unwrap_or(Value::Null);
+fn invoked(key: &str, job_id: &str, stored: Option<&Value>) -> Result<Value, JobError> {
+    let stored = stored.unwrap_or(&Value::Null);
     if stored.is_null() {
         return Err(JobError::from(format!(
             "invoke {key:?}: the run of {job_id:?} did not end before the timeout"

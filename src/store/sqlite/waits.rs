@@ -210,7 +210,7 @@ pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<Outcom
         Some((status, output, error))
             if matches!(status.as_str(), "succeeded" | "failed" | "cancelled") =>
         {
-            Outcome::of(id, &status, output, error).map(Some)
+            Outcome::of(id, &status, output.as_deref(), error).map(Some)
         }
         _ => Ok(None),
     }
