@@ -188,8 +188,15 @@ pub struct Triggers {
     /// definitions written by other processes are picked up. Every write of a row raises its own
     /// stamp past the one it had, so the sum changes with every write whatever the writing node's
     /// clock says; the latest stamp alone missed a write from a node whose clock was behind the
-    /// latest stamp of another row.
+    /// latest stamp of another row. Marked only once the definitions read at (or after) it are
+    /// in place.
     revision: Mutex<Option<(i64, i64)>>,
+    /// Held while the definitions are reloaded from storage. A writer that finds the revision
+    /// changed while another writer of this process is still reloading waits for that reload:
+    /// marking the revision seen before the reload was done let PostgreSQL's concurrent insert
+    /// transactions fan out with the definitions from before, and start no run of a job another
+    /// node had just defined.
+    reload: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -201,15 +208,27 @@ struct Defs {
 }
 
 impl Triggers {
-    /// Records the stored revision; returns true when it differs from the last one seen.
-    pub fn revision_changed(&self, revision: (i64, i64)) -> bool {
-        match self.revision.lock() {
-            Ok(mut seen) if *seen != Some(revision) => {
-                *seen = Some(revision);
-                true
-            }
-            _ => false,
+    /// Whether the definitions in place were read at the stored `revision` (or after it).
+    pub fn loaded_at(&self, revision: (i64, i64)) -> bool {
+        self.revision
+            .lock()
+            .is_ok_and(|seen| *seen == Some(revision))
+    }
+
+    /// Replaces the stored definitions with `stored`, read at or after `revision`, then marks
+    /// that revision loaded.
+    pub fn replace_stored_at(&self, revision: (i64, i64), stored: Vec<JobSpec>) {
+        self.replace_stored(stored);
+        if let Ok(mut seen) = self.revision.lock() {
+            *seen = Some(revision);
         }
+    }
+
+    /// Waits for any reload in progress, and holds off others until dropped: a store whose
+    /// writers run at once takes it between finding the revision changed and marking it loaded
+    /// (see `reload`).
+    pub async fn reloading(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.reload.lock().await
     }
 
     /// Adds or replaces a definition.

@@ -149,7 +149,8 @@ pub(super) fn schedule_row(r: &Row) -> Result<crate::store::schedules::ScheduleR
     ))
 }
 
-/// Reloads stored job definitions when the job table changed (another process defined a job).
+/// Reloads stored job definitions when the job table changed (another process defined a job);
+/// a writer that finds it changed while another writer reloads waits for that reload.
 pub(super) async fn triggers_refresh<C: GenericClient>(c: &C, triggers: &Triggers) -> Result<()> {
     let r = rows(
         c,
@@ -161,8 +162,14 @@ pub(super) async fn triggers_refresh<C: GenericClient>(c: &C, triggers: &Trigger
         Some(r) => (r.try_get::<_, i64>(0)?, r.try_get::<_, i64>(1)?),
         None => (0, 0),
     };
-    if triggers.revision_changed(revision) {
-        triggers.replace_stored(jobs_load(c).await?);
+    if triggers.loaded_at(revision) {
+        return Ok(());
+    }
+    // One reload at a time: another insert transaction of this process may be reloading this
+    // revision now, and its batch must not fan out before the definitions are in place.
+    let _reloading = triggers.reloading().await;
+    if !triggers.loaded_at(revision) {
+        triggers.replace_stored_at(revision, jobs_load(c).await?);
     }
     Ok(())
 }

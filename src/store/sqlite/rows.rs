@@ -45,8 +45,9 @@ pub(super) fn triggers_refresh(conn: &Connection, triggers: &crate::store::Trigg
     let revision: (i64, i64) = conn
         .prepare_cached("SELECT count(*), coalesce(sum(updated_at), 0) FROM jobs")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if triggers.revision_changed(revision) {
-        triggers.replace_stored(jobs_load(conn)?);
+    // The one writer reloads: no other batch runs meanwhile.
+    if !triggers.loaded_at(revision) {
+        triggers.replace_stored_at(revision, jobs_load(conn)?);
     }
     Ok(())
 }
