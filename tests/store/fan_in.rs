@@ -1,13 +1,14 @@
-//! Behaviour suite: the completion that ends a parent's last invoked child (`io.invoke`) makes
-//! the parent due and wakes this process's workers, on each backend: a worker asleep until its
-//! next poll would otherwise leave the parent waiting up to a poll interval after its fan-in. A
-//! child whose step timed out no longer counts: its end leaves the parent waiting.
+//! Behaviour suite: a caller's fan-in of the children it invoked (`io.invoke`), on each backend.
+//! The completion that ends its last child makes it due and wakes this process's workers (a
+//! worker asleep until its next poll would otherwise leave it waiting up to a poll interval). A
+//! child whose step timed out, and a failed child an operator retried, are not counted again
+//! when they end; a child pruned by retention leaves its outcome with its waiting caller.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use flare::model::wait::invoke_event_id;
-use flare::model::EventWait;
+use flare::model::{EventWait, StepStatus};
 use flare::store::{ClaimedRun, Finish, Lease, NewChild, Store};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
@@ -24,176 +25,225 @@ async fn woken(wake: &Notify) -> bool {
         .is_ok()
 }
 
-async fn the_last_child_s_completion_makes_its_parent_due_and_wakes_the_workers(db: TestDb) {
-    let store = Store::open(&db.url).await.unwrap();
-    store
-        .job_define(spec("parent", "order.placed", 1))
-        .await
-        .unwrap();
-    store
-        .job_define(spec("child", "never.sent", 1))
-        .await
-        .unwrap();
-    store
-        .event_insert(event("e1".into(), None, 1_000))
-        .await
-        .unwrap();
-    let parent = store
-        .runs_claim(claim_params("parent", Some("n"), 1_000, 60_000, 1))
-        .await
-        .unwrap()
-        .remove(0);
-    let lease = Lease {
-        run_id: parent.id.clone(),
-        token: parent.token,
-    };
-    let keys = ["a", "b"];
-    let children: Vec<NewChild> = keys
-        .iter()
-        .map(|k| NewChild {
-            key: (*k).to_string(),
-            event_id: invoke_event_id(&parent.id, k, None),
-            payload: json!({ "k": k }),
-            until: 3_600_000,
-        })
-        .collect();
-    let ids = store
-        .runs_invoke(lease, "child", parent.attempt, children, 1_100)
-        .await
-        .unwrap()
-        .unwrap();
-    let suspend = Finish::Wait {
-        key: "a".into(),
-        until: 3_600_000,
-        since: 1_100,
-        event: Some(EventWait::invoke(&ids[0])),
-    };
-    store
-        .runs_complete(vec![completion(&parent, 1_100, suspend)])
-        .await
-        .unwrap();
-    let kids = store
-        .runs_claim(claim_params("child", Some("n"), 1_200, 60_000, 2))
-        .await
-        .unwrap();
-    assert_eq!(kids.len(), 2);
+/// A run of job `parent` that invoked a run of job `child` per key at 1,100 and waits for the
+/// first; the children are claimed at 1,200.
+struct FanOut {
+    store: Store,
+    parent: ClaimedRun,
+    /// The children's run ids, in the order of their keys.
+    ids: Vec<String>,
+    /// The children as claimed, in the same order.
+    kids: Vec<ClaimedRun>,
+}
 
-    let wake = Arc::clone(store.work_notify());
+impl FanOut {
+    /// `children`: each child's step key and timeout (ms since the epoch).
+    async fn start(db: &TestDb, children: &[(&str, i64)]) -> Self {
+        let store = Store::open(&db.url).await.unwrap();
+        store
+            .job_define(spec("parent", "order.placed", 1))
+            .await
+            .unwrap();
+        store
+            .job_define(spec("child", "never.sent", 1))
+            .await
+            .unwrap();
+        store
+            .event_insert(event("e1".into(), None, 1_000))
+            .await
+            .unwrap();
+        let parent = store
+            .runs_claim(claim_params("parent", Some("n"), 1_000, 60_000, 1))
+            .await
+            .unwrap()
+            .remove(0);
+        let new: Vec<NewChild> = children
+            .iter()
+            .map(|(k, until)| NewChild {
+                key: (*k).to_string(),
+                event_id: invoke_event_id(&parent.id, k, None),
+                payload: json!({ "k": k }),
+                until: *until,
+            })
+            .collect();
+        let ids = store
+            .runs_invoke(lease(&parent), "child", parent.attempt, new, 1_100)
+            .await
+            .unwrap()
+            .unwrap();
+        let suspend = wait(children[0].0, children[0].1, &ids[0]);
+        store
+            .runs_complete(vec![completion(&parent, 1_100, suspend)])
+            .await
+            .unwrap();
+        let claimed = store
+            .runs_claim(claim_params("child", Some("n"), 1_200, 60_000, ids.len()))
+            .await
+            .unwrap();
+        let kids = ids
+            .iter()
+            .map(|id| claimed.iter().find(|k| &k.id == id).unwrap().clone())
+            .collect();
+        Self {
+            store,
+            parent,
+            ids,
+            kids,
+        }
+    }
+
+    /// The parent, claimed at `at` if it is due.
+    async fn claim_parent(&self, at: i64) -> Vec<ClaimedRun> {
+        self.store
+            .runs_claim(claim_params("parent", Some("n"), at, 60_000, 1))
+            .await
+            .unwrap()
+    }
+
+    /// Completes attempt `run` at `at` with `finish`.
+    async fn complete(&self, run: &ClaimedRun, at: i64, finish: Finish) {
+        self.store
+            .runs_complete(vec![completion(run, at, finish)])
+            .await
+            .unwrap();
+    }
+
+    /// The parent's step `key` as read back.
+    async fn step(&self, key: &str) -> flare::model::Step {
+        let steps = self.store.run_steps(&self.parent.id).await.unwrap();
+        steps.into_iter().find(|s| s.key == key).unwrap()
+    }
+}
+
+fn lease(run: &ClaimedRun) -> Lease {
+    Lease {
+        run_id: run.id.clone(),
+        token: run.token,
+    }
+}
+
+/// The suspension of a caller on its invoke step `key` (child `child`, timing out at `until`).
+fn wait(key: &str, until: i64, child: &str) -> Finish {
+    Finish::Wait {
+        key: key.into(),
+        until,
+        since: 1_100,
+        event: Some(EventWait::invoke(child)),
+    }
+}
+
+fn done() -> Finish {
+    Finish::Succeeded(json!({ "ok": 1 }))
+}
+
+async fn the_last_child_s_completion_makes_its_parent_due_and_wakes_the_workers(db: TestDb) {
+    let f = FanOut::start(&db, &[("a", 3_600_000), ("b", 3_600_000)]).await;
+    let wake = Arc::clone(f.store.work_notify());
     tokio::time::sleep(Duration::from_millis(200)).await;
     let _ = woken(&wake).await;
-    let done = |run: &ClaimedRun, at| completion(run, at, Finish::Succeeded(Value::Null));
     // The first child's end leaves the parent waiting for the second: no wake-up needed.
-    store
-        .runs_complete(vec![done(&kids[0], 1_300)])
-        .await
-        .unwrap();
-    let early = store
-        .runs_claim(claim_params("parent", Some("n"), 1_300, 60_000, 1))
-        .await
-        .unwrap();
-    assert!(early.is_empty(), "the parent still waits for a child");
+    f.complete(&f.kids[0], 1_300, done()).await;
+    assert!(
+        f.claim_parent(1_300).await.is_empty(),
+        "the parent still waits for a child"
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let _ = woken(&wake).await;
     // The last child's end makes it due, and says so.
-    store
-        .runs_complete(vec![done(&kids[1], 1_400)])
-        .await
-        .unwrap();
+    f.complete(&f.kids[1], 1_400, done()).await;
     assert!(
         woken(&wake).await,
         "the completion that made the parent due woke the workers"
     );
-    let resumed = store
-        .runs_claim(claim_params("parent", Some("n"), 1_400, 60_000, 1))
-        .await
-        .unwrap();
+    let resumed = f.claim_parent(1_400).await;
     assert_eq!(resumed.len(), 1, "the parent is due");
-    assert_eq!(resumed[0].id, parent.id);
+    assert_eq!(resumed[0].id, f.parent.id);
 }
 
 /// A child whose step timed out no longer counts for its caller: its late end must not resume
 /// the caller, which still waits for its other child.
 async fn a_child_ending_after_its_step_timed_out_leaves_its_caller_waiting(db: TestDb) {
-    let store = Store::open(&db.url).await.unwrap();
-    store
-        .job_define(spec("parent", "order.placed", 1))
-        .await
-        .unwrap();
-    store
-        .job_define(spec("child", "never.sent", 1))
-        .await
-        .unwrap();
-    store
-        .event_insert(event("e1".into(), None, 1_000))
-        .await
-        .unwrap();
-    let claim_parent = |at| store.runs_claim(claim_params("parent", Some("n"), at, 60_000, 1));
-    let parent = claim_parent(1_000).await.unwrap().remove(0);
-    let lease = |run: &ClaimedRun| Lease {
-        run_id: run.id.clone(),
-        token: run.token,
-    };
     // `a` times out at 2,000, `b` in an hour.
-    let children: Vec<NewChild> = [("a", 2_000), ("b", 3_600_000)]
-        .iter()
-        .map(|(k, until)| NewChild {
-            key: (*k).to_string(),
-            event_id: invoke_event_id(&parent.id, k, None),
-            payload: json!({ "k": k }),
-            until: *until,
-        })
-        .collect();
-    let ids = store
-        .runs_invoke(lease(&parent), "child", parent.attempt, children, 1_100)
-        .await
-        .unwrap()
-        .unwrap();
-    let wait = |key: &str, until, child: &str| Finish::Wait {
-        key: key.into(),
-        until,
-        since: 1_100,
-        event: Some(EventWait::invoke(child)),
-    };
-    store
-        .runs_complete(vec![completion(&parent, 1_100, wait("a", 2_000, &ids[0]))])
-        .await
-        .unwrap();
-    let kids = store
-        .runs_claim(claim_params("child", Some("n"), 1_200, 60_000, 2))
-        .await
-        .unwrap();
-    assert_eq!(kids.len(), 2);
-    let a = kids.iter().find(|k| k.id == ids[0]).unwrap();
-    let b = kids.iter().find(|k| k.id == ids[1]).unwrap();
+    let f = FanOut::start(&db, &[("a", 2_000), ("b", 3_600_000)]).await;
     // At `a`'s timeout the caller runs again: the step fails, and it waits for `b`.
-    let again = claim_parent(2_100).await.unwrap().remove(0);
-    let expired = store.wait_expire(lease(&again), "a", 2_100).await.unwrap();
-    assert_eq!(expired, Some(Value::Null));
-    store
-        .runs_complete(vec![completion(
-            &again,
-            2_100,
-            wait("b", 3_600_000, &ids[1]),
-        )])
+    let again = f.claim_parent(2_100).await.remove(0);
+    let expired = f
+        .store
+        .wait_expire(lease(&again), "a", 2_100)
         .await
         .unwrap();
-    let done = |run: &ClaimedRun, at| completion(run, at, Finish::Succeeded(Value::Null));
+    assert_eq!(expired, Some(Value::Null));
+    f.complete(&again, 2_100, wait("b", 3_600_000, &f.ids[1]))
+        .await;
     // `a` ends late: the caller still waits for `b`.
-    store.runs_complete(vec![done(a, 2_200)]).await.unwrap();
+    f.complete(&f.kids[0], 2_200, done()).await;
     assert!(
-        claim_parent(2_200).await.unwrap().is_empty(),
+        f.claim_parent(2_200).await.is_empty(),
         "a timed-out child's end resumed its caller"
     );
-    let steps = store.run_steps(&parent.id).await.unwrap();
-    let step_a = steps.iter().find(|s| s.key == "a").unwrap();
-    assert_eq!(step_a.output, Some(Value::Null), "{step_a:?}");
+    let a = f.step("a").await;
+    assert_eq!(a.output, Some(Value::Null), "{a:?}");
     // `b`'s end resumes it.
-    store.runs_complete(vec![done(b, 2_300)]).await.unwrap();
-    let resumed = claim_parent(2_300).await.unwrap();
-    assert_eq!(resumed.len(), 1, "the caller is due once `b` ended");
+    f.complete(&f.kids[1], 2_300, done()).await;
+    assert_eq!(
+        f.claim_parent(2_300).await.len(),
+        1,
+        "the caller is due once `b` ended"
+    );
+}
+
+/// A failed child retried by an operator ends again; its caller counted its end already: the
+/// caller, still waiting for its other child, stays waiting, and its step keeps the failure.
+async fn a_failed_child_retried_by_hand_is_not_counted_twice(db: TestDb) {
+    let hour = 3_600_000;
+    let f = FanOut::start(&db, &[("a", hour), ("b", hour), ("c", hour)]).await;
+    // `a` fails for good, and an operator retries it; it succeeds the second time.
+    f.complete(&f.kids[0], 1_300, Finish::Failed("boom".into()))
+        .await;
+    f.store.run_retry(&f.ids[0], 1_400).await.unwrap();
+    let again = f
+        .store
+        .runs_claim(claim_params("child", Some("n"), 1_500, 60_000, 1))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(again.id, f.ids[0]);
+    f.complete(&again, 1_600, done()).await;
+    // `b` ends: `c` is still running, so the caller still waits.
+    f.complete(&f.kids[1], 1_700, done()).await;
+    assert!(
+        f.claim_parent(1_700).await.is_empty(),
+        "the retried child's second end was counted again"
+    );
+    f.complete(&f.kids[2], 1_800, done()).await;
+    assert_eq!(f.claim_parent(1_800).await.len(), 1, "due once `c` ended");
+    // The caller's step keeps the end it counted, not the retry's.
+    let a = f.step("a").await;
+    assert_eq!(a.status, StepStatus::Failed, "{a:?}");
+    assert_eq!(a.output.as_ref().unwrap()["status"], "failed", "{a:?}");
+}
+
+/// Retention prunes a child that ended while its caller still waits for another: the caller's
+/// step keeps the child's outcome, and the caller resumes with it when the other child ends.
+async fn a_pruned_child_keeps_its_outcome_for_its_waiting_caller(db: TestDb) {
+    let f = FanOut::start(&db, &[("a", 3_600_000), ("b", 3_600_000)]).await;
+    f.complete(&f.kids[0], 1_300, done()).await;
+    // Everything that ended is older than the retention's cutoff.
+    f.store.events_prune(10_000_000, 1_000).await.unwrap();
+    let a = f.step("a").await;
+    assert_eq!(a.status, StepStatus::Succeeded, "{a:?}");
+    assert_eq!(
+        a.output.as_ref().unwrap()["output"],
+        json!({ "ok": 1 }),
+        "{a:?}"
+    );
+    f.complete(&f.kids[1], 1_400, done()).await;
+    assert_eq!(f.claim_parent(1_400).await.len(), 1, "due once `b` ended");
 }
 
 backend_tests!(
     the_last_child_s_completion_makes_its_parent_due_and_wakes_the_workers,
-    a_child_ending_after_its_step_timed_out_leaves_its_caller_waiting
+    a_child_ending_after_its_step_timed_out_leaves_its_caller_waiting,
+    a_failed_child_retried_by_hand_is_not_counted_twice,
+    a_pruned_child_keeps_its_outcome_for_its_waiting_caller,
 );

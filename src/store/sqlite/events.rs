@@ -302,6 +302,19 @@ impl SqliteStore {
             for (at, n) in events {
                 ctx.tally.events(at, -n);
             }
+            // Invoked runs going while their callers may still read them: the callers' steps
+            // keep their outcomes.
+            let children: Vec<String> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)) \
+                     AND awaited_by IS NOT NULL",
+                )?
+                .query_map([&list], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for child in &children {
+                super::waits::caller_keeps_outcome(ctx.conn, child)?;
+            }
             ctx.conn.execute(
                 "DELETE FROM run_logs WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",
                 [&list],

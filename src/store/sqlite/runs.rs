@@ -95,7 +95,8 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
 }
 
 /// Queues failed or cancelled run `id` again inside the caller's write (see `run_retry`); a run
-/// in another state is a conflict, and nothing is written then.
+/// in another state is a conflict, and nothing is written then. An invoked run leaves its
+/// caller first (`waits::caller_keeps_outcome`).
 pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
     // What the run counted as in the per-minute counts, which it leaves.
     let finished: Option<(i64, String, String)> = ctx
@@ -106,6 +107,9 @@ pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resul
         )?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
+    if finished.is_some() {
+        super::waits::caller_keeps_outcome(ctx.conn, id)?;
+    }
     let n = ctx
         .conn
         .prepare_cached(

@@ -237,6 +237,47 @@ pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize>
     fan_in.resume(conn)
 }
 
+/// Run `id`, an ended child, is about to change or go (an operator's retry, retention's prune):
+/// its caller keeps the outcome it counted. The caller's step waiting for it is written with
+/// that outcome, as a step whose child ended is on PostgreSQL (read from the child, it would
+/// turn into the retry's, or back into waiting once the child is pruned, and the caller would
+/// wait for it again), and the child no longer names its caller: counted again, a retried
+/// child's next end resumed the caller before its other children ended.
+pub(super) fn caller_keeps_outcome(conn: &Connection, id: &str) -> Result<()> {
+    let caller: Option<String> = conn
+        .prepare_cached("SELECT awaited_by FROM runs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    let (Some(caller), Some(outcome)) = (caller, child_outcome(conn, id)?) else {
+        return Ok(());
+    };
+    let ended: Option<i64> = conn
+        .prepare_cached("SELECT finished_at FROM runs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?;
+    // The caller's steps holding this child, by the caller's key range.
+    let keys: Vec<String> = conn
+        .prepare_cached(
+            "SELECT key FROM run_steps WHERE run_id = ?1 AND child_run_id = ?2 AND status = 'waiting'",
+        )?
+        .query_map(params![caller, id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let output = outcome.json.to_string();
+    for key in &keys {
+        step_done(
+            conn,
+            &caller,
+            key,
+            &output,
+            outcome.failure.as_deref(),
+            ended.unwrap_or_default(),
+        )?;
+    }
+    conn.prepare_cached("UPDATE runs SET awaited_by = NULL WHERE id = ?1")?
+        .execute([id])?;
+    Ok(())
+}
+
 /// Makes queued run `?1` due at `?2` once none of its children is left: no count in
 /// `children_waiting`, and no invoke wait (`?3`: [`INVOKE_EVENT`]) of the kind stored before
 /// children were counted, or by a Trigger.dev v2 invoke task. Its own waits are read by the
@@ -707,9 +748,10 @@ mod tests {
         );
     }
 
-    /// Children waiting when `0052_children_by_run.sql` is applied get their caller from their
-    /// step, and only they: a child that ended, or whose step timed out, names none (its end
-    /// must take nothing off the count).
+    /// Children whose step still waits when `0052_children_by_run.sql` is applied get their
+    /// caller from their step, those that ended too (a retry or a prune writes their caller's
+    /// step first); a child whose step timed out names none (its end must take nothing off the
+    /// count).
     #[test]
     fn children_waiting_across_the_migration_keep_their_caller() {
         let mut conn = Connection::open_in_memory().expect("open");
@@ -757,7 +799,7 @@ mod tests {
             .expect("caller")
         };
         assert_eq!(caller("waiting").as_deref(), Some("parent"));
-        assert_eq!(caller("ended"), None);
+        assert_eq!(caller("ended").as_deref(), Some("parent"));
         assert_eq!(caller("timed-out"), None);
         assert_eq!(caller("parent"), None);
     }
