@@ -263,7 +263,7 @@ impl Io {
         let mut outputs = self
             .exec
             .steps
-            .invoke(&[key.to_string()], job_id, vec![payload], ms)
+            .invoke(&[key.to_string()], job_id, |_| Ok(payload.clone()), ms)
             .await?;
         serde_json::from_value(outputs.pop().unwrap_or_default()).map_err(|e| {
             JobError::fatal(format!(
@@ -285,14 +285,14 @@ impl Io {
         payloads: &[P],
         timeout: Duration,
     ) -> Result<Vec<T>, JobError> {
-        let payloads = payloads
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| JobError::fatal(format!("invoke {key:?}: a payload is not JSON: {e}")))?;
         let keys: Vec<String> = (0..payloads.len()).map(|i| format!("{key}:{i}")).collect();
         let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
-        let outputs = self.exec.steps.invoke(&keys, job_id, payloads, ms).await?;
+        // Serialized only for the children started now: once resumed, none is.
+        let payload = |i: usize| {
+            serde_json::to_value(&payloads[i])
+                .map_err(|e| JobError::fatal(format!("invoke {key:?}: a payload is not JSON: {e}")))
+        };
+        let outputs = self.exec.steps.invoke(&keys, job_id, payload, ms).await?;
         outputs
             .into_iter()
             .map(serde_json::from_value)

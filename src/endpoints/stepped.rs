@@ -264,7 +264,7 @@ pub(crate) async fn execute(
                         .invoke_with(
                             std::slice::from_ref(&key),
                             &job,
-                            vec![payload],
+                            |_| Ok(payload.clone()),
                             ms(Some(timeout_ms)),
                             |key, ended| Ok(invoke_told(key, ended.cloned())),
                         )

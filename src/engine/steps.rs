@@ -363,22 +363,24 @@ impl Steps {
         &self,
         keys: &[String],
         job_id: &str,
-        payloads: Vec<Value>,
+        payload: impl Fn(usize) -> Result<Value, JobError>,
         timeout_ms: i64,
     ) -> Result<Vec<Value>, JobError> {
-        self.invoke_with(keys, job_id, payloads, timeout_ms, |key, ended| {
+        self.invoke_with(keys, job_id, payload, timeout_ms, |key, ended| {
             invoked(key, job_id, ended)
         })
         .await
     }
 
     /// [`Self::invoke`], each ended child's stored outcome (`{runId, status, output, error}`;
-    /// `None`: timed out) read by `outcome` (an endpoint's steps tell it to the endpoint).
+    /// `None`: timed out) read by `outcome` (an endpoint's steps tell it to the endpoint). The
+    /// payload of the child of `keys[i]` is `payload(i)`, asked only for the children started
+    /// now.
     pub(crate) async fn invoke_with(
         &self,
         keys: &[String],
         job_id: &str,
-        payloads: Vec<Value>,
+        payload: impl Fn(usize) -> Result<Value, JobError>,
         timeout_ms: i64,
         outcome: impl Fn(&str, Option<&Value>) -> Result<Value, JobError>,
     ) -> Result<Vec<Value>, JobError> {
@@ -393,7 +395,7 @@ impl Steps {
         let mut pending: Vec<(usize, String, i64, i64)> = Vec::new();
         let mut start: Vec<NewChild> = Vec::new();
         let mut started: Vec<usize> = Vec::new();
-        for (i, (key, payload)) in keys.iter().zip(payloads).enumerate() {
+        for (i, key) in keys.iter().enumerate() {
             let again_in = match stored.get(key) {
                 Some(step) if step.kind != StepKind::Invoke => {
                     return Err(kind_clash(key, step.kind, StepKind::Invoke));
@@ -430,7 +432,7 @@ impl Steps {
             start.push(NewChild {
                 key: key.clone(),
                 event_id: crate::model::wait::invoke_event_id(&self.lease.run_id, key, again_in),
-                payload,
+                payload: payload(i)?,
                 until,
             });
         }

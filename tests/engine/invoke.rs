@@ -556,6 +556,47 @@ async fn an_unknown_job_id_in_a_fan_out_writes_nothing(db: TestDb) {
     assert_eq!(executions.load(Ordering::SeqCst), 1, "fatal: not retried");
 }
 
+/// A fan-out whose last payload cannot be written as JSON (a map with keys that are not
+/// strings) fails its caller for good, and starts none of the children before it.
+async fn a_payload_that_is_not_json_fails_the_fan_out_and_starts_no_child(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    children(&client).await;
+    client
+        .define_job(
+            Job::new("bad-fan", "Bad fan-out", "1.0.0")
+                .trigger(event_trigger("bad.fan"))
+                .run(|_p: Value, io: Io| async move {
+                    let bad = std::collections::BTreeMap::from([(vec![1u8], 1)]);
+                    let mut payloads = vec![std::collections::BTreeMap::new(); 2];
+                    payloads.push(bad);
+                    let _: Vec<Value> = io
+                        .invoke_all("all", "double", &payloads, Duration::from_secs(60))
+                        .await?;
+                    Ok(Value::Null)
+                }),
+        )
+        .unwrap();
+    let ev = client.send_event("bad.fan", &json!({})).await.unwrap();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    let error = d.runs[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("invoke \"all\": a payload is not JSON"),
+        "{error}"
+    );
+    let parent = &ev.run_ids[0];
+    for i in 0..3 {
+        assert!(client
+            .store()
+            .event_get(&format!("{parent}-invoke-all:{i}"))
+            .await
+            .unwrap()
+            .is_none());
+    }
+    let detail = client.store().run_detail(parent).await.unwrap().unwrap();
+    assert!(detail.steps.is_empty(), "{:?}", detail.steps);
+}
+
 /// Engine settings whose poll would come only after the test's deadline: a run made due must
 /// wake the workers itself.
 fn no_poll() -> flare::EngineConfig {
@@ -683,6 +724,7 @@ backend_tests!(
     a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended,
     a_child_whose_worker_died_resumes_its_parent_when_it_ends,
     an_unknown_job_id_in_a_fan_out_writes_nothing,
+    a_payload_that_is_not_json_fails_the_fan_out_and_starts_no_child,
     an_invoked_child_is_cancelled_by_its_job_s_cancel_on,
     a_parent_resumes_when_its_last_child_ends_not_at_the_next_poll,
     a_cancelled_child_resumes_its_parent_at_once,
