@@ -529,6 +529,21 @@ async fn an_invoked_child_is_cancelled_by_its_job_s_cancel_on(db: TestDb) {
 
 /// An unknown job id to `invoke_all`: the caller fails for good naming it, and nothing of the
 /// fan-out was written (no child, no step, no wait).
+/// Asserts that run `parent`'s fan-out `all` of `n` children wrote none of them, nor a step;
+/// returns the run's detail.
+async fn nothing_started(client: &Client, parent: &str, n: usize) -> flare::store::RunDetail {
+    for i in 0..n {
+        let event = format!("{parent}-invoke-all:{i}");
+        assert!(
+            client.store().event_get(&event).await.unwrap().is_none(),
+            "{event}"
+        );
+    }
+    let detail = client.store().run_detail(parent).await.unwrap().unwrap();
+    assert!(detail.steps.is_empty(), "{:?}", detail.steps);
+    detail
+}
+
 async fn an_unknown_job_id_in_a_fan_out_writes_nothing(db: TestDb) {
     let (client, _clock) = db.client().await;
     let executions = Arc::new(AtomicU32::new(0));
@@ -542,16 +557,7 @@ async fn an_unknown_job_id_in_a_fan_out_writes_nothing(db: TestDb) {
     let error = d.runs[0].error.clone().unwrap_or_default();
     assert!(error.contains("no job \"no-such-job\""), "{error}");
     let parent = &ev.run_ids[0];
-    for i in 0..3 {
-        assert!(client
-            .store()
-            .event_get(&format!("{parent}-invoke-all:{i}"))
-            .await
-            .unwrap()
-            .is_none());
-    }
-    let detail = client.store().run_detail(parent).await.unwrap().unwrap();
-    assert!(detail.steps.is_empty(), "{:?}", detail.steps);
+    let detail = nothing_started(&client, parent, 3).await;
     assert!(detail.wait.is_none());
     assert_eq!(executions.load(Ordering::SeqCst), 1, "fatal: not retried");
 }
@@ -584,17 +590,7 @@ async fn a_payload_that_is_not_json_fails_the_fan_out_and_starts_no_child(db: Te
         error.contains("invoke \"all\": a payload is not JSON"),
         "{error}"
     );
-    let parent = &ev.run_ids[0];
-    for i in 0..3 {
-        assert!(client
-            .store()
-            .event_get(&format!("{parent}-invoke-all:{i}"))
-            .await
-            .unwrap()
-            .is_none());
-    }
-    let detail = client.store().run_detail(parent).await.unwrap().unwrap();
-    assert!(detail.steps.is_empty(), "{:?}", detail.steps);
+    nothing_started(&client, &ev.run_ids[0], 3).await;
 }
 
 /// Engine settings whose poll would come only after the test's deadline: a run made due must

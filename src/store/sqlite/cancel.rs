@@ -25,7 +25,7 @@ pub(super) fn tree(
         if !one(ctx, &run, now, why)? {
             continue;
         }
-        for child in super::waits::children_unfinished(ctx.conn, &run)? {
+        for child in super::children::children_unfinished(ctx.conn, &run)? {
             todo.push((child, None));
         }
         cancelled.push(run);
@@ -62,7 +62,7 @@ fn one(ctx: &mut WriteCtx<'_>, id: &str, now: i64, reason: Option<&str>) -> Resu
         .prepare_cached("DELETE FROM children_waiting WHERE run_id = ?1")?
         .execute([id])?;
     super::cancel_on::disarm(ctx.conn, id)?;
-    ctx.wake |= super::waits::on_run_end(ctx.conn, id, now)? > 0;
+    ctx.wake |= super::children::on_run_end(ctx.conn, id, now)? > 0;
     if status == "running" {
         ctx.conn
             .prepare_cached(

@@ -2,14 +2,19 @@
 //! one operation of the writer per 1,000 children (`CHUNK`). Each invoke step holds its child's
 //! id, each child names its caller (`runs.awaited_by`), and the caller's count of children it
 //! waits for (`children_waiting`) grows by the steps written; a child's end takes one off
-//! (`waits::FanIn`), and the caller resumes once, when none is left (fan-in). Nothing per child
-//! is written at its end: its step's outcome is read from the child run (`steps::steps_of`).
-//! The one writer orders the children's ends.
+//! ([`FanIn`]), and the caller resumes once, when none is left (fan-in). Nothing per child is
+//! written at its end: its step's outcome is read from the child run (`steps::steps_of`). An
+//! ended child retried or pruned first writes its caller's step ([`caller_keeps_outcome`]).
+//! The one writer orders the children's ends. Waits for one event are `waits.rs`.
 
-use rusqlite::{params, OptionalExtension};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::steps::Outcome;
 use super::SqliteStore;
-use crate::model::wait::INVOKE_EVENT;
+use crate::model::wait::{INVOKE_EVENT, INVOKE_PATH};
 use crate::model::{StepKind, StepStatus};
 use crate::store::{Error, Lease, NewChild, Result};
 
@@ -160,5 +165,317 @@ impl SqliteStore {
             Ok(Some(ids))
         })
         .await
+    }
+}
+
+/// The run waiting for run `id` (its caller, `runs.awaited_by`), if any.
+fn caller_of(conn: &Connection, id: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT awaited_by FROM runs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .flatten())
+}
+
+/// How run `id` ended, or `None` while it has not.
+pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<Outcome>> {
+    let row: Option<(String, Option<String>, Option<String>)> = conn
+        .prepare_cached("SELECT status, output, error FROM runs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    match row {
+        Some((status, output, error))
+            if matches!(status.as_str(), "succeeded" | "failed" | "cancelled") =>
+        {
+            Outcome::of(id, &status, output.as_deref(), error).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Resumes the parents waiting for run `id` (`io.invoke`), which just ended outside a completion
+/// (cancelled, or failed when its lease expired); returns how many were made due (their last
+/// child ended): the caller wakes the workers then.
+pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize> {
+    let mut fan_in = FanIn::default();
+    if let Some(caller) = &caller_of(conn, id)? {
+        fan_in.callers_counted(conn, [(caller.as_str(), now)])?;
+    }
+    if FanIn::child_waits_stored(conn)? {
+        if let Some(outcome) = child_outcome(conn, id)? {
+            fan_in.child_waits_ended(conn, &[(id, now)], |_| Ok(outcome.clone()))?;
+        }
+    }
+    fan_in.resume(conn)
+}
+
+/// Run `id`, an ended child, is about to change or go (an operator's retry, retention's prune):
+/// its caller keeps the outcome it counted. The caller's step waiting for it is written with
+/// that outcome, as a step whose child ended is on PostgreSQL (read from the child, it would
+/// turn into the retry's, or back into waiting once the child is pruned, and the caller would
+/// wait for it again), and the child no longer names its caller: counted again, a retried
+/// child's next end resumed the caller before its other children ended.
+pub(super) fn caller_keeps_outcome(conn: &Connection, id: &str) -> Result<()> {
+    let (Some(caller), Some(outcome)) = (caller_of(conn, id)?, child_outcome(conn, id)?) else {
+        return Ok(());
+    };
+    let ended: Option<i64> = conn
+        .prepare_cached("SELECT finished_at FROM runs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?;
+    // The caller's steps holding this child, by the caller's key range.
+    let keys: Vec<String> = conn
+        .prepare_cached(
+            "SELECT key FROM run_steps WHERE run_id = ?1 AND child_run_id = ?2 AND status = 'waiting'",
+        )?
+        .query_map(params![caller, id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let output = outcome.json.to_string();
+    for key in &keys {
+        super::steps::step_done(
+            conn,
+            &caller,
+            key,
+            &output,
+            outcome.failure.as_deref(),
+            ended.unwrap_or_default(),
+        )?;
+    }
+    conn.prepare_cached("UPDATE runs SET awaited_by = NULL WHERE id = ?1")?
+        .execute([id])?;
+    Ok(())
+}
+
+/// Makes queued run `?1` due at `?2` once none of its children is left: no count in
+/// `children_waiting`, and no invoke wait (`?3`: [`INVOKE_EVENT`]) of the kind stored before
+/// children were counted, or by a Trigger.dev v2 invoke task. Its own waits are read by the
+/// primary key: `+event_name` keeps the planner off `run_waits_match`, whose walk of the name's
+/// rows would pass every other parent's waits for its children.
+pub(super) const PARENT_DUE_SQL: &str =
+    "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued' \
+     AND NOT EXISTS (SELECT 1 FROM children_waiting WHERE run_id = ?1) \
+     AND NOT EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND +event_name = ?3)";
+
+/// Takes `n` children off run `parent`'s count (`children_waiting`), the row gone at 0.
+pub(super) fn children_taken(conn: &Connection, parent: &str, n: i64) -> Result<()> {
+    let left: Option<i64> = conn
+        .prepare_cached("UPDATE children_waiting SET n = n - ?2 WHERE run_id = ?1 RETURNING n")?
+        .query_row(params![parent, n], |r| r.get(0))
+        .optional()?;
+    if left.is_some_and(|left| left <= 0) {
+        conn.prepare_cached("DELETE FROM children_waiting WHERE run_id = ?1")?
+            .execute([parent])?;
+    }
+    Ok(())
+}
+
+/// The fan-in of the runs ended in one write: each ended child is taken off its caller's count
+/// (its caller named in its row, `runs.awaited_by`: [`FanIn::callers_counted`]), the invoke
+/// waits stored as rows end ([`FanIn::child_waits_ended`]), and each parent is looked at once,
+/// after the last of them ([`FanIn::resume`]), instead of once per child.
+#[derive(Default)]
+pub(super) struct FanIn {
+    /// The parents whose waits ended, with when (the latest end).
+    parents: HashMap<String, i64>,
+}
+
+impl FanIn {
+    /// Takes one child off the count of each caller in `ended` (a caller once per child of it
+    /// that ended, with when): each count is written once.
+    pub(super) fn callers_counted<'a>(
+        &mut self,
+        conn: &Connection,
+        ended: impl IntoIterator<Item = (&'a str, i64)>,
+    ) -> Result<()> {
+        // Per caller: how many of its children ended, and when the last did.
+        let mut callers: HashMap<&str, (i64, i64)> = HashMap::new();
+        for (caller, now) in ended {
+            let (n, when) = callers.entry(caller).or_insert((0, now));
+            *n += 1;
+            *when = (*when).max(now);
+        }
+        for (caller, (n, when)) in callers {
+            children_taken(conn, caller, n)?;
+            self.ended(caller.to_string(), when);
+        }
+        Ok(())
+    }
+
+    /// Whether any invoke wait is stored as a row (a Trigger.dev v2 invoke task's, or one stored
+    /// before children were counted): one probe, so that nothing is built per run otherwise.
+    pub(super) fn child_waits_stored(conn: &Connection) -> Result<bool> {
+        Ok(conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
+            )?
+            .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?)
+    }
+
+    /// The invoke waits stored as rows for the runs `ended` (each id with when it ended): one
+    /// statement finds and removes them (the name's index, one probe per run), and their steps
+    /// are written with the run's outcome (by the run's index in `ended`; computed only for
+    /// those). See [`FanIn::child_waits_stored`].
+    pub(super) fn child_waits_ended(
+        &mut self,
+        conn: &Connection,
+        ended: &[(&str, i64)],
+        outcome: impl Fn(usize) -> Result<Outcome>,
+    ) -> Result<()> {
+        if ended.is_empty() {
+            return Ok(());
+        }
+        let ids = serde_json::to_string(&ended.iter().map(|e| e.0).collect::<Vec<_>>())
+            .map_err(|e| Error::Corrupt(e.to_string()))?;
+        let at: HashMap<&str, usize> = ended.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
+        let waits: Vec<(String, String, String)> = conn
+            .prepare_cached(
+                "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 \
+                 AND match_value IN (SELECT value FROM json_each(?3)) \
+                 RETURNING run_id, step_key, match_value",
+            )?
+            .query_map(params![INVOKE_EVENT, INVOKE_PATH, ids], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut outputs: HashMap<usize, Outcome> = HashMap::new();
+        for (run_id, key, child) in &waits {
+            let Some(&i) = at.get(child.as_str()) else {
+                continue;
+            };
+            let output = match outputs.entry(i) {
+                Entry::Occupied(o) => o.into_mut(),
+                Entry::Vacant(v) => v.insert(outcome(i)?),
+            };
+            let now = ended[i].1;
+            super::steps::step_done(
+                conn,
+                run_id,
+                key,
+                &output.json.to_string(),
+                output.failure.as_deref(),
+                now,
+            )?;
+            self.ended(run_id.clone(), now);
+        }
+        Ok(())
+    }
+
+    /// Notes that a child of `parent` ended at `at`.
+    fn ended(&mut self, parent: String, at: i64) {
+        let when = self.parents.entry(parent).or_insert(at);
+        *when = (*when).max(at);
+    }
+
+    /// Makes each parent whose waits ended due, if none of its invoke waits is left (fan-in:
+    /// `io.invoke_all` resumes once); returns how many were made due, for the caller to wake
+    /// the workers (a parent left waiting for the poll would lose up to a poll interval).
+    pub(super) fn resume(self, conn: &Connection) -> Result<usize> {
+        let mut due = conn.prepare_cached(PARENT_DUE_SQL)?;
+        let mut made_due = 0;
+        for (run_id, at) in &self.parents {
+            made_due += due.execute(params![run_id, at, INVOKE_EVENT])?;
+        }
+        Ok(made_due)
+    }
+}
+
+/// The queued or running runs that run `id` invoked.
+pub(super) fn children_unfinished(conn: &Connection, id: &str) -> Result<Vec<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT r.id FROM events e JOIN runs r ON r.event_id = e.id \
+             WHERE e.parent_run_id = ?1 AND e.name = ?2 AND r.status IN ('queued', 'running')",
+        )?
+        .query_map(params![id, INVOKE_EVENT], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query plan of `sql`, one detail per line.
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("prepare plan");
+        let params = params!["run_1", 1, INVOKE_EVENT];
+        let rows: Vec<String> = stmt
+            .query_map(&params[..stmt.parameter_count()], |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("plan rows");
+        rows.join("\n")
+    }
+
+    /// A parent is made due by looking at its own waits only: through `run_waits_match` (the
+    /// invoke waits of every parent) each child's end walked the other parents' waits.
+    #[test]
+    fn a_parent_is_looked_up_by_its_own_waits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
+        super::super::migrate(&mut conn).expect("migrate");
+        let p = plan(&conn, PARENT_DUE_SQL);
+        assert!(p.contains("run_waits USING PRIMARY KEY (run_id=?)"), "{p}");
+        assert!(!p.contains("run_waits_match"), "{p}");
+        assert!(
+            p.contains("children_waiting USING PRIMARY KEY (run_id=?)"),
+            "{p}"
+        );
+    }
+
+    /// Children whose step still waits when `0052_children_by_run.sql` is applied get their
+    /// caller from their step, those that ended too (a retry or a prune writes their caller's
+    /// step first); a child whose step timed out names none (its end must take nothing off the
+    /// count).
+    #[test]
+    fn children_waiting_across_the_migration_keep_their_caller() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(
+            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        )
+        .expect("migrations table");
+        for (version, sql) in super::super::MIGRATIONS.iter().filter(|(v, _)| *v < 52) {
+            conn.execute_batch(sql).expect("migration");
+            conn.execute(
+                "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
+                [version],
+            )
+            .expect("version");
+        }
+        let run = |id: &str, status: &str| {
+            conn.execute(
+                "INSERT INTO runs (id, event_id, job_id, job_version, status, max_attempts, run_at, created_at) \
+                 VALUES (?1, ?1, 'job', '1', ?2, 1, 0, 0)",
+                params![id, status],
+            )
+            .expect("run");
+        };
+        run("parent", "queued");
+        run("waiting", "queued");
+        run("ended", "succeeded");
+        run("timed-out", "running");
+        for (key, status, child) in [
+            ("a", "waiting", "waiting"),
+            ("b", "waiting", "ended"),
+            ("c", "failed", "timed-out"),
+        ] {
+            conn.execute(
+                "INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, child_run_id) \
+                 VALUES ('parent', ?1, 'invoke', ?2, 1, 0, ?3)",
+                params![key, status, child],
+            )
+            .expect("step");
+        }
+        super::super::migrate(&mut conn).expect("migrate");
+        let caller = |id: &str| -> Option<String> {
+            conn.query_row("SELECT awaited_by FROM runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .expect("caller")
+        };
+        assert_eq!(caller("waiting").as_deref(), Some("parent"));
+        assert_eq!(caller("ended").as_deref(), Some("parent"));
+        assert_eq!(caller("timed-out"), None);
+        assert_eq!(caller("parent"), None);
     }
 }

@@ -313,7 +313,7 @@ impl SqliteStore {
                 .query_map([&list], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             for child in &children {
-                super::waits::caller_keeps_outcome(ctx.conn, child)?;
+                super::children::caller_keeps_outcome(ctx.conn, child)?;
             }
             ctx.conn.execute(
                 "DELETE FROM run_logs WHERE run_id IN (SELECT id FROM runs WHERE event_id IN (SELECT value FROM json_each(?1)))",

@@ -96,7 +96,7 @@ pub(super) fn run_cancel_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resu
 
 /// Queues failed or cancelled run `id` again inside the caller's write (see `run_retry`); a run
 /// in another state is a conflict, and nothing is written then. An invoked run leaves its
-/// caller first (`waits::caller_keeps_outcome`).
+/// caller first (`children::caller_keeps_outcome`).
 pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Result<()> {
     // What the run counted as in the per-minute counts, which it leaves.
     let finished: Option<(i64, String, String)> = ctx
@@ -108,7 +108,7 @@ pub(super) fn run_retry_one(ctx: &mut WriteCtx<'_>, id: &str, now: i64) -> Resul
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     if finished.is_some() {
-        super::waits::caller_keeps_outcome(ctx.conn, id)?;
+        super::children::caller_keeps_outcome(ctx.conn, id)?;
     }
     let n = ctx
         .conn
@@ -161,7 +161,7 @@ pub(super) const NEXT_RUN_SQL: &str =
 /// Ends the runs of a completion batch that succeeded, in one statement: `?1` is a JSON object
 /// from each run's id to `[token, finished_at, output]` ([`final_rows`]); each run is written only
 /// while its lease holds (fenced by the token). Returns each written run's id and attempt,
-/// whether it held slots, and the run waiting for it (its caller, for the fan-in). [`FAIL_RUNS`]
+/// whether it held slots, the run waiting for it (its caller, for the fan-in) and its end. [`FAIL_RUNS`]
 /// is the same for runs that failed for good (`error`).
 ///
 /// One statement, not one per run: the flow-control triggers on `runs` (`0020`) make every
@@ -174,7 +174,7 @@ pub(super) const SUCCEED_RUNS: &str =
        error = NULL, lease_until = NULL, lease_token = NULL \
      FROM json_each(?1) AS c \
      WHERE runs.id = c.key AND runs.lease_token = c.value ->> 0 AND runs.status = 'running' \
-     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL, runs.awaited_by";
+     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL, runs.awaited_by, runs.finished_at";
 
 /// [`SUCCEED_RUNS`] for runs that failed for good.
 pub(super) const FAIL_RUNS: &str =
@@ -182,7 +182,7 @@ pub(super) const FAIL_RUNS: &str =
        lease_until = NULL, lease_token = NULL \
      FROM json_each(?1) AS c \
      WHERE runs.id = c.key AND runs.lease_token = c.value ->> 0 AND runs.status = 'running' \
-     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL, runs.awaited_by";
+     RETURNING runs.id, runs.attempt, runs.slot_a IS NOT NULL, runs.awaited_by, runs.finished_at";
 
 /// The parameters of [`SUCCEED_RUNS`] and [`FAIL_RUNS`] for a batch; `None` where no run ends
 /// that way. Written as text: two attempts of one run in a batch (the first fenced off) are
@@ -218,6 +218,8 @@ struct Ended {
     held_slots: bool,
     /// The run waiting for it ([`SUCCEED_RUNS`]' `awaited_by`).
     caller: Option<String>,
+    /// When it ended.
+    finished_at: i64,
 }
 
 /// Runs [`SUCCEED_RUNS`] and [`FAIL_RUNS`]: the runs they ended (id and attempt: two attempts of
@@ -238,6 +240,7 @@ fn end_runs(
             let run = Ended {
                 held_slots: r.get(2)?,
                 caller: r.get(3)?,
+                finished_at: r.get(4)?,
             };
             Ok(((r.get(0)?, r.get(1)?), run))
         })?;
@@ -400,16 +403,13 @@ impl SqliteStore {
                 .collect();
             let ids: Vec<(&str, i64)> = gone.iter().map(|c| (c.run_id.as_str(), c.finished_at)).collect();
             let conn = ctx.conn;
-            let mut fan_in = super::waits::FanIn::default();
-            fan_in.callers_counted(conn, gone.iter().filter_map(|c| {
-                let caller = ended.get(&(c.run_id.clone(), c.attempt))?.caller.as_deref()?;
-                Some((caller, c.finished_at))
-            }))?;
-            if super::waits::FanIn::child_waits_stored(conn)? {
+            let mut fan_in = super::children::FanIn::default();
+            fan_in.callers_counted(conn, ended.values().filter_map(|e| Some((e.caller.as_deref()?, e.finished_at))))?;
+            if super::children::FanIn::child_waits_stored(conn)? {
                 fan_in.child_waits_ended(conn, &ids, |i| match &gone[i].finish {
-                    // As `waits::child_outcome` reads it back, without the read.
+                    // As `children::child_outcome` reads it back, without the read.
                     Finish::Succeeded(output) => Ok(super::steps::Outcome::succeeded(&gone[i].run_id, output)),
-                    _ => super::waits::child_outcome(conn, &gone[i].run_id)?
+                    _ => super::children::child_outcome(conn, &gone[i].run_id)?
                         .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", gone[i].run_id))),
                 })?;
             }
@@ -494,7 +494,7 @@ impl SqliteStore {
                 if let Some(at) = finished {
                     ctx.tally.run(*at, job, "failed", 1);
                     super::events::send_ended(ctx, id, false, Some(error), now)?;
-                    ctx.wake |= super::waits::on_run_end(ctx.conn, id, now)? > 0;
+                    ctx.wake |= super::children::on_run_end(ctx.conn, id, now)? > 0;
                     super::cancel_on::disarm(ctx.conn, id)?;
                 }
             }

@@ -150,6 +150,35 @@ impl Outcome {
     }
 }
 
+/// Writes the step `key` of `run_id` whose wait ended with `output` (JSON): succeeded with it,
+/// or failed with `failure` (an invoke step whose child did not succeed).
+pub(super) fn step_done(
+    conn: &Connection,
+    run_id: &str,
+    key: &str,
+    output: &str,
+    failure: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE run_steps SET status = ?5, finished_at = ?3, output = ?4, error = ?6 \
+         WHERE run_id = ?1 AND key = ?2 AND status <> 'succeeded'",
+    )?
+    .execute(params![
+        run_id,
+        key,
+        now,
+        output,
+        if failure.is_some() {
+            "failed"
+        } else {
+            "succeeded"
+        },
+        failure
+    ])?;
+    Ok(())
+}
+
 impl SqliteStore {
     /// See [`crate::store::Store::step_record`]: one operation of the writer's next batch.
     pub async fn step_record(&self, step: NewStep) -> Result<bool> {
