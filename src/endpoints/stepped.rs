@@ -264,7 +264,7 @@ pub(crate) async fn execute(
                         .invoke_with(
                             std::slice::from_ref(&key),
                             &job,
-                            |_| Ok(payload.clone()),
+                            |_| Ok(payload.to_string()),
                             ms(Some(timeout_ms)),
                             |key, ended| Ok(invoke_told(key, ended.cloned())),
                         )

@@ -363,7 +363,7 @@ impl Steps {
         &self,
         keys: &[String],
         job_id: &str,
-        payload: impl Fn(usize) -> Result<Value, JobError>,
+        payload: impl Fn(usize) -> Result<String, JobError>,
         timeout_ms: i64,
     ) -> Result<Vec<Value>, JobError> {
         self.invoke_with(keys, job_id, payload, timeout_ms, |key, ended| {
@@ -374,13 +374,13 @@ impl Steps {
 
     /// [`Self::invoke`], each ended child's stored outcome (`{runId, status, output, error}`;
     /// `None`: timed out) read by `outcome` (an endpoint's steps tell it to the endpoint). The
-    /// payload of the child of `keys[i]` is `payload(i)`, asked only for the children started
-    /// now.
+    /// payload of the child of `keys[i]` is `payload(i)` (JSON text), asked only for the
+    /// children started now.
     pub(crate) async fn invoke_with(
         &self,
         keys: &[String],
         job_id: &str,
-        payload: impl Fn(usize) -> Result<Value, JobError>,
+        payload: impl Fn(usize) -> Result<String, JobError>,
         timeout_ms: i64,
         outcome: impl Fn(&str, Option<&Value>) -> Result<Value, JobError>,
     ) -> Result<Vec<Value>, JobError> {

@@ -63,6 +63,16 @@ impl JobSpec {
         !self.concurrency.is_empty() || self.throttle.is_some()
     }
 
+    /// Whether queueing a run of this job reads its event's payload: the keys of its slots,
+    /// rate limit or debounce, its priority, or its cancel-on matches.
+    pub fn queues_by_payload(&self) -> bool {
+        self.has_flow()
+            || self.rate_limit.is_some()
+            || self.debounce.is_some()
+            || self.priority.is_some()
+            || !self.cancel_on.is_empty()
+    }
+
     /// The slots a run of this job takes for `event` (see `model::flow`).
     pub fn run_slots(&self, event: &EventFields<'_>) -> Option<RunSlots> {
         self.concurrency

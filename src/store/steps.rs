@@ -44,8 +44,26 @@ pub struct NewChild {
     /// The id of the child's event, its idempotency key
     /// ([`crate::model::wait::invoke_event_id`]).
     pub event_id: String,
-    /// The child's payload.
-    pub payload: Value,
+    /// The child's payload, as JSON text: the event stores it as is, and it is parsed only for a
+    /// job whose runs are queued by what it holds ([`NewChild::payload_for`]).
+    pub payload: String,
     /// When the caller stops waiting for it (the step's timeout), ms.
     pub until: i64,
+}
+
+impl NewChild {
+    /// The payload as a run of `job` is queued with it: parsed when `job` reads it to queue a
+    /// run (its flow-control keys, priority, cancel-on matches), else `null`, never read (a
+    /// fan-out of thousands parses none).
+    pub fn payload_for(&self, job: &crate::model::JobSpec) -> Result<Value, super::Error> {
+        if !job.queues_by_payload() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&self.payload).map_err(|e| {
+            super::Error::Invalid(format!(
+                "the payload of invoke step {:?} is not JSON: {e}",
+                self.key
+            ))
+        })
+    }
 }

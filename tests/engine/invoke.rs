@@ -527,6 +527,42 @@ async fn an_invoked_child_is_cancelled_by_its_job_s_cancel_on(db: TestDb) {
     assert!(error.contains("cancelled"), "{error}");
 }
 
+/// A child is queued by its own payload where its job reads it: here a rate limit of one run per
+/// team. Two children of two teams both start; queued by anything but their payloads (the same
+/// key for both), the second would be refused and the fan-out would fail.
+async fn an_invoked_child_is_queued_by_its_own_payload(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    client
+        .define_job(
+            Job::new("per-team", "Per team", "1.0.0")
+                .trigger(event_trigger("never.sent"))
+                .rate_limit(1, DAY, Some("event.payload.team"))
+                .run(|p: Value, _io: Io| async move { Ok(p["team"].clone()) }),
+        )
+        .unwrap();
+    client
+        .define_job(
+            Job::new("teams", "Teams", "1.0.0")
+                .trigger(event_trigger("teams.start"))
+                .retry(once())
+                .run(|_p: Value, io: Io| async move {
+                    let teams = [json!({ "team": "a" }), json!({ "team": "b" })];
+                    let got: Vec<Value> = io.invoke_all("each", "per-team", &teams, DAY).await?;
+                    Ok(json!(got))
+                }),
+        )
+        .unwrap();
+    let ev = client.send_event("teams.start", &json!({})).await.unwrap();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(
+        d.runs[0].status,
+        RunStatus::Succeeded,
+        "{:?}",
+        d.runs[0].error
+    );
+    assert_eq!(d.runs[0].output, Some(json!(["a", "b"])));
+}
+
 /// An unknown job id to `invoke_all`: the caller fails for good naming it, and nothing of the
 /// fan-out was written (no child, no step, no wait).
 /// Asserts that run `parent`'s fan-out `all` of `n` children wrote none of them, nor a step;
@@ -722,6 +758,7 @@ backend_tests!(
     an_unknown_job_id_in_a_fan_out_writes_nothing,
     a_payload_that_is_not_json_fails_the_fan_out_and_starts_no_child,
     an_invoked_child_is_cancelled_by_its_job_s_cancel_on,
+    an_invoked_child_is_queued_by_its_own_payload,
     a_parent_resumes_when_its_last_child_ends_not_at_the_next_poll,
     a_cancelled_child_resumes_its_parent_at_once,
 );

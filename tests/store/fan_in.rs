@@ -62,7 +62,7 @@ impl FanOut {
             .map(|(k, until)| NewChild {
                 key: (*k).to_string(),
                 event_id: invoke_event_id(&parent.id, k, None),
-                payload: json!({ "k": k }),
+                payload: json!({ "k": k }).to_string(),
                 until: *until,
             })
             .collect();

@@ -97,7 +97,7 @@ impl PgStore {
         }
         let source = format!("job:{}", lease.run_id);
         let ids: Vec<&str> = children.iter().map(|c| c.event_id.as_str()).collect();
-        let payloads: Vec<String> = children.iter().map(|c| c.payload.to_string()).collect();
+        let payloads: Vec<&str> = children.iter().map(|c| c.payload.as_str()).collect();
         let created: std::collections::HashSet<String> = rows(
             &tx,
             "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
@@ -128,10 +128,11 @@ impl PgStore {
             let child = if created.contains(&c.event_id) {
                 // Queued like any run of its job: its concurrency slots, rate limit and start
                 // timeout apply.
+                let payload = c.payload_for(job)?;
                 let fields = crate::model::EventFields {
                     id: &c.event_id,
                     name: INVOKE_EVENT,
-                    payload: &c.payload,
+                    payload: &payload,
                     context: None,
                     source: &source,
                 };

@@ -18,15 +18,16 @@ use crate::model::wait::{INVOKE_EVENT, INVOKE_PATH};
 use crate::model::{StepKind, StepStatus};
 use crate::store::{Error, Lease, NewChild, Result};
 
-/// The step of a new child (waiting, its child's id as output and in `child_run_id`):
-/// parameters run id, key, kind, status, attempt, since, until, output, child. A step that failed (its child did, in an earlier
-/// attempt) is replaced: this is its next invocation.
+/// The step of a new child (waiting, its child's id in `child_run_id`; read back as the output
+/// `{runId}`, which is not stored: `steps::step_of`): parameters run id, key, kind, status,
+/// attempt, since, until, child. A step that failed (its child did, in an earlier attempt) is
+/// replaced: this is its next invocation.
 const CHILD_STEP_SQL: &str = "INSERT INTO run_steps \
-       (run_id, key, kind, status, attempt, started_at, wait_until, output, child_run_id) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+       (run_id, key, kind, status, attempt, started_at, wait_until, child_run_id) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
      ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, \
        attempt = excluded.attempt, started_at = excluded.started_at, finished_at = NULL, \
-       wait_until = excluded.wait_until, output = excluded.output, error = NULL, \
+       wait_until = excluded.wait_until, output = NULL, error = NULL, \
        child_run_id = excluded.child_run_id \
      WHERE run_steps.status <> 'succeeded'";
 
@@ -107,7 +108,7 @@ impl SqliteStore {
                     .execute(params![
                         c.event_id,
                         INVOKE_EVENT,
-                        c.payload.to_string(),
+                        c.payload,
                         source,
                         lease.run_id,
                         now
@@ -124,10 +125,11 @@ impl SqliteStore {
                 }
                 ctx.tally.events(now, 1);
                 // Queued like any run of its job: its flow control applies.
+                let payload = c.payload_for(&job)?;
                 let fields = crate::model::EventFields {
                     id: &c.event_id,
                     name: INVOKE_EVENT,
-                    payload: &c.payload,
+                    payload: &payload,
                     context: None,
                     source: &source,
                 };
@@ -148,7 +150,6 @@ impl SqliteStore {
                     attempt,
                     now,
                     c.until,
-                    serde_json::json!({ "runId": child }).to_string(),
                     child,
                 ])?;
                 ctx.wake = true;

@@ -31,10 +31,11 @@ pub(super) const STEP_WAIT_UPSERT: &str = "INSERT INTO run_steps \
 
 /// The columns of a step as read: the stored row, then its child run's end (`c.*`, NULL unless
 /// the step is an invoke step still stored as waiting whose child ended; see
-/// `0051_children_on_steps.sql`). Followed by the `WHERE` over `s`.
+/// `0051_children_on_steps.sql`), then its child's id. Followed by the `WHERE` over `s`.
 const STEP_SELECT: &str =
     "SELECT s.key, s.kind, s.status, s.attempt, s.started_at, s.finished_at, \
-       s.wait_until, s.output, s.error, s.label, c.id, c.status, c.output, c.error, c.finished_at \
+       s.wait_until, s.output, s.error, s.label, c.id, c.status, c.output, c.error, c.finished_at, \
+       s.child_run_id \
      FROM run_steps s LEFT JOIN runs c ON s.status = 'waiting' AND c.id = s.child_run_id \
        AND c.status IN ('succeeded', 'failed', 'cancelled')";
 
@@ -61,9 +62,9 @@ pub(super) fn step(c: &Connection, run_id: &str, key: &str) -> Result<Option<Ste
 }
 
 /// A row of [`STEP_SELECT`]: an invoke step whose child ended holds the child's outcome
-/// (`{runId, status, output, error}`), and fails unless the child succeeded. Text is read in
-/// place, and the stored output of such a step (its child's id) is not parsed: a fan-in's
-/// parent reads thousands.
+/// (`{runId, status, output, error}`), and fails unless the child succeeded; one whose child has
+/// not ended holds `{runId}` (not stored since the child's id is: `children.rs`). Text is read
+/// in place: a fan-in's parent reads thousands.
 fn step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
     let text = |i: usize| -> Result<&str> {
         text_at(r, i)?.ok_or_else(|| Error::Corrupt(format!("step column {i} is NULL")))
@@ -86,9 +87,12 @@ fn step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
             let status = text(2)?;
             let status = StepStatus::parse(status)
                 .ok_or_else(|| Error::Corrupt(format!("unknown step status {status:?}")))?;
-            let output = match text_at(r, 7)? {
-                Some(json) => Some(json_text(json)?),
-                None => None,
+            let output = match (text_at(r, 7)?, text_at(r, 15)?) {
+                (Some(json), _) => Some(json_text(json)?),
+                (None, Some(child)) if status == StepStatus::Waiting => {
+                    Some(serde_json::json!({ "runId": child }))
+                }
+                (None, _) => None,
             };
             (status, r.get::<_, Option<i64>>(5)?, output, r.get(8)?)
         }
@@ -128,7 +132,7 @@ impl Outcome {
     /// Run `id` succeeded with `output`.
     pub fn succeeded(id: &str, output: &Value) -> Self {
         Self {
-            json: serde_json::json!({ "runId": id, "status": "succeeded", "output": output, "error": null }),
+            json: outcome_json(id, "succeeded", output.clone(), Value::Null),
             failure: None,
         }
     }
@@ -136,7 +140,7 @@ impl Outcome {
     /// Run `id` ended with `status` (`succeeded`, `failed` or `cancelled`), its stored output
     /// (JSON text) and error.
     pub fn of(id: &str, status: &str, output: Option<&str>, error: Option<String>) -> Result<Self> {
-        let output = output.map(json_text).transpose()?;
+        let output = output.map(json_text).transpose()?.unwrap_or(Value::Null);
         let failure = (status != "succeeded").then(|| {
             format!(
                 "run {id} {status}: {}",
@@ -144,10 +148,21 @@ impl Outcome {
             )
         });
         Ok(Self {
-            json: serde_json::json!({ "runId": id, "status": status, "output": output, "error": error }),
+            json: outcome_json(id, status, output, error.map_or(Value::Null, Value::String)),
             failure,
         })
     }
+}
+
+/// `{runId, status, output, error}`, its parts moved in: a fan-in's parent reads thousands, and
+/// `json!` would copy each output again.
+fn outcome_json(id: &str, status: &str, output: Value, error: Value) -> Value {
+    let mut map = serde_json::Map::new();
+    map.insert("runId".into(), Value::String(id.into()));
+    map.insert("status".into(), Value::String(status.into()));
+    map.insert("output".into(), output);
+    map.insert("error".into(), error);
+    Value::Object(map)
 }
 
 /// Writes the step `key` of `run_id` whose wait ended with `output` (JSON): succeeded with it,
