@@ -522,6 +522,36 @@ mod tests {
             .run(|_p: Value, _io: Io| async move { Ok(json!(null)) })
     }
 
+    /// An invoked child's payload is parsed only for a job that reads it to queue a run: each
+    /// option that does says so, and a job with none does not.
+    #[test]
+    fn jobs_that_queue_runs_by_their_payload_say_so() {
+        let reads = |j: Job| {
+            j.validate()
+                .map(|(spec, _)| spec.queues_by_payload())
+                .unwrap()
+        };
+        assert!(!reads(job("plain", "1.0.0")));
+        let day = std::time::Duration::from_secs(86_400);
+        let keyed = [
+            job("a", "1.0.0").concurrency_limit(crate::model::flow::ConcurrencyLimit::key(
+                1,
+                "event.payload.team",
+            )),
+            job("b", "1.0.0").rate_limit(1, day, Some("event.payload.team")),
+            job("c", "1.0.0").throttle(1, day, Some("event.payload.team"), 1),
+            job("d", "1.0.0").debounce(Debounce::new(day).key("event.payload.team")),
+            job("e", "1.0.0").priority("event.payload.urgency"),
+            job("f", "1.0.0").cancel_on(
+                crate::model::cancel::CancelOn::event("x.cancelled").matching("payload.id"),
+            ),
+        ];
+        for j in keyed {
+            let id = j.id().to_string();
+            assert!(reads(j), "{id}");
+        }
+    }
+
     #[test]
     fn versions_must_be_semver() {
         assert!(job("a", "1.0.0").validate().is_ok());

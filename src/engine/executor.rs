@@ -143,6 +143,11 @@ async fn execute(shared: Arc<Shared>, mut run: ClaimedRun, cancel: CancellationT
         logs: once(&shared, &run.id, run.attempt, &steps, logger.take()).await,
     };
     finish(&shared, completion).await;
+    // The completer, woken by this completion, is queued to run next on this worker, where no
+    // other worker takes it: it records the completion before this execution's steps are
+    // dropped (a fan-in's parent holds thousands), not after.
+    tokio::task::yield_now().await;
+    drop(steps);
 }
 
 /// The lines of this execution without those its attempt already recorded: an execution that
