@@ -137,6 +137,11 @@ impl Steps {
         })
     }
 
+    /// How many stored steps this execution read (none before its first step).
+    pub(crate) fn held(&self) -> usize {
+        self.stored.get().map_or(0, HashMap::len)
+    }
+
     /// The run's stored steps, read at the first call of this execution.
     pub(crate) async fn stored(&self) -> Result<&HashMap<String, Step>, JobError> {
         self.stored
