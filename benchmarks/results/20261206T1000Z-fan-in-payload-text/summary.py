@@ -46,3 +46,23 @@ for store in ["sqlite", "postgres"]:
     if len(med) == 2:
         r = [f / b for f, b in zip(med["final"], med["base"])]
         print("drain 50,000", store, "paired final/base per round: median %.2f (%.2f-%.2f)" % (statistics.median(r), min(r), max(r)))
+
+# drain-ab.sh: base against final2 (fef8780), SQLite.
+med = {}
+for v in ["base", "final2"]:
+    med[v] = [statistics.median(s["runs_per_s"] for s in samples(f"drain2-{v}-{r}.jsonl", "drain", "sqlite")) for r in (1, 2, 3, 4)]
+    if all(med[v]):
+        xs = samples(f"drain2-{v}-*.jsonl", "drain", "sqlite")
+        print("drain 50,000 sqlite (drain-ab.sh)", v, f"n={len(xs)}", show(xs, "runs_per_s", "%.0f"))
+r = [f / b for f, b in zip(med["final2"], med["base"])]
+print("drain 50,000 sqlite (drain-ab.sh) paired final2/base per round: median %.2f (%.2f-%.2f)" % (statistics.median(r), min(r), max(r)))
+
+# drain-ab.sh, its second part: base against final2 on PostgreSQL (and SQLite, which each run drains too).
+for store in ["postgres", "sqlite"]:
+    med = {}
+    for v in ["base", "final2"]:
+        med[v] = [statistics.median(s["runs_per_s"] for s in samples(f"drain3-{v}-{r}.jsonl", "drain", store)) for r in (1, 2, 3)]
+        xs = samples(f"drain3-{v}-*.jsonl", "drain", store)
+        print("drain 50,000", store, "(drain-ab.sh, part 2)", v, f"n={len(xs)}", show(xs, "runs_per_s", "%.0f"))
+    r = [f / b for f, b in zip(med["final2"], med["base"])]
+    print("drain 50,000", store, "(drain-ab.sh, part 2) paired final2/base per round: median %.2f (%.2f-%.2f)" % (statistics.median(r), min(r), max(r)))
