@@ -625,15 +625,16 @@ impl Steps {
         job_id: &str,
         children: Vec<NewChild>,
     ) -> Result<Vec<String>, JobError> {
-        let what = match children.as_slice() {
-            [one] => format!("invoke {:?}", one.key),
-            many => format!(
-                "invoke [{}]",
-                many.iter()
-                    .map(|c| c.key.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+        // Named in an error only (a fan-out's keys are thousands).
+        let keys: Vec<String> = match children.as_slice() {
+            [one] => vec![one.key.clone()],
+            many => many.iter().take(3).map(|c| c.key.clone()).collect(),
+        };
+        let n = children.len();
+        let what = move || match keys.as_slice() {
+            [one] if n == 1 => format!("invoke {one:?}"),
+            some if n > some.len() => format!("invoke [{}, … {n} in all]", some.join(", ")),
+            all => format!("invoke [{}]", all.join(", ")),
         };
         let now = self.clock.now_ms();
         match self
@@ -643,13 +644,16 @@ impl Steps {
         {
             Ok(Some(ids)) => Ok(ids),
             Ok(None) => Err(JobError::from(format!(
-                "{what} could not start its run: this worker lost the run's lease"
+                "{} could not start its run: this worker lost the run's lease",
+                what()
             ))),
             Err(crate::store::Error::NotFound { .. }) => Err(JobError::fatal(format!(
-                "{what}: no job {job_id:?} is defined"
+                "{}: no job {job_id:?} is defined",
+                what()
             ))),
             Err(e) => Err(JobError::from(format!(
-                "{what} could not start its run: {e}"
+                "{} could not start its run: {e}",
+                what()
             ))),
         }
     }
