@@ -256,7 +256,7 @@ impl Io {
         payload: &P,
         timeout: Duration,
     ) -> Result<T, JobError> {
-        let payload = serde_json::to_string(payload).map_err(|e| {
+        let payload = serde_json::value::to_raw_value(payload).map_err(|e| {
             JobError::fatal(format!("invoke {key:?}: the payload is not JSON: {e}"))
         })?;
         let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
@@ -290,7 +290,7 @@ impl Io {
         // Serialized only for the children started now (once resumed, none is), straight to the
         // text their events store.
         let payload = |i: usize| {
-            serde_json::to_string(&payloads[i])
+            serde_json::value::to_raw_value(&payloads[i])
                 .map_err(|e| JobError::fatal(format!("invoke {key:?}: a payload is not JSON: {e}")))
         };
         let outputs = self.exec.steps.invoke(&keys, job_id, payload, ms).await?;

@@ -260,11 +260,14 @@ pub(crate) async fn execute(
                     timeout_ms,
                 } => {
                     // Starts the child once per key, then suspends until it ended (or timed out).
+                    let payload = serde_json::value::to_raw_value(&payload).map_err(|e| {
+                        JobError::fatal(format!("step {key:?}: the payload is not JSON: {e}"))
+                    })?;
                     let mut told = steps
                         .invoke_with(
                             std::slice::from_ref(&key),
                             &job,
-                            |_| Ok(payload.to_string()),
+                            |_| Ok(payload.clone()),
                             ms(Some(timeout_ms)),
                             |key, ended| Ok(invoke_told(key, ended.cloned())),
                         )

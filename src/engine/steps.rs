@@ -368,7 +368,7 @@ impl Steps {
         &self,
         keys: &[String],
         job_id: &str,
-        payload: impl Fn(usize) -> Result<String, JobError>,
+        payload: impl Fn(usize) -> Result<Box<serde_json::value::RawValue>, JobError>,
         timeout_ms: i64,
     ) -> Result<Vec<Value>, JobError> {
         self.invoke_with(keys, job_id, payload, timeout_ms, |key, ended| {
@@ -385,7 +385,7 @@ impl Steps {
         &self,
         keys: &[String],
         job_id: &str,
-        payload: impl Fn(usize) -> Result<String, JobError>,
+        payload: impl Fn(usize) -> Result<Box<serde_json::value::RawValue>, JobError>,
         timeout_ms: i64,
         outcome: impl Fn(&str, Option<&Value>) -> Result<Value, JobError>,
     ) -> Result<Vec<Value>, JobError> {

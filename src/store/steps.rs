@@ -44,9 +44,10 @@ pub struct NewChild {
     /// The id of the child's event, its idempotency key
     /// ([`crate::model::wait::invoke_event_id`]).
     pub event_id: String,
-    /// The child's payload, as JSON text: the event stores it as is, and it is parsed only for a
+    /// The child's payload, as JSON text (valid by its type: made by
+    /// `serde_json::value::to_raw_value`): the event stores it as is, and it is parsed only for a
     /// job whose runs are queued by what it holds ([`NewChild::payload_for`]).
-    pub payload: String,
+    pub payload: Box<serde_json::value::RawValue>,
     /// When the caller stops waiting for it (the step's timeout), ms.
     pub until: i64,
 }
@@ -59,7 +60,7 @@ impl NewChild {
         if !job.queues_by_payload() {
             return Ok(Value::Null);
         }
-        serde_json::from_str(&self.payload).map_err(|e| {
+        serde_json::from_str(self.payload.get()).map_err(|e| {
             super::Error::Invalid(format!(
                 "the payload of invoke step {:?} is not JSON: {e}",
                 self.key

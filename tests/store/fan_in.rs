@@ -62,7 +62,7 @@ impl FanOut {
             .map(|(k, until)| NewChild {
                 key: (*k).to_string(),
                 event_id: invoke_event_id(&parent.id, k, None),
-                payload: json!({ "k": k }).to_string(),
+                payload: serde_json::value::to_raw_value(&json!({ "k": k })).unwrap(),
                 until: *until,
             })
             .collect();

@@ -97,7 +97,7 @@ impl PgStore {
         }
         let source = format!("job:{}", lease.run_id);
         let ids: Vec<&str> = children.iter().map(|c| c.event_id.as_str()).collect();
-        let payloads: Vec<&str> = children.iter().map(|c| c.payload.as_str()).collect();
+        let payloads: Vec<&str> = children.iter().map(|c| c.payload.get()).collect();
         let created: std::collections::HashSet<String> = rows(
             &tx,
             "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \

@@ -108,7 +108,7 @@ impl SqliteStore {
                     .execute(params![
                         c.event_id,
                         INVOKE_EVENT,
-                        c.payload,
+                        c.payload.get(),
                         source,
                         lease.run_id,
                         now
