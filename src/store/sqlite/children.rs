@@ -18,19 +18,6 @@ use crate::model::wait::{INVOKE_EVENT, INVOKE_PATH};
 use crate::model::{StepKind, StepStatus};
 use crate::store::{Error, Lease, NewChild, Result};
 
-/// The step of a new child (waiting, its child's id in `child_run_id`; read back as the output
-/// `{runId}`, which is not stored: `steps::step_of`): parameters run id, key, kind, status,
-/// attempt, since, until, child. A step that failed (its child did, in an earlier attempt) is
-/// replaced: this is its next invocation.
-const CHILD_STEP_SQL: &str = "INSERT INTO run_steps \
-       (run_id, key, kind, status, attempt, started_at, wait_until, child_run_id) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-     ON CONFLICT (run_id, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, \
-       attempt = excluded.attempt, started_at = excluded.started_at, finished_at = NULL, \
-       wait_until = excluded.wait_until, output = NULL, error = NULL, \
-       child_run_id = excluded.child_run_id \
-     WHERE run_steps.status <> 'succeeded'";
-
 /// The most children written in one operation of the writer: a fan-out of thousands is
 /// committed in parts, so the first children run while the next are written.
 const CHUNK: usize = 1_000;
@@ -55,6 +42,17 @@ impl SqliteStore {
         } else {
             CHUNK
         };
+        // A child's step is found by its event id (`steps::steps_of`).
+        let (from, to) = super::steps::children_range(&lease.run_id);
+        if let Some(c) = children
+            .iter()
+            .find(|c| !(*c.event_id >= *from && *c.event_id < *to))
+        {
+            return Err(Error::Conflict(format!(
+                "invoke step {:?}: event id {:?} is not one of run {}'s children",
+                c.key, c.event_id, lease.run_id
+            )));
+        }
         let mut ids = Vec::with_capacity(children.len());
         let mut children = children.into_iter().peekable();
         while children.peek().is_some() {
@@ -96,7 +94,7 @@ impl SqliteStore {
             }
             let source = format!("job:{}", lease.run_id);
             let mut ids = Vec::with_capacity(children.len());
-            // The steps written, each waiting for its child: added to the parent's count.
+            // The children started, each holding its step: added to the parent's count.
             let mut waiting = 0;
             for c in &children {
                 let created = ctx
@@ -133,8 +131,14 @@ impl SqliteStore {
                     context: None,
                     source: &source,
                 };
+                let awaited = super::flow::Awaited {
+                    caller: &lease.run_id,
+                    key: &c.key,
+                    attempt,
+                    until: c.until,
+                };
                 let Some(child) =
-                    super::flow::run_insert_awaited(ctx.conn, &job, &fields, now, &lease.run_id)?
+                    super::flow::run_insert_awaited(ctx.conn, &job, &fields, now, &awaited)?
                 else {
                     // Rolled back with this operation's savepoint: nothing of the batch stays.
                     return Err(Error::Conflict(format!(
@@ -142,16 +146,7 @@ impl SqliteStore {
                         job.id, c.key
                     )));
                 };
-                waiting += ctx.conn.prepare_cached(CHILD_STEP_SQL)?.execute(params![
-                    lease.run_id,
-                    c.key,
-                    StepKind::Invoke.as_str(),
-                    StepStatus::Waiting.as_str(),
-                    attempt,
-                    now,
-                    c.until,
-                    child,
-                ])?;
+                waiting += 1;
                 ctx.wake = true;
                 ids.push(child);
             }
@@ -211,35 +206,54 @@ pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize>
 }
 
 /// Run `id`, an ended child, is about to change or go (an operator's retry, retention's prune):
-/// its caller keeps the outcome it counted. The caller's step waiting for it is written with
+/// its caller keeps the outcome it counted. The caller's step that the child holds is stored with
 /// that outcome, as a step whose child ended is on PostgreSQL (read from the child, it would
-/// turn into the retry's, or back into waiting once the child is pruned, and the caller would
-/// wait for it again), and the child no longer names its caller: counted again, a retried
-/// child's next end resumed the caller before its other children ended.
+/// turn into the retry's, or vanish once the child is pruned, and the caller would invoke it
+/// again), and the child no longer names its caller: counted again, a retried child's next end
+/// resumed the caller before its other children ended.
 pub(super) fn caller_keeps_outcome(conn: &Connection, id: &str) -> Result<()> {
-    let (Some(caller), Some(outcome)) = (caller_of(conn, id)?, child_outcome(conn, id)?) else {
+    type Held = (
+        Option<String>,
+        Option<String>,
+        Option<u32>,
+        i64,
+        Option<i64>,
+        Option<i64>,
+    );
+    let held: Option<Held> = conn
+        .prepare_cached(
+            "SELECT awaited_by, awaited_key, awaited_attempt, created_at, awaited_until, finished_at \
+             FROM runs WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })
+        .optional()?;
+    let Some((Some(caller), key, attempt, started, until, ended)) = held else {
         return Ok(());
     };
-    let ended: Option<i64> = conn
-        .prepare_cached("SELECT finished_at FROM runs WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))?;
-    // The caller's steps holding this child, by the caller's key range.
-    let keys: Vec<String> = conn
-        .prepare_cached(
-            "SELECT key FROM run_steps WHERE run_id = ?1 AND child_run_id = ?2 AND status = 'waiting'",
-        )?
-        .query_map(params![caller, id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let output = outcome.json.to_string();
-    for key in &keys {
-        super::steps::step_done(
-            conn,
-            &caller,
-            key,
-            &output,
-            outcome.failure.as_deref(),
-            ended.unwrap_or_default(),
-        )?;
+    let Some(outcome) = child_outcome(conn, id)? else {
+        return Ok(());
+    };
+    if let (Some(key), Some(attempt)) = (key, attempt) {
+        conn.prepare_cached(super::steps::STEP_UPSERT)?
+            .execute(params![
+                caller,
+                key,
+                StepKind::Invoke.as_str(),
+                if outcome.failure.is_some() {
+                    StepStatus::Failed
+                } else {
+                    StepStatus::Succeeded
+                }
+                .as_str(),
+                attempt,
+                started,
+                ended,
+                until,
+                outcome.json.to_string(),
+                outcome.failure,
+            ])?;
     }
     conn.prepare_cached("UPDATE runs SET awaited_by = NULL WHERE id = ?1")?
         .execute([id])?;
@@ -478,5 +492,101 @@ mod tests {
         assert_eq!(caller("ended").as_deref(), Some("parent"));
         assert_eq!(caller("timed-out"), None);
         assert_eq!(caller("parent"), None);
+    }
+
+    /// Invoke steps still waiting when `0053_children_as_steps.sql` is applied move onto their
+    /// children, and read the same: waiting with the child's id, or the ended child's outcome. A
+    /// step whose child no longer names its caller (timed out) stays stored.
+    #[test]
+    fn invoke_steps_move_onto_their_children_across_the_migration() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(
+            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        )
+        .expect("migrations table");
+        for (version, sql) in super::super::MIGRATIONS.iter().filter(|(v, _)| *v < 53) {
+            conn.execute_batch(sql).expect("migration");
+            conn.execute(
+                "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
+                [version],
+            )
+            .expect("version");
+        }
+        let run = |id: &str, key: &str, status: &str, caller: Option<&str>| {
+            conn.execute(
+                "INSERT INTO runs (id, event_id, job_id, job_version, status, max_attempts, run_at, created_at, output, awaited_by) \
+                 VALUES (?1, ?2, 'job', '1', ?3, 1, 0, 5, '{\"n\":1}', ?4)",
+                params![id, format!("parent-invoke-{key}"), status, caller],
+            )
+            .expect("run");
+        };
+        conn.execute(
+            "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at) \
+             VALUES ('parent', 'e', 'job', '1', 'queued', 1, 3, 0, 0)",
+            [],
+        )
+        .expect("parent");
+        run("waiting", "a", "running", Some("parent"));
+        run("ended", "b", "succeeded", Some("parent"));
+        run("timed-out", "c", "running", None);
+        for (key, status, child) in [
+            ("a", "waiting", "waiting"),
+            ("b", "waiting", "ended"),
+            ("c", "failed", "timed-out"),
+        ] {
+            conn.execute(
+                "INSERT INTO run_steps (run_id, key, kind, status, attempt, started_at, wait_until, child_run_id) \
+                 VALUES ('parent', ?1, 'invoke', ?2, 2, 5, 900, ?3)",
+                params![key, status, child],
+            )
+            .expect("step");
+        }
+        super::super::migrate(&mut conn).expect("migrate");
+        let stored: Vec<String> = conn
+            .prepare("SELECT key FROM run_steps")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("keys")
+            .collect::<rusqlite::Result<_>>()
+            .expect("keys");
+        assert_eq!(stored, ["c"]);
+        let steps = super::super::steps::steps_of(&conn, "parent").expect("steps");
+        let seen: Vec<_> = steps
+            .iter()
+            .map(|s| {
+                (
+                    s.key.as_str(),
+                    s.status,
+                    s.attempt,
+                    s.wait_until.map(|t| t.timestamp_millis()),
+                    s.output.as_ref().map(|o| o["runId"].clone()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "a",
+                    StepStatus::Waiting,
+                    2,
+                    Some(900),
+                    Some("waiting".into())
+                ),
+                (
+                    "b",
+                    StepStatus::Succeeded,
+                    2,
+                    Some(900),
+                    Some("ended".into())
+                ),
+                ("c", StepStatus::Failed, 2, Some(900), None),
+            ]
+        );
+        assert_eq!(
+            steps[1].output.as_ref().map(|o| o["output"]["n"].clone()),
+            Some(1.into())
+        );
+        assert!(steps.iter().all(|s| s.kind == StepKind::Invoke));
     }
 }

@@ -311,16 +311,25 @@ pub(super) fn run_insert(
     run_insert_due(conn, job, event, now, now)
 }
 
-/// [`run_insert`] of a run that run `caller` waits for (its invoke step's child): the run names
-/// it (`awaited_by`, see `0052_children_by_run.sql`).
+/// The invoke step of which a run is the child: its caller, the step's key, the caller's attempt
+/// that invoked it and the step's timeout (see `0053_children_as_steps.sql`).
+pub(super) struct Awaited<'a> {
+    pub caller: &'a str,
+    pub key: &'a str,
+    pub attempt: u32,
+    pub until: i64,
+}
+
+/// [`run_insert`] of a run that its caller waits for (an invoke step's child): the run holds
+/// the step (`awaited_by`, `awaited_key`, …; see `0053_children_as_steps.sql`).
 pub(super) fn run_insert_awaited(
     conn: &rusqlite::Connection,
     job: &crate::model::JobSpec,
     event: &EventFields<'_>,
     now: i64,
-    caller: &str,
+    awaited: &Awaited<'_>,
 ) -> Result<Option<String>> {
-    run_insert_with(conn, job, event, now, now, Some(caller))
+    run_insert_with(conn, job, event, now, now, Some(awaited))
 }
 
 /// [`run_insert`] of a run created at `now` and due at `due` (a debounced one).
@@ -334,14 +343,14 @@ pub(super) fn run_insert_due(
     run_insert_with(conn, job, event, now, due, None)
 }
 
-/// [`run_insert_due`] of a run that `awaited_by` waits for, if any.
+/// [`run_insert_due`] of a run that its caller waits for, if any.
 fn run_insert_with(
     conn: &rusqlite::Connection,
     job: &crate::model::JobSpec,
     event: &EventFields<'_>,
     now: i64,
     due: i64,
-    awaited_by: Option<&str>,
+    awaited: Option<&Awaited<'_>>,
 ) -> Result<Option<String>> {
     if let Some(rate) = &job.rate_limit {
         if !rate_take(conn, rate, &job.id, event, now)? {
@@ -351,8 +360,9 @@ fn run_insert_with(
     let id = new_run_id();
     let slots = job.run_slots(event);
     conn.prepare_cached(
-        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at, priority_ms, awaited_by) \
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?10, ?7, ?8, ?9, ?11, ?12)",
+        "INSERT INTO runs (id, event_id, job_id, job_version, status, attempt, max_attempts, run_at, created_at, slot_a, slot_b, expires_at, priority_ms, \
+           awaited_by, awaited_key, awaited_attempt, awaited_until) \
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?10, ?7, ?8, ?9, ?11, ?12, ?13, ?14, ?15)",
     )?
     .execute(params![
         id,
@@ -370,7 +380,10 @@ fn run_insert_with(
             .map(|t| due.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX))),
         now,
         job.priority.as_ref().and_then(|p| p.offset_ms(event)),
-        awaited_by,
+        awaited.map(|a| a.caller),
+        awaited.map(|a| a.key),
+        awaited.map(|a| a.attempt),
+        awaited.map(|a| a.until),
     ])?;
     if let Some(s) = &slots {
         flow_slots_put(conn, s, &job.id, due)?;

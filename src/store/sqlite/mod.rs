@@ -91,6 +91,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (50, include_str!("0050_webhook_sources.sql")),
     (51, include_str!("0051_children_on_steps.sql")),
     (52, include_str!("0052_children_by_run.sql")),
+    (53, include_str!("0053_children_as_steps.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

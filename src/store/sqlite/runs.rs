@@ -354,13 +354,22 @@ impl SqliteStore {
                         )?.execute(params![c.run_id, c.token, until])?;
                         if n == 1 {
                             ctx.wake = true;
-                            let kind = event.as_ref().map_or(StepKind::Wait, crate::model::EventWait::step_kind);
-                            ctx.conn.prepare_cached(super::steps::STEP_WAIT_UPSERT)?.execute(params![
-                                c.run_id, key, kind.as_str(), StepStatus::Waiting.as_str(),
-                                c.attempt, since, until
-                            ])?;
-                            if let Some(wait) = event {
-                                super::waits::register(ctx.conn, &c.run_id, key, wait, *since, *until, c.finished_at)?;
+                            let held_by_child = match event {
+                                Some(wait) if wait.is_invoke() => super::waits::child_holds_step(ctx.conn, &c.run_id, key, &wait.match_value)?,
+                                _ => false,
+                            };
+                            if held_by_child {
+                                // Its children are counted (`children.rs`), and the step is theirs.
+                                super::waits::children_due(ctx.conn, &c.run_id, c.finished_at)?;
+                            } else {
+                                let kind = event.as_ref().map_or(StepKind::Wait, crate::model::EventWait::step_kind);
+                                ctx.conn.prepare_cached(super::steps::STEP_WAIT_UPSERT)?.execute(params![
+                                    c.run_id, key, kind.as_str(), StepStatus::Waiting.as_str(),
+                                    c.attempt, since, until
+                                ])?;
+                                if let Some(wait) = event {
+                                    super::waits::register(ctx.conn, &c.run_id, key, wait, *since, *until, c.finished_at)?;
+                                }
                             }
                         }
                         ("waiting", n == 1, None, None)

@@ -1,12 +1,16 @@
 //! Durable steps on SQLite: recording one through the writer (fenced by the run's lease token)
 //! and reading a run's steps. A wait's suspension is part of the completion batch (`runs.rs`).
 
-use rusqlite::{params, Connection};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::rows::json_text;
 use super::writer::Guard;
 use super::SqliteStore;
+use crate::model::wait::invoke_event_id;
 use crate::model::{ms_to_time, Step, StepKind, StepStatus};
 use crate::store::{Error, NewStep, Result};
 
@@ -39,7 +43,41 @@ const STEP_SELECT: &str =
      FROM run_steps s LEFT JOIN runs c ON s.status = 'waiting' AND c.id = s.child_run_id \
        AND c.status IN ('succeeded', 'failed', 'cancelled')";
 
-/// A run's steps, in the order they started.
+/// The columns of an invoke step held by its child run (`0053_children_as_steps.sql`): its key,
+/// the caller's attempt that invoked it, when, its timeout; the child's id, status, output, error
+/// and end. Followed by a `WHERE` over the child's row.
+macro_rules! child_step_select {
+    () => {
+        "SELECT awaited_key, awaited_attempt, created_at, awaited_until, id, status, output, \
+           error, finished_at FROM runs"
+    };
+}
+
+/// The invoke steps run `?3`'s children hold: its children's event ids from `?1` to `?2`
+/// ([`children_range`]).
+const CHILD_STEPS_SQL: &str = concat!(
+    child_step_select!(),
+    " WHERE event_id >= ?1 AND event_id < ?2 AND awaited_by = ?3 AND awaited_key IS NOT NULL"
+);
+
+/// The invoke step `?3` of run `?2` held by the child of event `?1`, if it is.
+const CHILD_STEP_SQL: &str = concat!(
+    child_step_select!(),
+    " WHERE event_id = ?1 AND awaited_by = ?2 AND awaited_key = ?3"
+);
+
+/// The error of an invoke step whose child did not end before the step's timeout.
+pub(super) const INVOKE_TIMED_OUT: &str = "the invoked run did not end before the timeout";
+
+/// The event ids of run `run_id`'s children (`model::wait::invoke_event_id`) sort from
+/// `<run>-invoke` up to, not including, `<run>-invokf`: one walk of the index of the runs'
+/// events finds them.
+pub(super) fn children_range(run_id: &str) -> (String, String) {
+    (format!("{run_id}-invoke"), format!("{run_id}-invokf"))
+}
+
+/// A run's steps, in the order they started: those stored, and the invoke steps its children
+/// hold (for a key both have, the later attempt's; the stored one on a tie).
 pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
     // Sorted here: SQLite's sort would copy every row, its child's output too, into a temporary
     // tree (a fan-in's parent reads thousands).
@@ -49,16 +87,148 @@ pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
     while let Some(r) = rows.next()? {
         steps.push(step_of(r)?);
     }
+    let mut children = child_steps(c, run_id)?;
+    if !children.is_empty() {
+        steps.retain(|s| {
+            let child = children.get(&s.key).map(|child| child.attempt);
+            match child {
+                // Failed (or timed out), then invoked again in a later attempt.
+                Some(attempt) if attempt > s.attempt => false,
+                Some(_) => {
+                    children.remove(&s.key);
+                    true
+                }
+                None => true,
+            }
+        });
+        steps.reserve(children.len());
+        steps.extend(children.into_iter().map(|(key, mut step)| {
+            step.key = key;
+            step
+        }));
+    }
     steps.sort_unstable_by(|a, b| (a.started_at, &a.key).cmp(&(b.started_at, &b.key)));
     Ok(steps)
 }
 
-/// The step `key` of run `run_id`, if stored.
+/// The invoke steps run `run_id`'s children hold, by key (its key moved out of each step): for
+/// a key invoked again, the later attempt's child.
+fn child_steps(c: &Connection, run_id: &str) -> Result<HashMap<String, Step>> {
+    let (from, to) = children_range(run_id);
+    let mut stmt = c.prepare_cached(CHILD_STEPS_SQL)?;
+    let mut rows = stmt.query(params![from, to, run_id])?;
+    let mut steps: HashMap<String, Step> = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let mut step = child_step_of(r)?;
+        match steps.entry(std::mem::take(&mut step.key)) {
+            Entry::Occupied(mut o) => {
+                if step.attempt > o.get().attempt {
+                    o.insert(step);
+                }
+            }
+            Entry::Vacant(v) => {
+                v.insert(step);
+            }
+        }
+    }
+    Ok(steps)
+}
+
+/// The step `key` of run `run_id`, stored or held by a child (as [`steps_of`] picks).
 pub(super) fn step(c: &Connection, run_id: &str, key: &str) -> Result<Option<Step>> {
     let mut stmt =
         c.prepare_cached(&format!("{STEP_SELECT} WHERE s.run_id = ?1 AND s.key = ?2"))?;
     let mut rows = stmt.query(params![run_id, key])?;
-    rows.next()?.map(step_of).transpose()
+    let stored = rows.next()?.map(step_of).transpose()?;
+    Ok(match (stored, child_step(c, run_id, key)?) {
+        (Some(stored), Some((child, _))) if child.attempt > stored.attempt => Some(child),
+        (Some(stored), _) => Some(stored),
+        (None, child) => child.map(|(step, _)| step),
+    })
+}
+
+/// The invoke step `key` of run `run_id` held by a child, with the child's id: looked up by the
+/// event ids the run's attempts give their children (`invoke_event_id`), the latest attempt's.
+pub(super) fn child_step(
+    c: &Connection,
+    run_id: &str,
+    key: &str,
+) -> Result<Option<(Step, String)>> {
+    let attempt: Option<u32> = c
+        .prepare_cached("SELECT attempt FROM runs WHERE id = ?1")?
+        .query_row([run_id], |r| r.get(0))
+        .optional()?;
+    let Some(attempt) = attempt else {
+        return Ok(None);
+    };
+    let mut stmt = c.prepare_cached(CHILD_STEP_SQL)?;
+    let mut found: Option<(Step, String)> = None;
+    // A suspended run's attempt is one less than the attempt that resumes it.
+    for again_in in std::iter::once(None).chain((1..=attempt + 1).map(Some)) {
+        let event_id = invoke_event_id(run_id, key, again_in);
+        let mut rows = stmt.query(params![event_id, run_id, key])?;
+        if let Some(r) = rows.next()? {
+            let step = child_step_of(r)?;
+            if found.as_ref().is_none_or(|(f, _)| step.attempt > f.attempt) {
+                found = Some((step, r.get(4)?));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// A row of [`CHILD_STEPS_SQL`] or [`CHILD_STEP_SQL`]: waiting with `{runId}` while the child has not ended, else
+/// its outcome (see [`ended_child`]).
+fn child_step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
+    let text = |i: usize| -> Result<&str> {
+        text_at(r, i)?.ok_or_else(|| Error::Corrupt(format!("child step column {i} is NULL")))
+    };
+    let child = text(4)?;
+    let started_at: i64 = r.get(2)?;
+    let (status, finished_at, output, error) = match text(5)? {
+        status @ ("succeeded" | "failed" | "cancelled") => {
+            let (step_status, output, failure) =
+                ended_child(child, status, text_at(r, 6)?, r.get(7)?)?;
+            (step_status, r.get::<_, Option<i64>>(8)?, output, failure)
+        }
+        _ => (
+            StepStatus::Waiting,
+            None,
+            serde_json::json!({ "runId": child }),
+            None,
+        ),
+    };
+    Ok(Step {
+        key: r.get(0)?,
+        kind: StepKind::Invoke,
+        status,
+        attempt: r.get(1)?,
+        started_at: ms_to_time(started_at),
+        finished_at: finished_at.map(ms_to_time),
+        duration_ms: finished_at.map(|f| f - started_at),
+        wait_until: r.get::<_, Option<i64>>(3)?.map(ms_to_time),
+        output: Some(output),
+        error,
+        label: None,
+    })
+}
+
+/// An invoke step whose child run `child` ended with `status`, its stored output and error: the
+/// step's status, its output (`{runId, status, output, error}`) and its error (unless the child
+/// succeeded).
+fn ended_child(
+    child: &str,
+    status: &str,
+    output: Option<&str>,
+    error: Option<String>,
+) -> Result<(StepStatus, Value, Option<String>)> {
+    let outcome = Outcome::of(child, status, output, error)?;
+    let status = if outcome.failure.is_some() {
+        StepStatus::Failed
+    } else {
+        StepStatus::Succeeded
+    };
+    Ok((status, outcome.json, outcome.failure))
 }
 
 /// A row of [`STEP_SELECT`]: an invoke step whose child ended holds the child's outcome
@@ -75,13 +245,9 @@ fn step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
     let started_at: i64 = r.get(4)?;
     let (status, finished_at, output, error) = match text_at(r, 10)? {
         Some(child) => {
-            let outcome = Outcome::of(child, text(11)?, text_at(r, 12)?, r.get(13)?)?;
-            let status = if outcome.failure.is_some() {
-                StepStatus::Failed
-            } else {
-                StepStatus::Succeeded
-            };
-            (status, r.get(14)?, Some(outcome.json), outcome.failure)
+            let (status, output, failure) =
+                ended_child(child, text(11)?, text_at(r, 12)?, r.get(13)?)?;
+            (status, r.get(14)?, Some(output), failure)
         }
         None => {
             let status = text(2)?;
@@ -236,5 +402,55 @@ impl SqliteStore {
     /// See [`crate::store::Store::run_steps`].
     pub async fn run_steps(&self, run_id: String) -> Result<Vec<Step>> {
         self.read(move |c| steps_of(c, &run_id)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::types::Value as SqlValue;
+
+    use super::super::query::tests::{db, plan};
+
+    /// A parent's children (its invoke steps) are found by one walk of the index of the runs'
+    /// events, and one child by a probe of it: never a walk of `runs`.
+    #[test]
+    fn a_run_s_children_are_found_by_their_event_ids() {
+        let (_dir, conn) = db();
+        let text = |s: &str| SqlValue::Text(s.into());
+        let p = plan(
+            &conn,
+            super::CHILD_STEPS_SQL,
+            &[text("run_1-invoke"), text("run_1-invokf"), text("run_1")],
+        );
+        assert!(p.contains("runs_event (event_id>? AND event_id<?)"), "{p}");
+        let p = plan(
+            &conn,
+            super::CHILD_STEP_SQL,
+            &[text("run_1-invoke-a"), text("run_1"), text("a")],
+        );
+        assert!(p.contains("runs_event (event_id=?)"), "{p}");
+        assert!(!p.contains("SCAN runs"), "{p}");
+    }
+
+    /// The range holds every event id `invoke_event_id` gives a run's children, and no other
+    /// run's.
+    #[test]
+    fn the_children_range_holds_every_child_event_id() {
+        use crate::model::wait::invoke_event_id;
+        let (from, to) = super::children_range("run_1");
+        for again_in in [None, Some(1), Some(12)] {
+            for key in ["a", "all:0", "-", "é"] {
+                let id = invoke_event_id("run_1", key, again_in);
+                assert!(*id >= *from && *id < *to, "{id}");
+            }
+        }
+        for other in [
+            "run_10-invoke-a",
+            "run_1-invokf",
+            "run_1-invok",
+            "run_2-invoke-a",
+        ] {
+            assert!(!(*other >= *from && *other < *to), "{other}");
+        }
     }
 }

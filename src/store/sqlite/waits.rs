@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::children::{child_outcome, children_taken, PARENT_DUE_SQL};
 use super::rows::{json_text, opt_json};
-use super::steps::step_done;
+use super::steps::{step_done, INVOKE_TIMED_OUT, STEP_UPSERT};
 use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
 use crate::model::wait::{
@@ -33,13 +33,6 @@ pub(super) fn register(
     until: i64,
     now: i64,
 ) -> Result<bool> {
-    if wait.is_invoke() && child_on_step(conn, run_id, key, &wait.match_value)? {
-        // Its children are counted (`children.rs`): due now if none is left.
-        let due =
-            conn.prepare_cached(PARENT_DUE_SQL)?
-                .execute(params![run_id, now, INVOKE_EVENT])?;
-        return Ok(due > 0);
-    }
     if wait.is_callback() && callback_answered(conn, run_id, key)? {
         // Posted to before the run got here: due now.
         conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
@@ -174,15 +167,29 @@ pub(super) fn on_event(
     Ok(n)
 }
 
-/// Whether the step `key` of `run_id` is an invoke step holding its child `child` (written by
-/// `runs_invoke`; not a Trigger.dev v2 invoke task, nor a step stored before children were
-/// counted), which waits without a `run_waits` row.
-fn child_on_step(conn: &Connection, run_id: &str, key: &str, child: &str) -> Result<bool> {
+/// Whether run `child` holds the invoke step `key` of `run_id` (written by `runs_invoke`; not a
+/// Trigger.dev v2 invoke task), whose wait is its caller's count of children (`children.rs`)
+/// rather than a `run_waits` row.
+pub(super) fn child_holds_step(
+    conn: &Connection,
+    run_id: &str,
+    key: &str,
+    child: &str,
+) -> Result<bool> {
     Ok(conn
         .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM run_steps WHERE run_id = ?1 AND key = ?2 AND child_run_id = ?3)",
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?3 AND awaited_by = ?1 AND awaited_key = ?2)",
         )?
         .query_row(params![run_id, key, child], |r| r.get(0))?)
+}
+
+/// Suspends run `run_id` on the invoke step `key` its child holds: due now if none of its
+/// children is left (it ended while the run was on its way here). Returns whether it is.
+pub(super) fn children_due(conn: &Connection, run_id: &str, now: i64) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(PARENT_DUE_SQL)?
+        .execute(params![run_id, now, INVOKE_EVENT])?
+        > 0)
 }
 
 /// Whether the callback step `key` of `run_id` was answered already.
@@ -254,16 +261,16 @@ pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingW
     if stored.is_some() {
         return Ok(stored);
     }
+    let (from, to) = super::steps::children_range(run_id);
     Ok(conn
         .prepare_cached(
-            "SELECT s.key, s.child_run_id, s.started_at, coalesce(s.wait_until, s.started_at) \
-             FROM run_steps s JOIN runs c ON c.id = s.child_run_id \
-             WHERE s.run_id = ?1 AND s.status = 'waiting' AND s.child_run_id IS NOT NULL \
-               AND c.status IN ('queued', 'running') \
+            "SELECT awaited_key, id, created_at, coalesce(awaited_until, created_at) FROM runs \
+             WHERE event_id >= ?2 AND event_id < ?3 AND awaited_by = ?1 \
+               AND awaited_key IS NOT NULL AND status IN ('queued', 'running') \
                AND EXISTS (SELECT 1 FROM children_waiting WHERE run_id = ?1) \
-             ORDER BY s.wait_until, s.key LIMIT 1",
+             ORDER BY awaited_until, awaited_key LIMIT 1",
         )?
-        .query_row([run_id], |r| {
+        .query_row(params![run_id, from, to], |r| {
             Ok(PendingWait::from_row(
                 r.get(0)?,
                 INVOKE_EVENT.to_string(),
@@ -429,29 +436,38 @@ impl SqliteStore {
             ctx.conn
                 .prepare_cached("DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2")?
                 .execute(params![lease.run_id, key])?;
-            // Still waiting (else it ended meanwhile: its outcome stays; an invoke step's child
-            // that ended is its outcome). An invoke step fails; one whose child was counted is
-            // taken off the count.
-            let expired: Option<Option<String>> = ctx
-                .conn
+            // Still waiting (else it ended meanwhile: its outcome stays). A stored step: a wait,
+            // a Trigger.dev v2 invoke task, or an invoke step stored before its child held it
+            // (whose ended child is its outcome).
+            ctx.conn
                 .prepare_cached(
                     "UPDATE run_steps SET status = CASE WHEN kind = 'invoke' THEN 'failed' ELSE 'succeeded' END, \
                        finished_at = ?3, output = 'null', \
-                       error = CASE WHEN kind = 'invoke' THEN 'the invoked run did not end before the timeout' END \
+                       error = CASE WHEN kind = 'invoke' THEN ?4 END \
                      WHERE run_id = ?1 AND key = ?2 AND status = 'waiting' \
                        AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.id = run_steps.child_run_id \
-                                       AND c.status IN ('succeeded', 'failed', 'cancelled')) \
-                     RETURNING child_run_id",
+                                       AND c.status IN ('succeeded', 'failed', 'cancelled'))",
                 )?
-                .query_row(params![lease.run_id, key, now], |r| r.get(0))
-                .optional()?;
-            if let Some(Some(child)) = expired {
-                // The child no longer has a caller: its later end takes nothing off.
-                let released = ctx
-                    .conn
-                    .prepare_cached("UPDATE runs SET awaited_by = NULL WHERE id = ?1 AND awaited_by = ?2")?
-                    .execute(params![child, lease.run_id])?;
-                if released > 0 {
+                .execute(params![lease.run_id, key, now, INVOKE_TIMED_OUT])?;
+            // An invoke step its child holds, the child not ended: stored, failed, and the child
+            // no longer names its caller (its later end takes nothing off the caller's count).
+            if let Some((step, child)) = super::steps::child_step(ctx.conn, &lease.run_id, &key)? {
+                if step.status == StepStatus::Waiting {
+                    ctx.conn.prepare_cached(STEP_UPSERT)?.execute(params![
+                        lease.run_id,
+                        key,
+                        StepKind::Invoke.as_str(),
+                        StepStatus::Failed.as_str(),
+                        step.attempt,
+                        step.started_at.timestamp_millis(),
+                        now,
+                        step.wait_until.map(|t| t.timestamp_millis()),
+                        "null",
+                        INVOKE_TIMED_OUT,
+                    ])?;
+                    ctx.conn
+                        .prepare_cached("UPDATE runs SET awaited_by = NULL WHERE id = ?1 AND awaited_by = ?2")?
+                        .execute(params![child, lease.run_id])?;
                     children_taken(ctx.conn, &lease.run_id, 1)?;
                 }
             }
