@@ -1,11 +1,12 @@
-//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on SQLite: started with their steps in
-//! one operation of the writer per 1,000 children (`CHUNK`). Each invoke step holds its child's
-//! id, each child names its caller (`runs.awaited_by`), and the caller's count of children it
-//! waits for (`children_waiting`) grows by the steps written; a child's end takes one off
-//! ([`FanIn`]), and the caller resumes once, when none is left (fan-in). Nothing per child is
-//! written at its end: its step's outcome is read from the child run (`steps::steps_of`). An
-//! ended child retried or pruned first writes its caller's step ([`caller_keeps_outcome`]).
-//! The one writer orders the children's ends. Waits for one event are `waits.rs`.
+//! The runs a run invokes (`io.invoke`, `io.invoke_all`) on SQLite: started in one operation of
+//! the writer per 1,000 children (`CHUNK`). The caller keeps no row per child: each child holds
+//! its caller's step (`runs.awaited_by`, `awaited_key`, …: `0053_children_as_steps.sql`; read as
+//! a step by `steps::steps_of`), and the caller's count of children it waits for
+//! (`children_waiting`) grows by the children started; a child's end takes one off ([`FanIn`]),
+//! and the caller resumes once, when none is left (fan-in). Nothing is written for the step at
+//! its child's end. An ended child retried or pruned first stores its caller's step
+//! ([`caller_keeps_outcome`]), as a timeout does (`waits.rs`). The one writer orders the
+//! children's ends. Waits for one event are `waits.rs`.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;

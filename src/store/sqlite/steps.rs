@@ -34,8 +34,9 @@ pub(super) const STEP_WAIT_UPSERT: &str = "INSERT INTO run_steps \
      WHERE run_steps.status <> 'succeeded'";
 
 /// The columns of a step as read: the stored row, then its child run's end (`c.*`, NULL unless
-/// the step is an invoke step still stored as waiting whose child ended; see
-/// `0051_children_on_steps.sql`), then its child's id. Followed by the `WHERE` over `s`.
+/// the step is an invoke step stored as waiting whose child ended: one that
+/// `0053_children_as_steps.sql` could not move onto its child; see `0051_children_on_steps.sql`),
+/// then its child's id. Followed by the `WHERE` over `s`.
 const STEP_SELECT: &str =
     "SELECT s.key, s.kind, s.status, s.attempt, s.started_at, s.finished_at, \
        s.wait_until, s.output, s.error, s.label, c.id, c.status, c.output, c.error, c.finished_at, \
@@ -231,10 +232,9 @@ fn ended_child(
     Ok((status, outcome.json, outcome.failure))
 }
 
-/// A row of [`STEP_SELECT`]: an invoke step whose child ended holds the child's outcome
-/// (`{runId, status, output, error}`), and fails unless the child succeeded; one whose child has
-/// not ended holds `{runId}` (not stored since the child's id is: `children.rs`). Text is read
-/// in place: a fan-in's parent reads thousands.
+/// A row of [`STEP_SELECT`]: an invoke step stored waiting whose child ended holds the child's
+/// outcome (`{runId, status, output, error}`), and fails unless the child succeeded; one whose
+/// child has not ended holds `{runId}`. Text is read in place.
 fn step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
     let text = |i: usize| -> Result<&str> {
         text_at(r, i)?.ok_or_else(|| Error::Corrupt(format!("step column {i} is NULL")))
