@@ -16,7 +16,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::steps::Outcome;
 use super::SqliteStore;
 use crate::model::wait::{INVOKE_EVENT, INVOKE_PATH};
-use crate::model::{StepKind, StepStatus};
+use crate::model::StepStatus;
 use crate::store::{Error, Lease, NewChild, Result};
 
 /// The most children written in one operation of the writer: a fan-out of thousands is
@@ -213,48 +213,15 @@ pub(super) fn on_run_end(conn: &Connection, id: &str, now: i64) -> Result<usize>
 /// again), and the child no longer names its caller: counted again, a retried child's next end
 /// resumed the caller before its other children ended.
 pub(super) fn caller_keeps_outcome(conn: &Connection, id: &str) -> Result<()> {
-    type Held = (
-        Option<String>,
-        Option<String>,
-        Option<u32>,
-        i64,
-        Option<i64>,
-        Option<i64>,
-    );
-    let held: Option<Held> = conn
-        .prepare_cached(
-            "SELECT awaited_by, awaited_key, awaited_attempt, created_at, awaited_until, finished_at \
-             FROM runs WHERE id = ?1",
-        )?
-        .query_row([id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-        })
-        .optional()?;
-    let Some((Some(caller), key, attempt, started, until, ended)) = held else {
+    let Some(caller) = caller_of(conn, id)? else {
         return Ok(());
     };
-    let Some(outcome) = child_outcome(conn, id)? else {
-        return Ok(());
-    };
-    if let (Some(key), Some(attempt)) = (key, attempt) {
-        conn.prepare_cached(super::steps::STEP_UPSERT)?
-            .execute(params![
-                caller,
-                key,
-                StepKind::Invoke.as_str(),
-                if outcome.failure.is_some() {
-                    StepStatus::Failed
-                } else {
-                    StepStatus::Succeeded
-                }
-                .as_str(),
-                attempt,
-                started,
-                ended,
-                until,
-                outcome.json.to_string(),
-                outcome.failure,
-            ])?;
+    match super::steps::step_held(conn, id)? {
+        Some(step) if step.status != StepStatus::Waiting => {
+            super::steps::step_store(conn, &caller, &step)?;
+        }
+        // Not ended: its end is still to count.
+        _ => return Ok(()),
     }
     conn.prepare_cached("UPDATE runs SET awaited_by = NULL WHERE id = ?1")?
         .execute([id])?;
@@ -408,6 +375,28 @@ pub(super) fn children_unfinished(conn: &Connection, id: &str) -> Result<Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::StepKind;
+
+    /// A database migrated up to, not including, migration `version`.
+    fn migrated_before(version: i64) -> Connection {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(
+            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        )
+        .expect("migrations table");
+        for (v, sql) in super::super::MIGRATIONS
+            .iter()
+            .filter(|(v, _)| *v < version)
+        {
+            conn.execute_batch(sql).expect("migration");
+            conn.execute(
+                "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
+                [v],
+            )
+            .expect("version");
+        }
+        conn
+    }
 
     /// The query plan of `sql`, one detail per line.
     fn plan(conn: &Connection, sql: &str) -> String {
@@ -445,19 +434,7 @@ mod tests {
     /// count).
     #[test]
     fn children_waiting_across_the_migration_keep_their_caller() {
-        let mut conn = Connection::open_in_memory().expect("open");
-        conn.execute_batch(
-            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-        )
-        .expect("migrations table");
-        for (version, sql) in super::super::MIGRATIONS.iter().filter(|(v, _)| *v < 52) {
-            conn.execute_batch(sql).expect("migration");
-            conn.execute(
-                "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
-                [version],
-            )
-            .expect("version");
-        }
+        let mut conn = migrated_before(52);
         let run = |id: &str, status: &str| {
             conn.execute(
                 "INSERT INTO runs (id, event_id, job_id, job_version, status, max_attempts, run_at, created_at) \
@@ -500,19 +477,7 @@ mod tests {
     /// step whose child no longer names its caller (timed out) stays stored.
     #[test]
     fn invoke_steps_move_onto_their_children_across_the_migration() {
-        let mut conn = Connection::open_in_memory().expect("open");
-        conn.execute_batch(
-            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-        )
-        .expect("migrations table");
-        for (version, sql) in super::super::MIGRATIONS.iter().filter(|(v, _)| *v < 53) {
-            conn.execute_batch(sql).expect("migration");
-            conn.execute(
-                "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
-                [version],
-            )
-            .expect("version");
-        }
+        let mut conn = migrated_before(53);
         let run = |id: &str, key: &str, status: &str, caller: Option<&str>| {
             conn.execute(
                 "INSERT INTO runs (id, event_id, job_id, job_version, status, max_attempts, run_at, created_at, output, awaited_by) \

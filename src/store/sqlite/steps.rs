@@ -61,6 +61,12 @@ const CHILD_STEPS_SQL: &str = concat!(
     " WHERE event_id >= ?1 AND event_id < ?2 AND awaited_by = ?3 AND awaited_key IS NOT NULL"
 );
 
+/// The invoke step run `?1` holds for its caller, if it holds one.
+const HELD_STEP_SQL: &str = concat!(
+    child_step_select!(),
+    " WHERE id = ?1 AND awaited_key IS NOT NULL"
+);
+
 /// The invoke step `?3` of run `?2` held by the child of event `?1`, if it is.
 const CHILD_STEP_SQL: &str = concat!(
     child_step_select!(),
@@ -178,7 +184,31 @@ pub(super) fn child_step(
     Ok(found)
 }
 
-/// A row of [`CHILD_STEPS_SQL`] or [`CHILD_STEP_SQL`]: waiting with `{runId}` while the child has not ended, else
+/// The invoke step run `child` holds for its caller (`awaited_by`), if any.
+pub(super) fn step_held(c: &Connection, child: &str) -> Result<Option<Step>> {
+    let mut stmt = c.prepare_cached(HELD_STEP_SQL)?;
+    let mut rows = stmt.query([child])?;
+    rows.next()?.map(child_step_of).transpose()
+}
+
+/// Stores `step` of run `run_id`, unless the stored one succeeded ([`STEP_UPSERT`]).
+pub(super) fn step_store(c: &Connection, run_id: &str, step: &Step) -> Result<()> {
+    c.prepare_cached(STEP_UPSERT)?.execute(params![
+        run_id,
+        step.key,
+        step.kind.as_str(),
+        step.status.as_str(),
+        step.attempt,
+        step.started_at.timestamp_millis(),
+        step.finished_at.map(|t| t.timestamp_millis()),
+        step.wait_until.map(|t| t.timestamp_millis()),
+        step.output.as_ref().map(Value::to_string),
+        step.error,
+    ])?;
+    Ok(())
+}
+
+/// A row of [`CHILD_STEPS_SQL`], [`HELD_STEP_SQL`] or [`CHILD_STEP_SQL`]: waiting with `{runId}` while the child has not ended, else
 /// its outcome (see [`ended_child`]).
 fn child_step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
     let text = |i: usize| -> Result<&str> {

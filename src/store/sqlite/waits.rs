@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::children::{child_outcome, children_taken, PARENT_DUE_SQL};
 use super::rows::{json_text, opt_json};
-use super::steps::{step_done, INVOKE_TIMED_OUT, STEP_UPSERT};
+use super::steps::{step_done, step_store, INVOKE_TIMED_OUT};
 use super::writer::{Guard, WriteCtx};
 use super::SqliteStore;
 use crate::model::wait::{
@@ -451,24 +451,18 @@ impl SqliteStore {
                 .execute(params![lease.run_id, key, now, INVOKE_TIMED_OUT])?;
             // An invoke step its child holds, the child not ended: stored, failed, and the child
             // no longer names its caller (its later end takes nothing off the caller's count).
-            if let Some((step, child)) = super::steps::child_step(ctx.conn, &lease.run_id, &key)? {
+            if let Some((mut step, child)) = super::steps::child_step(ctx.conn, &lease.run_id, &key)? {
                 if step.status == StepStatus::Waiting {
-                    ctx.conn.prepare_cached(STEP_UPSERT)?.execute(params![
-                        lease.run_id,
-                        key,
-                        StepKind::Invoke.as_str(),
-                        StepStatus::Failed.as_str(),
-                        step.attempt,
-                        step.started_at.timestamp_millis(),
-                        now,
-                        step.wait_until.map(|t| t.timestamp_millis()),
-                        "null",
-                        INVOKE_TIMED_OUT,
-                    ])?;
+                    step.status = StepStatus::Failed;
+                    step.finished_at = Some(ms_to_time(now));
+                    step.output = Some(Value::Null);
+                    step.error = Some(INVOKE_TIMED_OUT.to_string());
+                    step_store(ctx.conn, &lease.run_id, &step)?;
                     ctx.conn
                         .prepare_cached("UPDATE runs SET awaited_by = NULL WHERE id = ?1 AND awaited_by = ?2")?
                         .execute(params![child, lease.run_id])?;
                     children_taken(ctx.conn, &lease.run_id, 1)?;
+                    return Ok(Some(Value::Null));
                 }
             }
             let step = super::steps::step(ctx.conn, &lease.run_id, &key)?;
