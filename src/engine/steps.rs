@@ -4,8 +4,9 @@
 //! - **Stored results.** A step that succeeds is written at once, in a write of its own
 //!   ([`Store::step_record`]), fenced by the lease token the execution was claimed with: a worker
 //!   that lost its lease records nothing. The run's steps are read once per execution, at its
-//!   first step (a job without steps reads nothing), and served from memory: a step stored as
-//!   succeeded returns its stored output and its closure is not called.
+//!   first step (a job without steps reads nothing), by key ([`Store::run_steps_by_key`]), and
+//!   served from memory: a step stored as succeeded returns its stored output and its closure
+//!   is not called.
 //! - **Keys** are unique within a run. Using one twice in an execution, or with another kind
 //!   than it was stored with, is a fatal error (a bug in the job, which no retry fixes).
 //! - **Waits** suspend the execution: the wait records why (`Suspension`) and never resolves;
@@ -14,7 +15,7 @@
 //!   run's return to the queue (due at the wait's time, the attempt not counted) are one
 //!   transaction. A user cannot swallow the suspension as they could an error.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Mutex;
 
@@ -27,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::log_throttle::storage_failure;
 use crate::model::JobError;
-use crate::model::{EventWait, Step, StepKind, StepStatus, WaitedEvent};
+use crate::model::{EventWait, StepKind, StepStatus, StepsByKey, WaitedEvent};
 use crate::store::{Lease, NewChild, NewStep, Store};
 
 /// Longest step key, in bytes.
@@ -78,9 +79,9 @@ pub(crate) struct Steps {
     /// only by a wait: the payload is shared with the handler's, not copied per execution).
     run_event: RunEvent,
     /// The run's steps as stored when this execution first needed them.
-    stored: OnceCell<HashMap<String, Step>>,
+    stored: OnceCell<StepsByKey>,
     /// Keys of tasks and waits used in this execution.
-    used: Mutex<HashSet<String>>,
+    used: Mutex<HashSet<String, foldhash::fast::RandomState>>,
     suspend: CancellationToken,
     suspension: Mutex<Option<Suspension>>,
 }
@@ -139,18 +140,13 @@ impl Steps {
 
     /// How many stored steps this execution read (none before its first step).
     pub(crate) fn held(&self) -> usize {
-        self.stored.get().map_or(0, HashMap::len)
+        self.stored.get().map_or(0, StepsByKey::len)
     }
 
     /// The run's stored steps, read at the first call of this execution.
-    pub(crate) async fn stored(&self) -> Result<&HashMap<String, Step>, JobError> {
+    pub(crate) async fn stored(&self) -> Result<&StepsByKey, JobError> {
         self.stored
-            .get_or_try_init(|| async {
-                let steps = self.store.run_steps(&self.lease.run_id).await?;
-                Ok::<_, crate::store::Error>(
-                    steps.into_iter().map(|s| (s.key.clone(), s)).collect(),
-                )
-            })
+            .get_or_try_init(|| self.store.run_steps_by_key(&self.lease.run_id))
             .await
             .map_err(|e| JobError::from(format!("could not read the run's steps: {e}")))
     }
@@ -158,28 +154,34 @@ impl Steps {
     /// Takes `key` for a task or wait of this execution: refused (fatal) when it is empty, too
     /// long, reserved or already used.
     fn take_key(&self, key: &str) -> Result<(), JobError> {
-        if key.is_empty() || key.len() > MAX_STEP_KEY_LEN || !crate::store::storable(key) {
-            return Err(JobError::fatal(format!(
-                "invalid step key {key:?}: use 1-{MAX_STEP_KEY_LEN} bytes without NUL"
-            )));
+        self.take_keys(std::slice::from_ref(&key))
+    }
+
+    /// [`Self::take_key`] for each of `keys` (a fan-out's thousands, under one lock).
+    fn take_keys(&self, keys: &[impl AsRef<str>]) -> Result<(), JobError> {
+        let mut used = self.used.lock().map_err(|_| {
+            JobError::fatal("this execution's step keys could not be read (a step panicked)")
+        })?;
+        used.reserve(keys.len());
+        for key in keys {
+            let key = key.as_ref();
+            if key.is_empty() || key.len() > MAX_STEP_KEY_LEN || !crate::store::storable(key) {
+                return Err(JobError::fatal(format!(
+                    "invalid step key {key:?}: use 1-{MAX_STEP_KEY_LEN} bytes without NUL"
+                )));
+            }
+            if key.starts_with(EVENT_KEY_PREFIX) {
+                return Err(JobError::fatal(format!(
+                    "invalid step key {key:?}: keys starting with {EVENT_KEY_PREFIX:?} are the chained events'"
+                )));
+            }
+            if !used.insert(key.to_string()) {
+                return Err(JobError::fatal(format!(
+                    "step key {key:?} is used twice in this run: step keys must be unique within a run"
+                )));
+            }
         }
-        if key.starts_with(EVENT_KEY_PREFIX) {
-            return Err(JobError::fatal(format!(
-                "invalid step key {key:?}: keys starting with {EVENT_KEY_PREFIX:?} are the chained events'"
-            )));
-        }
-        let fresh = self
-            .used
-            .lock()
-            .map(|mut used| used.insert(key.to_string()))
-            .unwrap_or(false);
-        if fresh {
-            Ok(())
-        } else {
-            Err(JobError::fatal(format!(
-                "step key {key:?} is used twice in this run: step keys must be unique within a run"
-            )))
-        }
+        Ok(())
     }
 
     /// Records `step` under this execution's lease. `Err` when it could not be written or the
@@ -389,9 +391,7 @@ impl Steps {
         timeout_ms: i64,
         outcome: impl Fn(&str, Option<&Value>) -> Result<Value, JobError>,
     ) -> Result<Vec<Value>, JobError> {
-        for key in keys {
-            self.take_key(key)?;
-        }
+        self.take_keys(keys)?;
         let stored = self.stored().await?;
         let now = self.clock.now_ms();
         let until = now.saturating_add(timeout_ms.max(0));

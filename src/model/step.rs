@@ -4,6 +4,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// A run's steps by key, as an execution replays them: a fan-in's parent looks up thousands, so
+/// the keys are hashed with `foldhash` (seeded per process) rather than SipHash.
+pub type StepsByKey = std::collections::HashMap<String, Step, foldhash::fast::RandomState>;
+
 /// What a durable step of a run is (see [`crate::Io::run_task`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

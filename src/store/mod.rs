@@ -433,6 +433,15 @@ impl Store {
         }
         dispatch!(self, s => s.run_steps(run_id.to_string()).await)
     }
+
+    /// A run's steps by key, in no order: what an execution replays from (a fan-in's parent
+    /// looks up thousands, and sorting them would be wasted).
+    pub async fn run_steps_by_key(&self, run_id: &str) -> Result<crate::model::StepsByKey> {
+        if !storable(run_id) {
+            return Ok(Default::default());
+        }
+        dispatch!(self, s => s.run_steps_by_key(run_id.to_string()).await)
+    }
 }
 
 /// Jobs and their schedules.

@@ -633,6 +633,46 @@ async fn a_payload_that_is_not_json_fails_the_fan_out_and_starts_no_child(db: Te
     nothing_started(&client, &ev.run_ids[0], 3).await;
 }
 
+/// A fan-out whose keys clash with a step this execution already used (here `all:1`, a task's)
+/// fails the caller for good, and starts none of its children: every key is taken before
+/// anything is written.
+async fn a_fan_out_whose_key_is_already_used_starts_no_child(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    children(&client).await;
+    client
+        .define_job(
+            Job::new("clash-fan", "Clashing fan-out", "1.0.0")
+                .trigger(event_trigger("clash.fan"))
+                .run(|_p: Value, io: Io| async move {
+                    io.run_task("all:1", || async { Ok(json!("a task")) })
+                        .await?;
+                    let payloads: Vec<Value> = (0..3).map(|n| json!({ "n": n })).collect();
+                    let _: Vec<Value> = io
+                        .invoke_all("all", "double", &payloads, Duration::from_secs(60))
+                        .await?;
+                    Ok(Value::Null)
+                }),
+        )
+        .unwrap();
+    let ev = client.send_event("clash.fan", &json!({})).await.unwrap();
+    let d = settled(&client, &ev.id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    assert_eq!(d.runs[0].attempt, 1, "a programming error is not retried");
+    let error = d.runs[0].error.clone().unwrap_or_default();
+    assert!(error.contains("\"all:1\" is used twice"), "{error}");
+    let parent = &ev.run_ids[0];
+    for i in 0..3 {
+        let event = format!("{parent}-invoke-all:{i}");
+        assert!(
+            client.store().event_get(&event).await.unwrap().is_none(),
+            "{event}"
+        );
+    }
+    let steps = client.store().run_steps(parent).await.unwrap();
+    let kinds: Vec<(&str, StepKind)> = steps.iter().map(|s| (s.key.as_str(), s.kind)).collect();
+    assert_eq!(kinds, [("all:1", StepKind::Task)]);
+}
+
 /// Engine settings whose poll would come only after the test's deadline: a run made due must
 /// wake the workers itself.
 fn no_poll() -> flare::EngineConfig {
@@ -761,6 +801,7 @@ backend_tests!(
     a_child_whose_worker_died_resumes_its_parent_when_it_ends,
     an_unknown_job_id_in_a_fan_out_writes_nothing,
     a_payload_that_is_not_json_fails_the_fan_out_and_starts_no_child,
+    a_fan_out_whose_key_is_already_used_starts_no_child,
     an_invoked_child_is_cancelled_by_its_job_s_cancel_on,
     an_invoked_child_is_queued_by_its_own_payload,
     a_parent_resumes_when_its_last_child_ends_not_at_the_next_poll,

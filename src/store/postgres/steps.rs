@@ -133,6 +133,12 @@ impl PgStore {
         steps_of(&client, &run_id).await
     }
 
+    /// See [`crate::store::Store::run_steps_by_key`].
+    pub async fn run_steps_by_key(&self, run_id: String) -> Result<crate::model::StepsByKey> {
+        let steps = self.run_steps(run_id).await?;
+        Ok(steps.into_iter().map(|s| (s.key.clone(), s)).collect())
+    }
+
     /// See [`crate::store::Store::wait_expire`]: one transaction (`waits::expire`).
     pub async fn wait_expire(&self, lease: Lease, key: String, now: i64) -> Result<Option<Value>> {
         let mut client = self.conn().await?;

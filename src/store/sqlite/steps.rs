@@ -2,7 +2,6 @@
 //! and reading a run's steps. A wait's suspension is part of the completion batch (`runs.rs`).
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
@@ -11,7 +10,7 @@ use super::rows::json_text;
 use super::writer::Guard;
 use super::SqliteStore;
 use crate::model::wait::invoke_event_id;
-use crate::model::{ms_to_time, Step, StepKind, StepStatus};
+use crate::model::{ms_to_time, Step, StepKind, StepStatus, StepsByKey};
 use crate::store::{Error, NewStep, Result};
 
 /// Inserts a step, or replaces the one of the same key unless that one succeeded (a completed
@@ -83,51 +82,52 @@ pub(super) fn children_range(run_id: &str) -> (String, String) {
     (format!("{run_id}-invoke"), format!("{run_id}-invokf"))
 }
 
-/// A run's steps, in the order they started: those stored, and the invoke steps its children
-/// hold (for a key both have, the later attempt's; the stored one on a tie).
+/// A run's steps, in the order they started: [`steps_by_key`], sorted.
 pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
     // Sorted here: SQLite's sort would copy every row, its child's output too, into a temporary
-    // tree (a fan-in's parent reads thousands).
-    let mut stmt = c.prepare_cached(&format!("{STEP_SELECT} WHERE s.run_id = ?1"))?;
-    let mut rows = stmt.query([run_id])?;
-    let mut steps = Vec::new();
-    while let Some(r) = rows.next()? {
-        steps.push(step_of(r)?);
-    }
-    let mut children = child_steps(c, run_id)?;
-    if !children.is_empty() {
-        steps.retain(|s| {
-            let child = children.get(&s.key).map(|child| child.attempt);
-            match child {
-                // Failed (or timed out), then invoked again in a later attempt.
-                Some(attempt) if attempt > s.attempt => false,
-                Some(_) => {
-                    children.remove(&s.key);
-                    true
-                }
-                None => true,
-            }
-        });
-        steps.reserve(children.len());
-        steps.extend(children.into_iter().map(|(key, mut step)| {
-            step.key = key;
-            step
-        }));
-    }
+    // tree (a fan-in's parent has thousands).
+    let mut steps: Vec<Step> = steps_by_key(c, run_id)?.into_values().collect();
     steps.sort_unstable_by(|a, b| (a.started_at, &a.key).cmp(&(b.started_at, &b.key)));
     Ok(steps)
 }
 
-/// The invoke steps run `run_id`'s children hold, by key (its key moved out of each step): for
-/// a key invoked again, the later attempt's child.
-fn child_steps(c: &Connection, run_id: &str) -> Result<HashMap<String, Step>> {
+/// A run's steps by key: the invoke steps its children hold and those stored (for a key both
+/// have, the later attempt's; the stored one on a tie). What an execution replays from; unsorted,
+/// since it looks each step up by its key.
+pub(super) fn steps_by_key(c: &Connection, run_id: &str) -> Result<StepsByKey> {
+    let mut steps = child_steps(c, run_id)?;
+    let mut stmt = c.prepare_cached(&format!("{STEP_SELECT} WHERE s.run_id = ?1"))?;
+    let mut rows = stmt.query([run_id])?;
+    while let Some(r) = rows.next()? {
+        let step = step_of(r)?;
+        match steps.entry(step.key.clone()) {
+            // Failed (or timed out), then invoked again in a later attempt.
+            Entry::Occupied(child) if child.get().attempt > step.attempt => {}
+            Entry::Occupied(mut child) => {
+                child.insert(step);
+            }
+            Entry::Vacant(v) => {
+                v.insert(step);
+            }
+        }
+    }
+    Ok(steps)
+}
+
+/// The invoke steps run `run_id`'s children hold, by key: for a key invoked again, the later
+/// attempt's child.
+fn child_steps(c: &Connection, run_id: &str) -> Result<StepsByKey> {
     let (from, to) = children_range(run_id);
     let mut stmt = c.prepare_cached(CHILD_STEPS_SQL)?;
     let mut rows = stmt.query(params![from, to, run_id])?;
-    let mut steps: HashMap<String, Step> = HashMap::new();
+    let mut found = Vec::new();
     while let Some(r) = rows.next()? {
-        let mut step = child_step_of(r)?;
-        match steps.entry(std::mem::take(&mut step.key)) {
+        found.push(child_step_of(r)?);
+    }
+    // Sized once: growing a map of thousands moves every step again at each doubling.
+    let mut steps = StepsByKey::with_capacity_and_hasher(found.len(), Default::default());
+    for step in found {
+        match steps.entry(step.key.clone()) {
             Entry::Occupied(mut o) => {
                 if step.attempt > o.get().attempt {
                     o.insert(step);
@@ -432,6 +432,11 @@ impl SqliteStore {
     /// See [`crate::store::Store::run_steps`].
     pub async fn run_steps(&self, run_id: String) -> Result<Vec<Step>> {
         self.read(move |c| steps_of(c, &run_id)).await
+    }
+
+    /// See [`crate::store::Store::run_steps_by_key`].
+    pub async fn run_steps_by_key(&self, run_id: String) -> Result<StepsByKey> {
+        self.read(move |c| steps_by_key(c, &run_id)).await
     }
 }
 
