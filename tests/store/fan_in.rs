@@ -241,7 +241,28 @@ async fn a_pruned_child_keeps_its_outcome_for_its_waiting_caller(db: TestDb) {
     assert_eq!(f.claim_parent(1_400).await.len(), 1, "due once `b` ended");
 }
 
+/// A fan-out of 2,500 children, which SQLite writes in parts of 1,000: every child is started
+/// once, and the ids come back in the order of the keys (the engine pairs them with the keys),
+/// each the run of its key's event.
+async fn a_fan_out_written_in_parts_returns_its_children_in_key_order(db: TestDb) {
+    let keys: Vec<String> = (0..2_500).map(|i| format!("all:{i}")).collect();
+    let children: Vec<(&str, i64)> = keys.iter().map(|k| (k.as_str(), 3_600_000)).collect();
+    let f = FanOut::start(&db, &children).await;
+    assert_eq!(f.kids.len(), 2_500, "every child is queued once");
+    for (key, id) in keys.iter().zip(&f.ids) {
+        let child = f.store.run_detail(id).await.unwrap().unwrap();
+        assert_eq!(
+            child.run.event_id,
+            invoke_event_id(&f.parent.id, key, None),
+            "{key}"
+        );
+    }
+    let pending = f.store.run_detail(&f.parent.id).await.unwrap().unwrap();
+    assert_eq!(pending.steps.len(), 2_500);
+}
+
 backend_tests!(
+    a_fan_out_written_in_parts_returns_its_children_in_key_order,
     the_last_child_s_completion_makes_its_parent_due_and_wakes_the_workers,
     a_child_ending_after_its_step_timed_out_leaves_its_caller_waiting,
     a_failed_child_retried_by_hand_is_not_counted_twice,
