@@ -19,6 +19,7 @@ mod control;
 mod events;
 mod failure_events;
 mod failures;
+mod fan_out;
 mod invoke;
 mod leader;
 mod nodes;
