@@ -48,7 +48,7 @@ use super::step_answer::{op_name, parse_answer, Op};
 use super::target::Target;
 use crate::clock::ms_to_time;
 use crate::io::Io;
-use crate::model::{JobError, Step, StepKind, StepStatus};
+use crate::model::{Invoked, JobError, RunStatus, Step, StepKind, StepStatus};
 
 /// Most calls in one attempt (each answer must make progress: a step or the outcome).
 pub const MAX_CALLS_PER_ATTEMPT: usize = 1_000;
@@ -85,12 +85,18 @@ pub(crate) async fn execute(
                 done.insert(step.key, told);
             }
             (StepKind::Invoke, StepStatus::Succeeded) => {
-                done.insert(step.key.clone(), invoke_told(&step.key, step.output));
+                done.insert(
+                    step.key.clone(),
+                    invoke_told(&step.key, step.invoked().as_deref()),
+                );
             }
             // A child that failed in this attempt is told; one of an earlier attempt is not:
             // when the endpoint asks again, the job is invoked again (a new child).
             (StepKind::Invoke, StepStatus::Failed) if step.attempt == io.attempt() => {
-                done.insert(step.key.clone(), invoke_told(&step.key, step.output));
+                done.insert(
+                    step.key.clone(),
+                    invoke_told(&step.key, step.invoked().as_deref()),
+                );
             }
             (StepKind::Invoke, StepStatus::Failed) => {}
             (_, StepStatus::Succeeded) => {
@@ -269,7 +275,7 @@ pub(crate) async fn execute(
                             &job,
                             |_| Ok(payload.clone()),
                             ms(Some(timeout_ms)),
-                            |key, ended| Ok(invoke_told(key, ended.cloned())),
+                            |key, ended| Ok(invoke_told(key, ended)),
                         )
                         .await
                         .map_err(|e| step_fatal(&key, e))?;
@@ -367,22 +373,21 @@ fn callback_told(step: &Step) -> (Value, Option<Handle>) {
 
 /// What the endpoint is told of an invoked run that ended: its output, or why it did not succeed
 /// (`ended` is `{runId, status, output, error}`, or `null` when it did not end in time).
-fn invoke_told(key: &str, ended: Option<Value>) -> Value {
-    let ended = ended.unwrap_or(Value::Null);
-    if ended.is_null() {
+fn invoke_told(key: &str, ended: Option<&Invoked>) -> Value {
+    let Some(ended) = ended else {
         return json!({
             "error": format!("invoke {key:?}: the invoked run did not end before the timeout")
         });
-    }
-    if ended["status"] == "succeeded" {
-        return json!({ "output": ended["output"] });
+    };
+    if ended.status == RunStatus::Succeeded {
+        return json!({ "output": ended.output });
     }
     json!({
         "error": format!(
             "invoke {key:?}: run {} {}: {}",
-            ended["runId"].as_str().unwrap_or("?"),
-            ended["status"].as_str().unwrap_or("ended"),
-            ended["error"].as_str().unwrap_or("no error given")
+            ended.run_id,
+            ended.status.as_str(),
+            ended.error.as_deref().unwrap_or("no error given")
         )
     })
 }
@@ -395,17 +400,19 @@ mod tests {
     fn an_invoked_run_is_told_as_its_output_or_an_error() {
         let ok =
             json!({"runId": "run_1", "status": "succeeded", "output": {"n": 2}, "error": null});
-        assert_eq!(invoke_told("k", Some(ok)), json!({"output": {"n": 2}}));
+        let ok = Invoked::from_json(&ok);
+        assert_eq!(invoke_told("k", ok.as_ref()), json!({"output": {"n": 2}}));
         let failed = json!({"runId": "run_1", "status": "failed", "output": null, "error": "boom"});
+        let failed = Invoked::from_json(&failed);
         assert_eq!(
-            invoke_told("k", Some(failed)),
+            invoke_told("k", failed.as_ref()),
             json!({"error": "invoke \"k\": run run_1 failed: boom"})
         );
-        for timed_out in [None, Some(Value::Null)] {
-            let told = invoke_told("k", timed_out);
-            assert!(told["error"]
-                .as_str()
-                .is_some_and(|e| e.contains("timeout")));
-        }
+        // A timeout is stored as `null`.
+        assert_eq!(Invoked::from_json(&Value::Null), None);
+        let told = invoke_told("k", None);
+        assert!(told["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("timeout")));
     }
 }

@@ -52,7 +52,14 @@ pub(crate) async fn execute(
     io: Io,
 ) -> Result<Value, JobError> {
     let steps = io.steps();
-    let mut stored: Vec<Step> = steps.stored().await?.values().cloned().collect();
+    // As stored: the tasks read an invoke task's outcome from its output.
+    let mut stored: Vec<Step> = steps
+        .stored()
+        .await?
+        .values()
+        .cloned()
+        .map(Step::with_output)
+        .collect();
     let now = target.clock.now_ms();
     let run_id = io.run_id().to_string();
     // Waits that are due now are over: record them, so the SDK gets them as completed (an

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::log_throttle::storage_failure;
 use crate::model::JobError;
-use crate::model::{EventWait, StepKind, StepStatus, StepsByKey, WaitedEvent};
+use crate::model::{EventWait, Invoked, RunStatus, StepKind, StepStatus, StepsByKey, WaitedEvent};
 use crate::store::{Lease, NewChild, NewStep, Store};
 
 /// Longest step key, in bytes.
@@ -379,8 +379,7 @@ impl Steps {
         .await
     }
 
-    /// [`Self::invoke`], each ended child's stored outcome (`{runId, status, output, error}`;
-    /// `None`: timed out) read by `outcome` (an endpoint's steps tell it to the endpoint). The
+    /// [`Self::invoke`], each ended child's outcome (`None`: timed out) read by `outcome` (an endpoint's steps tell it to the endpoint). The
     /// payload of the child of `keys[i]` is `payload(i)` (JSON text), asked only for the
     /// children started now.
     pub(crate) async fn invoke_with(
@@ -389,7 +388,7 @@ impl Steps {
         job_id: &str,
         payload: impl Fn(usize) -> Result<Box<serde_json::value::RawValue>, JobError>,
         timeout_ms: i64,
-        outcome: impl Fn(&str, Option<&Value>) -> Result<Value, JobError>,
+        outcome: impl Fn(&str, Option<&Invoked>) -> Result<Value, JobError>,
     ) -> Result<Vec<Value>, JobError> {
         self.take_keys(keys)?;
         let stored = self.stored().await?;
@@ -406,11 +405,11 @@ impl Steps {
                     return Err(kind_clash(key, step.kind, StepKind::Invoke));
                 }
                 Some(step) if step.status == StepStatus::Succeeded => {
-                    ended.push(Some(outcome(key, step.output.as_ref())));
+                    ended.push(Some(outcome(key, step.invoked().as_deref())));
                     continue;
                 }
                 Some(step) if step.status == StepStatus::Failed && step.attempt == self.attempt => {
-                    ended.push(Some(outcome(key, step.output.as_ref())));
+                    ended.push(Some(outcome(key, step.invoked().as_deref())));
                     continue;
                 }
                 // Failed in an earlier attempt: invoked again, a new child.
@@ -462,7 +461,7 @@ impl Steps {
                 }
                 Err(e) => return Err(JobError::from(format!("invoke {key:?} could not end: {e}"))),
             };
-            ended[*i] = Some(outcome(key, Some(&output)));
+            ended[*i] = Some(outcome(key, Invoked::from_json(&output).as_ref()));
         }
         // The first error in key order (a child failed, or timed out); else, while children
         // run, wait for them: the run resumes when the last one ends, or at the first timeout.
@@ -685,22 +684,21 @@ fn body_of(output: Option<Value>) -> Option<Value> {
     output.and_then(|o| o.get("body").cloned())
 }
 
-/// The result of an invoked run as stored (`{runId, status, output, error}`; `null`: timed out).
-fn invoked(key: &str, job_id: &str, stored: Option<&Value>) -> Result<Value, JobError> {
-    let stored = stored.unwrap_or(&Value::Null);
-    if stored.is_null() {
+/// The result of an invoked run (`None`: it did not end before the timeout).
+fn invoked(key: &str, job_id: &str, ended: Option<&Invoked>) -> Result<Value, JobError> {
+    let Some(ended) = ended else {
         return Err(JobError::from(format!(
             "invoke {key:?}: the run of {job_id:?} did not end before the timeout"
         )));
-    }
-    if stored["status"] == "succeeded" {
-        return Ok(stored["output"].clone());
+    };
+    if ended.status == RunStatus::Succeeded {
+        return Ok(ended.output.clone());
     }
     Err(JobError::from(format!(
         "invoke {key:?}: run {} of {job_id:?} {}: {}",
-        stored["runId"].as_str().unwrap_or("?"),
-        stored["status"].as_str().unwrap_or("ended"),
-        stored["error"].as_str().unwrap_or("no error given")
+        ended.run_id,
+        ended.status.as_str(),
+        ended.error.as_deref().unwrap_or("no error given")
     )))
 }
 

@@ -34,6 +34,6 @@ pub use priority::Priority;
 pub use rate::{RateLimit, RateLimitSpec};
 pub use retry::RetryPolicy;
 pub use run::{Attempt, Level, LogLine, Run, RunStatus};
-pub use step::{Step, StepKind, StepStatus, StepsByKey};
+pub use step::{Invoked, Step, StepKind, StepStatus, StepsByKey};
 pub use throttle::{Throttle, ThrottleSpec};
 pub use wait::{EventWait, WaitedEvent};

@@ -1,8 +1,12 @@
 //! Durable steps of a run (`io.run_task`, `io.wait`, `io.send_event`), as stored.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::RunStatus;
 
 /// A run's steps by key, as an execution replays them: a fan-in's parent looks up thousands, so
 /// the keys are hashed with `foldhash` (seeded per process) rather than SipHash.
@@ -116,4 +120,151 @@ pub struct Step {
     /// key; its step key is the SDK's idempotency hash).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// An ended invoke step's outcome, typed, in place of `output`: how the SQLite store's read
+    /// for a replay ([`crate::store::Store::run_steps_by_key`]) hands a fan-in's parent thousands
+    /// of children without building an object for each. Never serialized: whatever shows or
+    /// tells a step reads [`Step::invoked`], or takes [`Step::with_output`] first.
+    #[serde(skip)]
+    pub outcome: Option<Invoked>,
+}
+
+impl Step {
+    /// An invoke step's ended child: the typed [`Step::outcome`], else read from `output`
+    /// (`{runId, status, output, error}`); `None` while it runs, or after a timeout (`null`).
+    pub fn invoked(&self) -> Option<Cow<'_, Invoked>> {
+        match (&self.outcome, &self.output) {
+            (Some(outcome), _) => Some(Cow::Borrowed(outcome)),
+            (None, Some(output)) => Invoked::from_json(output).map(Cow::Owned),
+            (None, None) => None,
+        }
+    }
+
+    /// The step as stored and shown: a typed [`Step::outcome`] moved into `output`.
+    pub fn with_output(mut self) -> Self {
+        if let Some(outcome) = self.outcome.take() {
+            self.output = Some(outcome.into_json());
+        }
+        self
+    }
+}
+
+/// How an invoked run ended, as its caller's invoke step holds it (stored and shown as
+/// `{runId, status, output, error}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invoked {
+    /// The child run.
+    pub run_id: String,
+    /// `Succeeded`, `Failed` or `Cancelled`.
+    pub status: RunStatus,
+    /// Its output (`null` unless it succeeded with one).
+    pub output: Value,
+    /// Its error, unless it succeeded.
+    pub error: Option<String>,
+}
+
+impl Invoked {
+    /// The stored shape, its parts moved in.
+    pub fn into_json(self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("runId".into(), Value::String(self.run_id));
+        map.insert("status".into(), Value::String(self.status.as_str().into()));
+        map.insert("output".into(), self.output);
+        map.insert(
+            "error".into(),
+            self.error.map_or(Value::Null, Value::String),
+        );
+        Value::Object(map)
+    }
+
+    /// Reads the stored shape: `None` for anything else (`null` after a timeout, `{runId}`
+    /// while the child runs).
+    pub fn from_json(stored: &Value) -> Option<Self> {
+        let status =
+            RunStatus::parse(stored.get("status")?.as_str()?).filter(|s| s.is_terminal())?;
+        Some(Self {
+            run_id: stored.get("runId")?.as_str()?.to_string(),
+            status,
+            output: stored.get("output").cloned().unwrap_or(Value::Null),
+            error: stored
+                .get("error")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        })
+    }
+
+    /// What the caller's step fails with unless the child succeeded.
+    pub fn failure(&self) -> Option<String> {
+        (self.status != RunStatus::Succeeded).then(|| {
+            format!(
+                "run {} {}: {}",
+                self.run_id,
+                self.status.as_str(),
+                self.error.as_deref().unwrap_or("no error given")
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn invoke_step(output: Option<Value>, outcome: Option<Invoked>) -> Step {
+        Step {
+            key: "k".into(),
+            kind: StepKind::Invoke,
+            status: StepStatus::Succeeded,
+            attempt: 1,
+            started_at: crate::model::ms_to_time(1_000),
+            finished_at: None,
+            duration_ms: None,
+            wait_until: None,
+            output,
+            error: None,
+            label: None,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn an_invoke_steps_outcome_reads_the_same_typed_or_stored() {
+        let failed = Invoked {
+            run_id: "run_1".into(),
+            status: RunStatus::Failed,
+            output: Value::Null,
+            error: Some("boom".into()),
+        };
+        let stored = json!({"runId": "run_1", "status": "failed", "output": null, "error": "boom"});
+        assert_eq!(failed.clone().into_json(), stored);
+        assert_eq!(Invoked::from_json(&stored).as_ref(), Some(&failed));
+        assert_eq!(failed.failure().as_deref(), Some("run run_1 failed: boom"));
+
+        let typed = invoke_step(None, Some(failed.clone()));
+        assert_eq!(typed.invoked().as_deref(), Some(&failed));
+        // Shown and stored as the JSON it stands for; never serialized typed.
+        let shown = typed.with_output();
+        assert_eq!(shown.outcome, None);
+        assert_eq!(shown.output.as_ref(), Some(&stored));
+        assert_eq!(shown.invoked().as_deref(), Some(&failed));
+        assert_eq!(serde_json::to_value(&shown).unwrap()["output"], stored);
+
+        let succeeded =
+            json!({"runId": "run_2", "status": "succeeded", "output": {"n": 2}, "error": null});
+        let read = Invoked::from_json(&succeeded).unwrap();
+        assert_eq!(read.output, json!({"n": 2}));
+        assert_eq!(read.failure(), None);
+        assert_eq!(read.into_json(), succeeded);
+    }
+
+    #[test]
+    fn a_running_or_timed_out_child_has_no_outcome() {
+        for output in [json!({"runId": "run_1"}), Value::Null] {
+            assert_eq!(invoke_step(Some(output), None).invoked(), None);
+        }
+        assert_eq!(invoke_step(None, None).invoked(), None);
+        let running = json!({"runId": "run_1", "status": "running", "output": null, "error": null});
+        assert_eq!(Invoked::from_json(&running), None);
+    }
 }

@@ -435,7 +435,8 @@ impl Store {
     }
 
     /// A run's steps by key, in no order: what an execution replays from (a fan-in's parent
-    /// looks up thousands, and sorting them would be wasted).
+    /// looks up thousands, and sorting them would be wasted). An invoke step's ended child may
+    /// come typed ([`Step::outcome`], read with [`Step::invoked`]) instead of as `output`.
     pub async fn run_steps_by_key(&self, run_id: &str) -> Result<crate::model::StepsByKey> {
         if !storable(run_id) {
             return Ok(Default::default());

@@ -457,6 +457,7 @@ mod tests {
             output: None,
             error: None,
             label: None,
+            outcome: None,
         }
     }
 

@@ -60,6 +60,7 @@ pub(super) async fn steps_of<C: GenericClient>(c: &C, run_id: &str) -> Result<Ve
             output: output.as_deref().map(json_text).transpose()?,
             error: r.try_get(8)?,
             label: r.try_get(9)?,
+            outcome: None,
         });
     }
     Ok(steps)

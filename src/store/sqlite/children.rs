@@ -13,10 +13,9 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::steps::Outcome;
 use super::SqliteStore;
 use crate::model::wait::{INVOKE_EVENT, INVOKE_PATH};
-use crate::model::StepStatus;
+use crate::model::{Invoked, StepStatus};
 use crate::store::{Error, Lease, NewChild, Result};
 
 /// The most children written in one operation of the writer: a fan-out of thousands is
@@ -175,7 +174,7 @@ fn caller_of(conn: &Connection, id: &str) -> Result<Option<String>> {
 }
 
 /// How run `id` ended, or `None` while it has not.
-pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<Outcome>> {
+pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<Invoked>> {
     let row: Option<(String, Option<String>, Option<String>)> = conn
         .prepare_cached("SELECT status, output, error FROM runs WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -184,7 +183,7 @@ pub(super) fn child_outcome(conn: &Connection, id: &str) -> Result<Option<Outcom
         Some((status, output, error))
             if matches!(status.as_str(), "succeeded" | "failed" | "cancelled") =>
         {
-            Outcome::of(id, &status, output.as_deref(), error).map(Some)
+            super::steps::ended_child(id, &status, output.as_deref(), error).map(Some)
         }
         _ => Ok(None),
     }
@@ -301,7 +300,7 @@ impl FanIn {
         &mut self,
         conn: &Connection,
         ended: &[(&str, i64)],
-        outcome: impl Fn(usize) -> Result<Outcome>,
+        outcome: impl Fn(usize) -> Result<Invoked>,
     ) -> Result<()> {
         if ended.is_empty() {
             return Ok(());
@@ -319,24 +318,22 @@ impl FanIn {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?
             .collect::<rusqlite::Result<_>>()?;
-        let mut outputs: HashMap<usize, Outcome> = HashMap::new();
+        // Each outcome as stored (JSON text), with what its step fails with.
+        let mut outputs: HashMap<usize, (String, Option<String>)> = HashMap::new();
         for (run_id, key, child) in &waits {
             let Some(&i) = at.get(child.as_str()) else {
                 continue;
             };
             let output = match outputs.entry(i) {
                 Entry::Occupied(o) => o.into_mut(),
-                Entry::Vacant(v) => v.insert(outcome(i)?),
+                Entry::Vacant(v) => {
+                    let outcome = outcome(i)?;
+                    let failure = outcome.failure();
+                    v.insert((outcome.into_json().to_string(), failure))
+                }
             };
             let now = ended[i].1;
-            super::steps::step_done(
-                conn,
-                run_id,
-                key,
-                &output.json.to_string(),
-                output.failure.as_deref(),
-                now,
-            )?;
+            super::steps::step_done(conn, run_id, key, &output.0, output.1.as_deref(), now)?;
             self.ended(run_id.clone(), now);
         }
         Ok(())

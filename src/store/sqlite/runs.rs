@@ -12,7 +12,7 @@ use super::flow::{lowest_ranks, ranked_rows, take_runs, ClaimRow};
 use super::rows::{json_text, opt_json, run_from_row, RUN_COLUMNS};
 use super::writer::{Commit, Guard, WriteCtx};
 use super::SqliteStore;
-use crate::model::{ms_to_time, Attempt, Level, LogLine, StepKind, StepStatus};
+use crate::model::{ms_to_time, Attempt, Invoked, Level, LogLine, RunStatus, StepKind, StepStatus};
 use crate::store::{
     ClaimParams, ClaimedRun, Completion, Error, Finish, FlowGroup, Lease, Result, RunDetail,
 };
@@ -417,7 +417,12 @@ impl SqliteStore {
             if super::children::FanIn::child_waits_stored(conn)? {
                 fan_in.child_waits_ended(conn, &ids, |i| match &gone[i].finish {
                     // As `children::child_outcome` reads it back, without the read.
-                    Finish::Succeeded(output) => Ok(super::steps::Outcome::succeeded(&gone[i].run_id, output)),
+                    Finish::Succeeded(output) => Ok(Invoked {
+                        run_id: gone[i].run_id.clone(),
+                        status: RunStatus::Succeeded,
+                        output: output.clone(),
+                        error: None,
+                    }),
                     _ => super::children::child_outcome(conn, &gone[i].run_id)?
                         .ok_or_else(|| Error::Corrupt(format!("run {} has not ended", gone[i].run_id))),
                 })?;

@@ -10,7 +10,7 @@ use super::rows::json_text;
 use super::writer::Guard;
 use super::SqliteStore;
 use crate::model::wait::invoke_event_id;
-use crate::model::{ms_to_time, Step, StepKind, StepStatus, StepsByKey};
+use crate::model::{ms_to_time, Invoked, RunStatus, Step, StepKind, StepStatus, StepsByKey};
 use crate::store::{Error, NewStep, Result};
 
 /// Inserts a step, or replaces the one of the same key unless that one succeeded (a completed
@@ -82,18 +82,22 @@ pub(super) fn children_range(run_id: &str) -> (String, String) {
     (format!("{run_id}-invoke"), format!("{run_id}-invokf"))
 }
 
-/// A run's steps, in the order they started: [`steps_by_key`], sorted.
+/// A run's steps, in the order they started, as stored and shown: [`steps_by_key`], sorted.
 pub(super) fn steps_of(c: &Connection, run_id: &str) -> Result<Vec<Step>> {
     // Sorted here: SQLite's sort would copy every row, its child's output too, into a temporary
     // tree (a fan-in's parent has thousands).
-    let mut steps: Vec<Step> = steps_by_key(c, run_id)?.into_values().collect();
+    let mut steps: Vec<Step> = steps_by_key(c, run_id)?
+        .into_values()
+        .map(Step::with_output)
+        .collect();
     steps.sort_unstable_by(|a, b| (a.started_at, &a.key).cmp(&(b.started_at, &b.key)));
     Ok(steps)
 }
 
 /// A run's steps by key: the invoke steps its children hold and those stored (for a key both
 /// have, the later attempt's; the stored one on a tie). What an execution replays from; unsorted,
-/// since it looks each step up by its key.
+/// since it looks each step up by its key, and an ended child's outcome typed
+/// ([`Step::outcome`]).
 pub(super) fn steps_by_key(c: &Connection, run_id: &str) -> Result<StepsByKey> {
     let mut steps = child_steps(c, run_id)?;
     let mut stmt = c.prepare_cached(&format!("{STEP_SELECT} WHERE s.run_id = ?1"))?;
@@ -141,7 +145,7 @@ fn child_steps(c: &Connection, run_id: &str) -> Result<StepsByKey> {
     Ok(steps)
 }
 
-/// The step `key` of run `run_id`, stored or held by a child (as [`steps_of`] picks).
+/// The step `key` of run `run_id`, stored or held by a child (as [`steps_of`] picks), as stored.
 pub(super) fn step(c: &Connection, run_id: &str, key: &str) -> Result<Option<Step>> {
     let mut stmt =
         c.prepare_cached(&format!("{STEP_SELECT} WHERE s.run_id = ?1 AND s.key = ?2"))?;
@@ -154,8 +158,9 @@ pub(super) fn step(c: &Connection, run_id: &str, key: &str) -> Result<Option<Ste
     })
 }
 
-/// The invoke step `key` of run `run_id` held by a child, with the child's id: looked up by the
-/// event ids the run's attempts give their children (`invoke_event_id`), the latest attempt's.
+/// The invoke step `key` of run `run_id` held by a child, as stored, with the child's id: looked
+/// up by the event ids the run's attempts give their children (`invoke_event_id`), the latest
+/// attempt's.
 pub(super) fn child_step(
     c: &Connection,
     run_id: &str,
@@ -175,7 +180,7 @@ pub(super) fn child_step(
         let event_id = invoke_event_id(run_id, key, again_in);
         let mut rows = stmt.query(params![event_id, run_id, key])?;
         if let Some(r) = rows.next()? {
-            let step = child_step_of(r)?;
+            let step = child_step_of(r)?.with_output();
             if found.as_ref().is_none_or(|(f, _)| step.attempt > f.attempt) {
                 found = Some((step, r.get(4)?));
             }
@@ -184,15 +189,23 @@ pub(super) fn child_step(
     Ok(found)
 }
 
-/// The invoke step run `child` holds for its caller (`awaited_by`), if any.
+/// The invoke step run `child` holds for its caller (`awaited_by`), if any, as stored.
 pub(super) fn step_held(c: &Connection, child: &str) -> Result<Option<Step>> {
     let mut stmt = c.prepare_cached(HELD_STEP_SQL)?;
     let mut rows = stmt.query([child])?;
-    rows.next()?.map(child_step_of).transpose()
+    Ok(rows
+        .next()?
+        .map(child_step_of)
+        .transpose()?
+        .map(Step::with_output))
 }
 
 /// Stores `step` of run `run_id`, unless the stored one succeeded ([`STEP_UPSERT`]).
 pub(super) fn step_store(c: &Connection, run_id: &str, step: &Step) -> Result<()> {
+    let output = match &step.outcome {
+        Some(outcome) => Some(outcome.clone().into_json()),
+        None => step.output.clone(),
+    };
     c.prepare_cached(STEP_UPSERT)?.execute(params![
         run_id,
         step.key,
@@ -202,30 +215,38 @@ pub(super) fn step_store(c: &Connection, run_id: &str, step: &Step) -> Result<()
         step.started_at.timestamp_millis(),
         step.finished_at.map(|t| t.timestamp_millis()),
         step.wait_until.map(|t| t.timestamp_millis()),
-        step.output.as_ref().map(Value::to_string),
+        output.as_ref().map(Value::to_string),
         step.error,
     ])?;
     Ok(())
 }
 
-/// A row of [`CHILD_STEPS_SQL`], [`HELD_STEP_SQL`] or [`CHILD_STEP_SQL`]: waiting with `{runId}` while the child has not ended, else
-/// its outcome (see [`ended_child`]).
+/// A row of [`CHILD_STEPS_SQL`], [`HELD_STEP_SQL`] or [`CHILD_STEP_SQL`]: waiting with
+/// `{runId}` while the child has not ended, else its outcome typed ([`Step::outcome`], no
+/// `output`: a fan-in's parent reads thousands; [`Step::with_output`] gives the stored shape).
 fn child_step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
     let text = |i: usize| -> Result<&str> {
         text_at(r, i)?.ok_or_else(|| Error::Corrupt(format!("child step column {i} is NULL")))
     };
     let child = text(4)?;
     let started_at: i64 = r.get(2)?;
-    let (status, finished_at, output, error) = match text(5)? {
+    let (status, finished_at, output, outcome, error) = match text(5)? {
         status @ ("succeeded" | "failed" | "cancelled") => {
-            let (step_status, output, failure) =
-                ended_child(child, status, text_at(r, 6)?, r.get(7)?)?;
-            (step_status, r.get::<_, Option<i64>>(8)?, output, failure)
+            let outcome = ended_child(child, status, text_at(r, 6)?, r.get(7)?)?;
+            let (status, error) = step_end(&outcome);
+            (
+                status,
+                r.get::<_, Option<i64>>(8)?,
+                None,
+                Some(outcome),
+                error,
+            )
         }
         _ => (
             StepStatus::Waiting,
             None,
-            serde_json::json!({ "runId": child }),
+            Some(serde_json::json!({ "runId": child })),
+            None,
             None,
         ),
     };
@@ -238,28 +259,39 @@ fn child_step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
         finished_at: finished_at.map(ms_to_time),
         duration_ms: finished_at.map(|f| f - started_at),
         wait_until: r.get::<_, Option<i64>>(3)?.map(ms_to_time),
-        output: Some(output),
+        output,
         error,
         label: None,
+        outcome,
     })
 }
 
-/// An invoke step whose child run `child` ended with `status`, its stored output and error: the
-/// step's status, its output (`{runId, status, output, error}`) and its error (unless the child
-/// succeeded).
-fn ended_child(
+/// How child run `child` ended with `status` (`succeeded`, `failed` or `cancelled`), its stored
+/// output (JSON text) and error.
+pub(super) fn ended_child(
     child: &str,
     status: &str,
     output: Option<&str>,
     error: Option<String>,
-) -> Result<(StepStatus, Value, Option<String>)> {
-    let outcome = Outcome::of(child, status, output, error)?;
-    let status = if outcome.failure.is_some() {
-        StepStatus::Failed
-    } else {
-        StepStatus::Succeeded
-    };
-    Ok((status, outcome.json, outcome.failure))
+) -> Result<Invoked> {
+    let status = RunStatus::parse(status)
+        .filter(|s| s.is_terminal())
+        .ok_or_else(|| Error::Corrupt(format!("run {child} has not ended: {status:?}")))?;
+    Ok(Invoked {
+        run_id: child.to_string(),
+        status,
+        output: output.map(json_text).transpose()?.unwrap_or(Value::Null),
+        error,
+    })
+}
+
+/// The invoke step's status and error once its child ended as `outcome`: it fails unless the
+/// child succeeded.
+fn step_end(outcome: &Invoked) -> (StepStatus, Option<String>) {
+    match outcome.failure() {
+        Some(failure) => (StepStatus::Failed, Some(failure)),
+        None => (StepStatus::Succeeded, None),
+    }
 }
 
 /// A row of [`STEP_SELECT`]: an invoke step stored waiting whose child ended holds the child's
@@ -275,9 +307,9 @@ fn step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
     let started_at: i64 = r.get(4)?;
     let (status, finished_at, output, error) = match text_at(r, 10)? {
         Some(child) => {
-            let (status, output, failure) =
-                ended_child(child, text(11)?, text_at(r, 12)?, r.get(13)?)?;
-            (status, r.get(14)?, Some(output), failure)
+            let outcome = ended_child(child, text(11)?, text_at(r, 12)?, r.get(13)?)?;
+            let (status, error) = step_end(&outcome);
+            (status, r.get(14)?, Some(outcome.into_json()), error)
         }
         None => {
             let status = text(2)?;
@@ -305,6 +337,7 @@ fn step_of(r: &rusqlite::Row<'_>) -> Result<Step> {
         output,
         error,
         label: r.get(9)?,
+        outcome: None,
     })
 }
 
@@ -313,52 +346,6 @@ fn text_at<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> Result<Option<&'r str>> {
     r.get_ref(i)?
         .as_str_or_null()
         .map_err(|e| Error::Corrupt(format!("step column {i}: {e}")))
-}
-
-/// How an invoked run ended, as its parent's step gets it.
-#[derive(Clone)]
-pub(super) struct Outcome {
-    /// `{runId, status, output, error}`: the step's output.
-    pub json: Value,
-    /// The step's error when the run did not succeed (the step fails with it).
-    pub failure: Option<String>,
-}
-
-impl Outcome {
-    /// Run `id` succeeded with `output`.
-    pub fn succeeded(id: &str, output: &Value) -> Self {
-        Self {
-            json: outcome_json(id, "succeeded", output.clone(), Value::Null),
-            failure: None,
-        }
-    }
-
-    /// Run `id` ended with `status` (`succeeded`, `failed` or `cancelled`), its stored output
-    /// (JSON text) and error.
-    pub fn of(id: &str, status: &str, output: Option<&str>, error: Option<String>) -> Result<Self> {
-        let output = output.map(json_text).transpose()?.unwrap_or(Value::Null);
-        let failure = (status != "succeeded").then(|| {
-            format!(
-                "run {id} {status}: {}",
-                error.as_deref().unwrap_or("no error given")
-            )
-        });
-        Ok(Self {
-            json: outcome_json(id, status, output, error.map_or(Value::Null, Value::String)),
-            failure,
-        })
-    }
-}
-
-/// `{runId, status, output, error}`, its parts moved in: a fan-in's parent reads thousands, and
-/// `json!` would copy each output again.
-fn outcome_json(id: &str, status: &str, output: Value, error: Value) -> Value {
-    let mut map = serde_json::Map::new();
-    map.insert("runId".into(), Value::String(id.into()));
-    map.insert("status".into(), Value::String(status.into()));
-    map.insert("output".into(), output);
-    map.insert("error".into(), error);
-    Value::Object(map)
 }
 
 /// Writes the step `key` of `run_id` whose wait ended with `output` (JSON): succeeded with it,

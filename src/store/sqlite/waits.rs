@@ -61,14 +61,17 @@ pub(super) fn register(
     if wait.is_invoke() {
         // A child that ended already resumes its parent now.
         return match child_outcome(conn, &wait.match_value)? {
-            Some(o) => resolve(
-                conn,
-                run_id,
-                key,
-                &o.json.to_string(),
-                o.failure.as_deref(),
-                now,
-            ),
+            Some(o) => {
+                let failure = o.failure();
+                resolve(
+                    conn,
+                    run_id,
+                    key,
+                    &o.into_json().to_string(),
+                    failure.as_deref(),
+                    now,
+                )
+            }
             None => Ok(false),
         };
     }
