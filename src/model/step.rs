@@ -192,6 +192,28 @@ impl Invoked {
         })
     }
 
+    /// [`Invoked::from_json`] from the stored JSON text, read straight into its fields: `None`
+    /// also for a text with fields of its own (kept as it is stored).
+    pub fn from_json_text(text: &str) -> Option<Self> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Stored {
+            run_id: String,
+            status: RunStatus,
+            #[serde(default)]
+            output: Value,
+            #[serde(default)]
+            error: Option<String>,
+        }
+        let stored: Stored = serde_json::from_str(text).ok()?;
+        stored.status.is_terminal().then_some(Self {
+            run_id: stored.run_id,
+            status: stored.status,
+            output: stored.output,
+            error: stored.error,
+        })
+    }
+
     /// What the caller's step fails with unless the child succeeded.
     pub fn failure(&self) -> Option<String> {
         (self.status != RunStatus::Succeeded).then(|| {
@@ -266,5 +288,14 @@ mod tests {
         assert_eq!(invoke_step(None, None).invoked(), None);
         let running = json!({"runId": "run_1", "status": "running", "output": null, "error": null});
         assert_eq!(Invoked::from_json(&running), None);
+        assert_eq!(Invoked::from_json_text(&running.to_string()), None);
+        for text in [
+            "null",
+            r#"{"runId": "run_1"}"#,
+            "{",
+            r#"{"runId": "run_1", "status": "failed", "extra": 1}"#,
+        ] {
+            assert_eq!(Invoked::from_json_text(text), None, "{text}");
+        }
     }
 }

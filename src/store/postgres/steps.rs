@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::rows::{json_text, rows, u32_of, LogColumns};
 use super::{PgStore, GENERIC_PLAN};
-use crate::model::{ms_to_time, Step, StepKind, StepStatus};
+use crate::model::{ms_to_time, Invoked, Step, StepKind, StepStatus, StepsByKey};
 use crate::store::{Completion, Error, Finish, Lease, NewStep, Result};
 
 /// Records a step while the run's queue row holds the lease token `$11`. The queue row is
@@ -30,40 +30,75 @@ pub(super) const STEP_RECORD_SQL: &str = "WITH held AS ( \
        WHERE run_steps.status <> 'succeeded') \
      SELECT count(*) FROM held";
 
-/// A run's steps, in the order they started.
+/// The columns of a step as read ([`step_of`]), followed by the `WHERE`.
+macro_rules! step_select {
+    () => {
+        "SELECT key, kind, status, attempt, started_at, finished_at, wait_until, output, error, \
+           label FROM run_steps"
+    };
+}
+
+/// A run's steps, in the order they started, as stored and shown.
 pub(super) async fn steps_of<C: GenericClient>(c: &C, run_id: &str) -> Result<Vec<Step>> {
-    let mut steps = Vec::new();
-    for r in rows(
-        c,
-        "SELECT key, kind, status, attempt, started_at, finished_at, wait_until, output, error, label \
-         FROM run_steps WHERE run_id = $1 ORDER BY started_at, key",
-        &[&run_id],
-    )
-    .await?
-    {
-        let kind: String = r.try_get(1)?;
-        let status: String = r.try_get(2)?;
-        let started_at: i64 = r.try_get(4)?;
-        let finished_at: Option<i64> = r.try_get(5)?;
-        let output: Option<String> = r.try_get(7)?;
-        steps.push(Step {
-            key: r.try_get(0)?,
-            kind: StepKind::parse(&kind)
-                .ok_or_else(|| Error::Corrupt(format!("unknown step kind {kind:?}")))?,
-            status: StepStatus::parse(&status)
-                .ok_or_else(|| Error::Corrupt(format!("unknown step status {status:?}")))?,
-            attempt: u32_of(&r, 3)?,
-            started_at: ms_to_time(started_at),
-            finished_at: finished_at.map(ms_to_time),
-            duration_ms: finished_at.map(|f| f - started_at),
-            wait_until: r.try_get::<_, Option<i64>>(6)?.map(ms_to_time),
-            output: output.as_deref().map(json_text).transpose()?,
-            error: r.try_get(8)?,
-            label: r.try_get(9)?,
-            outcome: None,
-        });
+    let sql = concat!(
+        step_select!(),
+        " WHERE run_id = $1 ORDER BY started_at, key"
+    );
+    rows(c, sql, &[&run_id])
+        .await?
+        .iter()
+        .map(|r| step_of(r, false))
+        .collect()
+}
+
+/// A run's steps by key, unsorted, each ended child's outcome typed ([`Step::outcome`]): what
+/// an execution replays from (a fan-in's parent reads thousands).
+pub(super) async fn steps_by_key<C: GenericClient>(c: &C, run_id: &str) -> Result<StepsByKey> {
+    let rows = rows(c, concat!(step_select!(), " WHERE run_id = $1"), &[&run_id]).await?;
+    let mut steps = StepsByKey::with_capacity_and_hasher(rows.len(), Default::default());
+    for r in &rows {
+        let step = step_of(r, true)?;
+        steps.insert(step.key.clone(), step);
     }
     Ok(steps)
+}
+
+/// A row of [`step_select`]; with `typed`, an ended invoke step's outcome is read into
+/// [`Step::outcome`] instead of `output`.
+fn step_of(r: &tokio_postgres::Row, typed: bool) -> Result<Step> {
+    let kind: &str = r.try_get(1)?;
+    let kind = StepKind::parse(kind)
+        .ok_or_else(|| Error::Corrupt(format!("unknown step kind {kind:?}")))?;
+    let status: &str = r.try_get(2)?;
+    let status = StepStatus::parse(status)
+        .ok_or_else(|| Error::Corrupt(format!("unknown step status {status:?}")))?;
+    let started_at: i64 = r.try_get(4)?;
+    let finished_at: Option<i64> = r.try_get(5)?;
+    let text: Option<&str> = r.try_get(7)?;
+    let outcome = match text {
+        Some(text) if typed && kind == StepKind::Invoke && status != StepStatus::Waiting => {
+            Invoked::from_json_text(text)
+        }
+        _ => None,
+    };
+    let output = match (&outcome, text) {
+        (None, Some(text)) => Some(json_text(text)?),
+        _ => None,
+    };
+    Ok(Step {
+        key: r.try_get(0)?,
+        kind,
+        status,
+        attempt: u32_of(r, 3)?,
+        started_at: ms_to_time(started_at),
+        finished_at: finished_at.map(ms_to_time),
+        duration_ms: finished_at.map(|f| f - started_at),
+        wait_until: r.try_get::<_, Option<i64>>(6)?.map(ms_to_time),
+        output,
+        error: r.try_get(8)?,
+        label: r.try_get(9)?,
+        outcome,
+    })
 }
 
 /// Suspends a batch of runs on their waits: each queue row still holding the attempt's token
@@ -135,9 +170,9 @@ impl PgStore {
     }
 
     /// See [`crate::store::Store::run_steps_by_key`].
-    pub async fn run_steps_by_key(&self, run_id: String) -> Result<crate::model::StepsByKey> {
-        let steps = self.run_steps(run_id).await?;
-        Ok(steps.into_iter().map(|s| (s.key.clone(), s)).collect())
+    pub async fn run_steps_by_key(&self, run_id: String) -> Result<StepsByKey> {
+        let client = self.conn().await?;
+        steps_by_key(&client, &run_id).await
     }
 
     /// See [`crate::store::Store::wait_expire`]: one transaction (`waits::expire`).
