@@ -372,7 +372,7 @@ fn callback_told(step: &Step) -> (Value, Option<Handle>) {
 }
 
 /// What the endpoint is told of an invoked run that ended: its output, or why it did not succeed
-/// (`ended` is `{runId, status, output, error}`, or `null` when it did not end in time).
+/// (`ended` is `None` when it did not end in time).
 fn invoke_told(key: &str, ended: Option<&Invoked>) -> Value {
     let Some(ended) = ended else {
         return json!({

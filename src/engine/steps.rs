@@ -379,9 +379,9 @@ impl Steps {
         .await
     }
 
-    /// [`Self::invoke`], each ended child's outcome (`None`: timed out) read by `outcome` (an endpoint's steps tell it to the endpoint). The
-    /// payload of the child of `keys[i]` is `payload(i)` (JSON text), asked only for the
-    /// children started now.
+    /// [`Self::invoke`], each ended child's outcome (`None`: timed out) read by `outcome` (an
+    /// endpoint's steps tell it to the endpoint). The payload of the child of `keys[i]` is
+    /// `payload(i)` (JSON text), asked only for the children started now.
     pub(crate) async fn invoke_with(
         &self,
         keys: &[String],

@@ -104,9 +104,7 @@ async fn a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended(db: 
         .send_event("fan.start", &json!({ "many": 5, "job": "boom" }))
         .await
         .unwrap();
-    let d = settled(&client, &ev.id).await;
-    assert_eq!(d.runs[0].status, RunStatus::Failed);
-    let error = d.runs[0].error.clone().unwrap_or_default();
+    let (_, error) = failed(&client, &ev.id).await;
     assert!(
         error.contains("\"all:0\"") && error.contains("boom went the child"),
         "{error}"
@@ -121,9 +119,17 @@ async fn a_failing_child_of_a_fan_out_fails_the_caller_after_the_last_ended(db: 
     assert!(parent.steps.iter().all(|s| s.status == StepStatus::Failed));
 }
 
-/// Asserts that run `parent`'s fan-out `all` of `n` children wrote none of them, nor a step;
-/// returns the run's detail.
-async fn nothing_started(client: &Client, parent: &str, n: usize) -> flare::store::RunDetail {
+/// Waits until event `event_id`'s one run ended; asserts that it failed and returns the event's
+/// detail and the run's error.
+async fn failed(client: &Client, event_id: &str) -> (flare::store::EventDetail, String) {
+    let d = settled(client, event_id).await;
+    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    let error = d.runs[0].error.clone().unwrap_or_default();
+    (d, error)
+}
+
+/// Asserts that run `parent`'s fan-out `all` of `n` children wrote none of their events.
+async fn no_child_events(client: &Client, parent: &str, n: usize) {
     for i in 0..n {
         let event = format!("{parent}-invoke-all:{i}");
         assert!(
@@ -131,6 +137,12 @@ async fn nothing_started(client: &Client, parent: &str, n: usize) -> flare::stor
             "{event}"
         );
     }
+}
+
+/// Asserts that run `parent`'s fan-out `all` of `n` children wrote none of them, nor a step;
+/// returns the run's detail.
+async fn nothing_started(client: &Client, parent: &str, n: usize) -> flare::store::RunDetail {
+    no_child_events(client, parent, n).await;
     let detail = client.store().run_detail(parent).await.unwrap().unwrap();
     assert!(detail.steps.is_empty(), "{:?}", detail.steps);
     detail
@@ -146,9 +158,7 @@ async fn an_unknown_job_id_in_a_fan_out_writes_nothing(db: TestDb) {
         .send_event("fan.start", &json!({ "many": 50, "job": "no-such-job" }))
         .await
         .unwrap();
-    let d = settled(&client, &ev.id).await;
-    assert_eq!(d.runs[0].status, RunStatus::Failed);
-    let error = d.runs[0].error.clone().unwrap_or_default();
+    let (_, error) = failed(&client, &ev.id).await;
     // The error names the first keys and how many, not every key of the fan-out.
     assert_eq!(
         error,
@@ -181,9 +191,7 @@ async fn a_payload_that_is_not_json_fails_the_fan_out_and_starts_no_child(db: Te
         )
         .unwrap();
     let ev = client.send_event("bad.fan", &json!({})).await.unwrap();
-    let d = settled(&client, &ev.id).await;
-    assert_eq!(d.runs[0].status, RunStatus::Failed);
-    let error = d.runs[0].error.clone().unwrap_or_default();
+    let (_, error) = failed(&client, &ev.id).await;
     assert!(
         error.contains("invoke \"all\": a payload is not JSON"),
         "{error}"
@@ -213,19 +221,11 @@ async fn a_fan_out_whose_key_is_already_used_starts_no_child(db: TestDb) {
         )
         .unwrap();
     let ev = client.send_event("clash.fan", &json!({})).await.unwrap();
-    let d = settled(&client, &ev.id).await;
-    assert_eq!(d.runs[0].status, RunStatus::Failed);
+    let (d, error) = failed(&client, &ev.id).await;
     assert_eq!(d.runs[0].attempt, 1, "a programming error is not retried");
-    let error = d.runs[0].error.clone().unwrap_or_default();
     assert!(error.contains("\"all:1\" is used twice"), "{error}");
     let parent = &ev.run_ids[0];
-    for i in 0..3 {
-        let event = format!("{parent}-invoke-all:{i}");
-        assert!(
-            client.store().event_get(&event).await.unwrap().is_none(),
-            "{event}"
-        );
-    }
+    no_child_events(&client, parent, 3).await;
     let steps = client.store().run_steps(parent).await.unwrap();
     let kinds: Vec<(&str, StepKind)> = steps.iter().map(|s| (s.key.as_str(), s.kind)).collect();
     assert_eq!(kinds, [("all:1", StepKind::Task)]);
