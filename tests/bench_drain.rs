@@ -35,6 +35,8 @@ fn check(figure: &Figure, store: &str) {
     assert_eq!(figure.median["events"], EVENTS as f64);
     assert!(figure.median["runs_per_s"] > 0.0, "{figure:?}");
     assert!(figure.median["seed_events_per_s"] > 0.0, "{figure:?}");
+    // What the repetition left stored, read back from its database before it was removed.
+    assert!(figure.median["stored_mb"] > 0.0, "{figure:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

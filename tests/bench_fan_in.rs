@@ -53,6 +53,11 @@ fn check(figures: &[Figure], stores: &[&str]) {
         let rate = fan.median["children_per_s"];
         assert!((fan.median["vs_drain"] - rate / drain.median["runs_per_s"]).abs() < 1e-9);
         assert!((fan.median["vs_seeded_drain"] - rate / seeded).abs() < 1e-9);
+        // Each left its runs stored: a child's run and event carry its caller, its step and its
+        // source, so the fan-in stored more than the drain of as many runs.
+        let (fan_mb, drain_mb) = (fan.median["stored_mb"], drain.median["stored_mb"]);
+        assert!(drain_mb > 0.0 && fan_mb > drain_mb, "{fan:?} {drain:?}");
+        assert!((fan.median["vs_drain_stored"] - fan_mb / drain_mb).abs() < 1e-9);
     }
 }
 

@@ -39,7 +39,7 @@ impl Backend {
 /// One repetition's empty database; [`Place::remove`] deletes it.
 pub(super) struct Place {
     url: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     /// The server's URL and the database created on it.
     pg: Option<(String, String)>,
 }
@@ -51,7 +51,7 @@ impl Place {
         Ok(match backend {
             Backend::Sqlite => Place {
                 url: db_url(dir.path()),
-                _dir: dir,
+                dir,
                 pg: None,
             },
             Backend::Postgres => {
@@ -64,7 +64,7 @@ impl Place {
                 })?;
                 Place {
                     url,
-                    _dir: dir,
+                    dir,
                     pg: Some((server.to_string(), name)),
                 }
             }
@@ -76,6 +76,23 @@ impl Place {
         &self.url
     }
 
+    /// The megabytes the repetition left stored, for comparing how much two scenarios wrote for
+    /// as many runs: SQLite's pages (read through the WAL), PostgreSQL's tables with their
+    /// indexes and TOAST (dead row versions not vacuumed yet included). NaN when unreadable.
+    pub(super) async fn stored_mb(&self) -> f64 {
+        let bytes = match &self.pg {
+            None => {
+                let path = self.dir.path().join("flare.db");
+                tokio::task::spawn_blocking(move || sqlite_bytes(&path))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            Some(_) => postgres_bytes(&self.url).await,
+        };
+        bytes.map_or(f64::NAN, |b| b / 1e6)
+    }
+
     /// Drops the PostgreSQL database (the temp dir goes with `self`).
     pub(super) async fn remove(self) {
         if let Some((server, name)) = &self.pg {
@@ -84,4 +101,37 @@ impl Place {
             }
         }
     }
+}
+
+/// The size of the SQLite database at `path`: its pages, those still in the WAL too.
+fn sqlite_bytes(path: &std::path::Path) -> Option<f64> {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .ok()?;
+    conn.query_row(
+        "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .ok()
+    .map(|b| b as f64)
+}
+
+/// The size of the tables (with their indexes and TOAST) of the PostgreSQL database at `url`.
+async fn postgres_bytes(url: &str) -> Option<f64> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .ok()?;
+    let task = tokio::spawn(conn);
+    let row = client
+        .query_one(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::float8 FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')",
+            &[],
+        )
+        .await;
+    drop(client);
+    let _ = task.await;
+    row.ok().map(|r| r.get::<_, f64>(0))
 }

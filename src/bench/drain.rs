@@ -12,7 +12,8 @@
 //! `i` has the key `i % K`): the runs are claimed through their keys' slots (`model::flow`).
 //! With `--held H` a second job, limited to 1 run at once on a single key, has H runs queued
 //! behind one that does not end while the drain lasts: the drain then measures how much a backlog
-//! held at its limit costs other jobs (it must not be rescanned by every claim).
+//! held at its limit costs other jobs (it must not be rescanned by every claim). After the clock
+//! stops, the megabytes the repetition left stored are read back (`stored_mb`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,7 +38,10 @@ const SEED_BATCH: usize = 5_000;
 /// One repetition on `backend`.
 pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Result<Sample, Error> {
     let place = Place::new(args, backend, "flare_bench_drain").await?;
-    let result = measure(args, place.url(), pb).await;
+    let mut result = measure(args, place.url(), pb).await;
+    if let Ok(sample) = &mut result {
+        sample.insert("stored_mb", place.stored_mb().await);
+    }
     place.remove().await;
     result
 }

@@ -13,7 +13,8 @@
 //! that child's completion, the parent made due, claimed and its steps read), and how many times
 //! the parent's body ran (2: before its wait and once after the last child ended); beside the
 //! plain drain, the fan-in's rate over the drain's and over the drain's counting the writing of
-//! its events (`compare`).
+//! its events, and the megabytes each left stored (`stored_mb`, read after the clock stopped)
+//! with their ratio (`compare`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -47,7 +48,10 @@ struct Seen {
 /// One repetition on `backend`.
 pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Result<Sample, Error> {
     let place = Place::new(args, backend, "flare_bench_fan").await?;
-    let result = measure(args, place.url(), pb).await;
+    let mut result = measure(args, place.url(), pb).await;
+    if let Ok(sample) = &mut result {
+        sample.insert("stored_mb", place.stored_mb().await);
+    }
     place.remove().await;
     result
 }
@@ -68,7 +72,8 @@ pub(super) async fn plain(
 
 /// Adds the comparison of one repetition's fan-in with its plain drain: the drain's rate counting
 /// the writing of its events too (`seeded_drain_per_s`: the fan-in's clock covers writing its
-/// children), and the fan-in's rate over each (`vs_drain`, `vs_seeded_drain`).
+/// children), the fan-in's rate over each (`vs_drain`, `vs_seeded_drain`), and the bytes each
+/// left stored (`vs_drain_stored`: a child's run and event carry its caller, step and source).
 pub(super) fn compare(fan: &mut Sample, drain: &mut Sample) {
     let get = |s: &Sample, k: &str| s.get(k).copied().unwrap_or(f64::NAN);
     let seeded = get(drain, "events") / (get(drain, "seed_secs") + get(drain, "secs"));
@@ -76,6 +81,11 @@ pub(super) fn compare(fan: &mut Sample, drain: &mut Sample) {
     let children = get(fan, "children_per_s");
     fan.insert("vs_drain", children / get(drain, "runs_per_s"));
     fan.insert("vs_seeded_drain", children / seeded);
+    // What the fan-in wrote for its runs against what the seeded drain wrote for as many.
+    fan.insert(
+        "vs_drain_stored",
+        get(fan, "stored_mb") / get(drain, "stored_mb"),
+    );
 }
 
 fn child(n: usize, seen: Arc<Seen>) -> Job {

@@ -138,6 +138,8 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
             ("parent_executions", "parent executions"),
             ("vs_drain", "× fan-in / drain"),
             ("vs_seeded_drain", "× fan-in / (seeding + drain)"),
+            ("stored_mb", "MB stored"),
+            ("vs_drain_stored", "× MB stored / drain's"),
         ],
         "fan-in drain" => &[
             ("runs_per_s", "runs/s"),
@@ -145,6 +147,7 @@ fn headline(scenario: &str) -> &'static [(&'static str, &'static str)] {
                 "seeded_drain_per_s",
                 "runs/s counting their events' writing",
             ),
+            ("stored_mb", "MB stored"),
         ],
         "waiters" => &[
             ("no_waiters_per_s", "events/s, no run waiting"),
