@@ -3,7 +3,8 @@
 //! without waiters (of events starting nothing, and of events each starting one run), and the
 //! alternated rounds of events no run waits for and non-matching ones on the waiters' database,
 //! on SQLite and on fresh PostgreSQL databases of the local server (skipped
-//! without one, except under `CI`). Every matching event resumes its run.
+//! without one, except under `CI`). Every matching event resumes its run, and the database with
+//! few waiters holds as many events as the other before its matching events are timed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -41,6 +42,13 @@ fn check(figures: &[Figure], stores: &[&str]) {
         assert_eq!(
             f.median["resumed"], EVENTS as f64,
             "every match resumed one: {f:?}"
+        );
+        // The waiting runs' events, the non-matching ones, and the alternated rounds' two names;
+        // the database with few waiters held as many (or the scenario fails).
+        assert_eq!(
+            f.median["events_before_matching"],
+            (WAITERS + 3 * EVENTS) as f64,
+            "{f:?}"
         );
         assert_eq!(
             f.median["started"], EVENTS as f64,

@@ -22,8 +22,9 @@
 //!    the matching events is timed apart too: each resumes a run beside all the others waiting.
 //!    Before the matching events the database settles again, as before step 3's.
 //! 3. **Few waiters**, on a third database: the same `--waiters` events, but only the runs of
-//!    the first tenth of the keys wait (the others end). After as many non-matching events, a
-//!    tenth of `--events` matching events ([`few_waiters`]). Beside the first tenth of step 2,
+//!    the first tenth of the keys wait (the others end). After the same sends as step 2's before
+//!    its matching events (so the events' tables are the same size), a tenth of `--events`
+//!    matching events ([`few_waiters`]). Beside the first tenth of step 2,
 //!    it is the same work on tables of the same size, with a tenth of the runs waiting: what the
 //!    waiting runs themselves cost a matching event (a resumption does more work than an event
 //!    that starts nothing, so the rates of step 1 do not answer that).
@@ -46,6 +47,8 @@ use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
 use super::drain::seed_events;
 use super::scenarios::{count, engine_config, settle};
+use crate::store::query::StatsWindow;
+use crate::store::StatsQuery;
 use crate::{event_trigger, Client, Io, Job, JobError, RunStatus, WaitFor};
 
 const JOB: &str = "bench-waiter";
@@ -72,7 +75,15 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
     let place = Place::new(args, backend, "flare_bench_fewwaiters").await?;
     let few_waiting = few_waiters(args, place.url(), pb).await;
     place.remove().await;
-    let (few_rate, few_resumed) = few_waiting?;
+    let (few_rate, few_resumed, few_stored) = few_waiting?;
+    // Beside the same tables, or the waiters' cost is not what the ratio measures.
+    if few_stored != w.stored {
+        return Err(Error::Stalled(format!(
+            "the database with few waiters held {few_stored} events before its matching ones, \
+             the one with all {} waiters {}: their rates would not be comparable",
+            args.waiters, w.stored
+        )));
+    }
     // A rate of sends that did not all do their work measures something else: refused.
     for (what, did, expected) in [
         ("matching events resumed", w.resumed, args.events),
@@ -112,6 +123,7 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
         ("matching_few_waiters_per_s", few_rate),
         ("matching_waiters_cost_ratio", w.matching_first / few_rate),
         ("few_resumed", few_resumed as f64),
+        ("events_before_matching", w.stored as f64),
         ("started", started as f64),
     ]))
 }
@@ -295,6 +307,7 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<Waitin
         // databases settle first (WAL reset, search index caught up): the 200,000 events sent
         // before would otherwise put a WAL reset in this phase and not in the other.
         settle(&sender).await?;
+        let stored = events_stored(&sender).await?;
         let few = few(args);
         let first = send_timed(args, &sender, SIGNAL, 0, few, pb).await?;
         let rest = send_timed(args, &sender, SIGNAL, few, args.events - few, pb).await?;
@@ -313,6 +326,7 @@ async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<Waitin
             matching,
             matching_first: few as f64 / first,
             resumed,
+            stored,
         })
     }
     .await;
@@ -330,6 +344,8 @@ struct Waiting {
     /// Of the first [`few`] matching events, sent beside all `--waiters` waiting runs.
     matching_first: f64,
     resumed: u64,
+    /// Events stored before the matching ones.
+    stored: u64,
 }
 
 /// How many events the comparison of [`few_waiters`] sends: a tenth of the matching ones.
@@ -339,25 +355,39 @@ fn few(args: &Args) -> usize {
 
 /// What the waiting runs themselves cost a matching event: on a third database, seeded like the
 /// others with `--waiters` runs of which only the first [`few`] wait (the others ended), the rate
-/// of [`few`] events each matching one of them (after as many non-matching ones, as the other
-/// database's matching events come after its non-matching ones), and how many runs they resumed.
+/// of [`few`] events each matching one of them (after the very sends [`with_waiters`] makes
+/// before its matching events: `--events` non-matching ones and the [`interleaved`] rounds), and
+/// how many runs they resumed.
 /// Beside the first [`few`] matching events of [`with_waiters`] (all `--waiters` runs waiting),
 /// the same work on tables of the same size: only the number of waiting runs differs.
-async fn few_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, u64), Error> {
+async fn few_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, u64, u64), Error> {
     let few = few(args);
     let sender = seed(args, url, few, pb).await?;
     let measured = async {
-        send_timed(args, &sender, SIGNAL, args.waiters, few, pb).await?;
+        // The sends the other database takes before its matching events, rates unused: both
+        // tables of events the same size when the matching ones are timed.
+        send(args, &sender, SIGNAL, args.waiters, pb).await?;
+        interleaved(args, &sender, pb).await?;
         settle(&sender).await?;
+        let stored = events_stored(&sender).await?;
         let secs = send_timed(args, &sender, SIGNAL, 0, few, pb).await?;
         let resumed = sender
             .store()
             .runs_waiting(chrono::Utc::now())
             .await?
             .worker;
-        Ok::<_, Error>((few as f64 / secs, resumed))
+        Ok::<_, Error>((few as f64 / secs, resumed, stored))
     }
     .await;
     sender.shutdown().await;
     measured
+}
+
+/// The events `client`'s database holds: those of the last 24 hours (the whole repetition).
+async fn events_stored(client: &Client) -> Result<u64, Error> {
+    let q = StatsQuery {
+        window: StatsWindow::Day,
+        now: chrono::Utc::now(),
+    };
+    Ok(client.store().stats(q).await?.events)
 }
