@@ -23,12 +23,13 @@ struct Cli {
     args: Args,
 }
 
-fn check(figures: &[Figure], stores: &[&str]) {
+fn check(figures: &[Figure], stores: &[&str], keys: &str) {
     assert_eq!(figures.len(), stores.len(), "{figures:?}");
     for (f, store) in figures.iter().zip(stores) {
         assert_eq!(f.scenario, "waiters");
         assert_eq!(f.settings["store"], *store);
         assert_eq!(f.median["waiters"], WAITERS as f64);
+        assert_eq!(f.settings["keys"], keys, "{f:?}");
         for rate in [
             "no_waiters_per_s",
             "starting_one_run_per_s",
@@ -57,10 +58,10 @@ fn check(figures: &[Figure], stores: &[&str]) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_send_rates_with_and_without_waiters_on_both_stores() {
+/// Runs the scenario at the tiny N on SQLite and, when there is a server, PostgreSQL.
+async fn run(extra: &[&str], keys: &str) {
     let (waiters, events) = (WAITERS.to_string(), EVENTS.to_string());
-    let mut args = Cli::parse_from([
+    let mut argv = vec![
         "bench",
         "waiters",
         "--reps",
@@ -72,12 +73,13 @@ async fn the_send_rates_with_and_without_waiters_on_both_stores() {
         "--e2e-senders",
         "8",
         "--json",
-    ])
-    .args;
+    ];
+    argv.extend_from_slice(extra);
+    let mut args = Cli::parse_from(argv).args;
     // `--database-url` also reads DATABASE_URL: the test decides.
     args.database_url = None;
     let Some(db) = TestDb::new_or_skip(Backend::Postgres).await else {
-        check(&flare::bench::run(args).await.unwrap(), &["sqlite"]);
+        check(&flare::bench::run(args).await.unwrap(), &["sqlite"], keys);
         return;
     };
     // The scenario creates (and drops) its own databases on the server of this URL.
@@ -85,5 +87,18 @@ async fn the_send_rates_with_and_without_waiters_on_both_stores() {
     check(
         &flare::bench::run(args).await.unwrap(),
         &["sqlite", "postgres"],
+        keys,
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_send_rates_with_and_without_waiters_on_both_stores() {
+    run(&[], "consecutive").await;
+}
+
+/// The waiting runs and the events that match them agree on the scrambled keys: every matching
+/// event still resumes its run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scattered_keys_match_their_waiting_runs_on_both_stores() {
+    run(&["--scattered-keys"], "scattered").await;
 }

@@ -144,6 +144,11 @@ pub struct Args {
     /// at most this many).
     #[arg(long, default_value_t = 100_000)]
     pub waiters: usize,
+    /// waiters: the key of run and event `i` is a 16-hex-digit string scrambled from `i` (as
+    /// order or user ids are), not the number `i`: each lookup lands at its own place in the
+    /// index, where consecutive numbers land beside the previous one.
+    #[arg(long)]
+    pub scattered_keys: bool,
     /// One JSON line per scenario variant on stdout instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -80,6 +80,16 @@ pub(super) async fn seed_events(
     n: usize,
     keys: usize,
 ) -> Result<f64, Error> {
+    seed_events_keyed(client, name, n, |i| json!(i % keys.max(1))).await
+}
+
+/// [`seed_events`] with the key of event `i` given by `key`.
+pub(super) async fn seed_events_keyed(
+    client: &Client,
+    name: &str,
+    n: usize,
+    key: impl Fn(usize) -> serde_json::Value,
+) -> Result<f64, Error> {
     let start = Instant::now();
     let mut from = 0;
     while from < n {
@@ -89,7 +99,7 @@ pub(super) async fn seed_events(
             .map(|i| NewEvent {
                 id: format!("evt_{}_{i:08}", name.replace('.', "_")),
                 name: name.to_string(),
-                payload: json!({ "i": i, "k": i % keys.max(1) }),
+                payload: json!({ "i": i, "k": key(i) }),
                 context: None,
                 source: "api".into(),
                 parent_run_id: None,

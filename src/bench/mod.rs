@@ -279,6 +279,7 @@ pub async fn run(args: Args) -> Result<Vec<Figure>, Error> {
             let settings = serde_json::json!({
                 "store": backend.name(), "waiters": args.waiters, "events": args.events,
                 "senders": args.e2e_senders, "engine": engine,
+                "keys": if args.scattered_keys { "scattered" } else { "consecutive" },
             });
             let mut samples = Vec::new();
             for rep in 0..reps {

@@ -11,7 +11,8 @@
 //!    Before the clock starts, the seed settles (`scenarios::settle`: SQLite's search index
 //!    caught up and its WAL reset, PostgreSQL's `VACUUM ANALYZE`), in both databases alike.
 //! 2. **With waiters**, on another database: the same `--waiters` events start a job that waits
-//!    in `io.wait_for_event("bench.signal", matching "payload.k")` on a key of its own; once every
+//!    in `io.wait_for_event("bench.signal", matching "payload.k")` on a key of its own (the
+//!    number of its event, or with `--scattered-keys` a string scrambled from it); once every
 //!    run waits, the workers stop and the send-only client sends `--events` events whose keys no
 //!    run waits for (non-matching), then `--events` events each matching one waiting run (each
 //!    resumes it, in the send's transaction). Between the two, on the same database, ten
@@ -45,7 +46,7 @@ use tokio::task::JoinSet;
 
 use super::args::{Args, Error, Sample};
 use super::backend::{Backend, Place};
-use super::drain::seed_events;
+use super::drain::seed_events_keyed;
 use super::scenarios::{count, engine_config, settle};
 use crate::store::query::StatsWindow;
 use crate::store::StatsQuery;
@@ -128,8 +129,8 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
     ]))
 }
 
-/// The job of the waiters: the runs of the keys below `waiting` wait, the others (all of them in
-/// the baseline) end at once.
+/// The job of the waiters: the runs of the events `i` below `waiting` wait, the others (all of
+/// them in the baseline) end at once.
 fn job(waiting: usize, ran: Arc<AtomicUsize>) -> Job {
     Job::new(JOB, "Benchmark waiter", "1.0.0")
         .trigger(event_trigger(START))
@@ -137,8 +138,8 @@ fn job(waiting: usize, ran: Arc<AtomicUsize>) -> Job {
             let ran = Arc::clone(&ran);
             async move {
                 ran.fetch_add(1, Ordering::Relaxed);
-                let key = p["k"].as_u64().map_or(usize::MAX, |k| k as usize);
-                if key >= waiting {
+                let i = p["i"].as_u64().map_or(usize::MAX, |i| i as usize);
+                if i >= waiting {
                     return Ok::<_, JobError>(Value::Null);
                 }
                 let got = io
@@ -166,8 +167,8 @@ async fn seed(args: &Args, url: &str, waiting: usize, pb: &ProgressBar) -> Resul
         .connect()
         .await?;
     worker.define_job(job(waiting, Arc::clone(&ran)))?;
-    // Event `i` with the key `i`.
-    seed_events(&sender, START, n, n).await?;
+    // Event `i` with the key of `i`.
+    seed_events_keyed(&sender, START, n, |i| key(args.scattered_keys, i)).await?;
     let limit = Duration::from_secs(300).max(Duration::from_millis(5 * n as u64));
     let start = Instant::now();
     let settled = loop {
@@ -203,8 +204,8 @@ async fn seed(args: &Args, url: &str, waiting: usize, pb: &ProgressBar) -> Resul
     Ok(sender)
 }
 
-/// Sends `--events` `name` events from `--e2e-senders` tasks, event `i` with the key
-/// `from + i` (the waiting runs have the keys 0 to `--waiters` − 1); returns events per second.
+/// Sends `--events` `name` events from `--e2e-senders` tasks, event `i` with the key of
+/// `from + i` (the waiting runs have the keys of 0 to `--waiters` − 1); returns events per second.
 async fn send(
     args: &Args,
     client: &Client,
@@ -228,6 +229,7 @@ async fn send_timed(
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut tasks = JoinSet::new();
+    let scattered = args.scattered_keys;
     for _ in 0..args.e2e_senders.max(1) {
         let (client, next) = (client.clone(), Arc::clone(&next));
         tasks.spawn(async move {
@@ -236,7 +238,9 @@ async fn send_timed(
                 if i >= n {
                     return Ok::<_, Error>(());
                 }
-                client.send_event(name, &json!({ "k": from + i })).await?;
+                client
+                    .send_event(name, &json!({ "k": key(scattered, from + i) }))
+                    .await?;
             }
         });
     }
@@ -390,4 +394,16 @@ async fn events_stored(client: &Client) -> Result<u64, Error> {
         now: chrono::Utc::now(),
     };
     Ok(client.store().stats(q).await?.events)
+}
+
+/// The key of run and event `i`: the number `i`, or with `--scattered-keys` a 16-hex-digit
+/// string scrambled from it (splitmix64's finalizer, a bijection: distinct `i`, distinct keys).
+fn key(scattered: bool, i: usize) -> Value {
+    if !scattered {
+        return json!(i);
+    }
+    let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    json!(format!("{:016x}", z ^ (z >> 31)))
 }
