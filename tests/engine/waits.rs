@@ -154,6 +154,44 @@ async fn a_wait_on_a_new_match_path_is_found_by_the_next_event(db: TestDb) {
     }
 }
 
+/// A wait registered by one process is found by an event another process sends, also when that
+/// other process already knew the waits of that name (SQLite: its writer's set of the values
+/// waited for learns of the others' waits from `wait_log`).
+async fn a_wait_registered_by_another_process_is_found_by_its_events(db: TestDb) {
+    let (client, clock) = db.client().await;
+    let sender = db.sender(&clock).await;
+    client.define_job(payer()).unwrap();
+    let first = client
+        .send_event("invoice.created", &json!({ "invoiceId": "in_a" }))
+        .await
+        .unwrap();
+    waiting(&client, &first.run_ids[0]).await;
+    // The sender's writer reads the waits of `invoice.paid` as they are now.
+    let other = sender
+        .send_event("invoice.paid", &json!({ "invoiceId": "in_z" }))
+        .await
+        .unwrap();
+    assert!(other.run_ids.is_empty());
+    clock.advance(Duration::from_secs(1));
+    for key in ["in_b", "in_c"] {
+        let ev = client
+            .send_event("invoice.created", &json!({ "invoiceId": key }))
+            .await
+            .unwrap();
+        waiting(&client, &ev.run_ids[0]).await;
+        let paid = sender
+            .send_event("invoice.paid", &json!({ "invoiceId": key }))
+            .await
+            .unwrap();
+        assert_eq!(output(&client, &ev.id).await, json!(paid.id), "{key}");
+    }
+    let paid = sender
+        .send_event("invoice.paid", &json!({ "invoiceId": "in_a" }))
+        .await
+        .unwrap();
+    assert_eq!(output(&client, &first.id).await, json!(paid.id));
+}
+
 /// Waits for `invoice.paid` matching `payload.orderId` (the payer's matches `payload.invoiceId`):
 /// one name, two match paths.
 fn shipper() -> Job {
@@ -455,6 +493,7 @@ backend_tests!(
     every_matching_waiter_gets_the_event,
     events_inserted_together_resume_only_the_waits_of_their_own_keys,
     a_wait_on_a_new_match_path_is_found_by_the_next_event,
+    a_wait_registered_by_another_process_is_found_by_its_events,
     a_condition_that_does_not_hold_keeps_the_run_waiting,
     an_event_sent_before_the_wait_was_reached_does_not_resume_it,
     a_malformed_match_or_condition_fails_the_run_for_good,

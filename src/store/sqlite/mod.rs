@@ -34,6 +34,7 @@ mod rows;
 mod runs;
 mod search;
 mod steps;
+mod values;
 mod waits;
 mod webhooks;
 mod writer;
@@ -92,6 +93,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (51, include_str!("0051_children_on_steps.sql")),
     (52, include_str!("0052_children_by_run.sql")),
     (53, include_str!("0053_children_as_steps.sql")),
+    (54, include_str!("0054_wait_log.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::Connection;
 
+use super::values::Values;
 use crate::store::Result;
 
 /// Most event names whose paths are kept per table; past it the copy starts again.
@@ -36,13 +37,18 @@ pub(crate) struct Paths {
     version: Option<i64>,
     waits: HashMap<String, Arc<[String]>>,
     cancels: HashMap<String, Arc<[String]>>,
+    /// The values waited for, kept the same way (its own module).
+    values: Values,
 }
 
 impl Paths {
     /// The copy for the writer's connection `conn`: installs the function and the temporary
     /// triggers that tell it of rows inserted through `conn`.
     pub(super) fn install(conn: &Connection) -> Result<Self> {
-        let paths = Self::default();
+        let paths = Self {
+            values: Values::install(conn)?,
+            ..Self::default()
+        };
         let inserted = Arc::clone(&paths.inserted);
         conn.create_scalar_function(
             "flare_paths_inserted",
@@ -62,17 +68,33 @@ impl Paths {
         Ok(paths)
     }
 
-    /// Forgets the copies if another connection committed since the last batch began. Called
-    /// inside the batch's transaction, which holds the write lock: no other commit can follow.
+    /// Forgets the copies if another connection committed since the last batch began, and
+    /// brings the values waited for up to date. Called inside the batch's transaction, which
+    /// holds the write lock: no other commit can follow.
     pub(super) fn batch_begins(&mut self, conn: &Connection) -> Result<()> {
+        let begun = self.begin(conn);
+        if begun.is_err() {
+            self.values.forget();
+        }
+        begun
+    }
+
+    fn begin(&mut self, conn: &Connection) -> Result<()> {
         let version: i64 = conn
             .prepare_cached("PRAGMA data_version")?
             .query_row([], |r| r.get(0))?;
-        if self.version != Some(version) {
+        let foreign = self.version != Some(version);
+        if foreign {
             self.forget();
             self.version = Some(version);
         }
-        Ok(())
+        self.values.batch_begins(conn, foreign)
+    }
+
+    /// Whether a run may wait for events `name` whose value at `path` is `value` (false only if
+    /// none does: [`Values`]).
+    pub(super) fn may_wait(&self, name: &str, path: &str, value: &str) -> bool {
+        self.values.may_wait(name, path, value)
     }
 
     /// Forgets the copies (a rollback may have removed rows they hold).

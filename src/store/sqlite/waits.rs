@@ -130,6 +130,9 @@ pub(super) fn on_event(
                 None => continue,
             }
         };
+        if !ctx.paths.may_wait(name, path, &value) {
+            continue;
+        }
         let mut stmt = conn.prepare_cached(
             "SELECT run_id, step_key, condition, run_event FROM run_waits \
              WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3",
