@@ -97,6 +97,11 @@ impl Paths {
         self.values.may_wait(name, path, value)
     }
 
+    /// Counts a lookup [`Self::may_wait`] let through that found no wait.
+    pub(super) fn found_none(&mut self) {
+        self.values.found_none();
+    }
+
     /// Forgets the copies (a rollback may have removed rows they hold).
     pub(super) fn forget(&mut self) {
         self.waits.clear();

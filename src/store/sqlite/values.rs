@@ -18,10 +18,11 @@
 //!   past `high + 1` means the front it had not read was trimmed: the set is built again;
 //! - the set is built from `run_waits` itself at the start of a batch (inside its write
 //!   transaction: no other commit can come between the rows and the log's last entry), first,
-//!   after such a gap, and when it may hold too many values no longer waited for: once it has
-//!   doubled since it was built (other processes' deletes are not seen), or once the writer's
-//!   own deletes reach half of it. Each build reads at most twice the rows written since the
-//!   last one;
+//!   after such a gap, and when the values no longer waited for cost too much: once it has
+//!   doubled since it was built (memory), or once the lookups it let through that found nothing
+//!   reach half its size (time). Deletes are not counted: a resumed wait's value costs nothing
+//!   until an event with it comes again. Each build reads at most as many rows as were written
+//!   or looked up in vain since the last one, twice over;
 //! - past [`MAX_VALUES`] rows waiting, no set is kept: every event looks up, as before.
 //!
 //! Every writer trims the log's front once it has appended [`LOG_KEEP`] entries, keeping the last
@@ -49,8 +50,6 @@ const MIN_BUILT: usize = 4096;
 
 /// Called by the temporary trigger on each row inserted through the writer's connection.
 const INSERTED: &str = "flare_wait_value_inserted";
-/// Called by the temporary trigger on each row deleted through the writer's connection.
-const DELETED: &str = "flare_wait_value_deleted";
 
 /// What the writer thread and its connection's triggers share.
 #[derive(Default)]
@@ -58,9 +57,8 @@ struct Shared {
     set: HashSet<u64>,
     /// The set holds every value waited for (else every event looks up).
     complete: bool,
-    /// Rows inserted into and deleted from `run_waits` through the writer's connection.
+    /// Rows inserted into `run_waits` through the writer's connection.
     inserted: u64,
-    deleted: u64,
 }
 
 /// See the module. `Default` is a writer without the triggers (tests of the writer alone): it
@@ -73,13 +71,15 @@ pub(crate) struct Values {
     installed: bool,
     /// The last `wait_log` entry the set holds (committed, so never taken again).
     high: i64,
-    /// The set's size and the writer's deletes when it was last built.
+    /// The set's size when it was last built.
     built_len: usize,
-    built_deleted: u64,
+    /// Lookups the set let through that found no wait, since it was built (or counted).
+    in_vain: u64,
     /// The writer's inserts when `high` last moved, and when it last trimmed the log.
     seen_inserted: u64,
     trimmed_at: u64,
-    /// Past the limit: the writer's inserts and deletes after which a build is tried again.
+    /// Past the limit: the count of the writer's inserts and vain lookups at which a build is
+    /// tried again.
     retry_at: Option<u64>,
     /// [`MAX_VALUES`], or a test's.
     limit: Option<usize>,
@@ -115,16 +115,9 @@ impl Values {
                 Ok(0_i64)
             },
         )?;
-        let shared = Arc::clone(&values.shared);
-        conn.create_scalar_function(DELETED, 0, FunctionFlags::SQLITE_UTF8, move |_| {
-            lock(&shared).deleted += 1;
-            Ok(0_i64)
-        })?;
         conn.execute_batch(&format!(
             "CREATE TEMP TRIGGER IF NOT EXISTS flare_wait_value_inserted AFTER INSERT ON main.run_waits \
-             BEGIN SELECT {INSERTED}(NEW.event_name, NEW.match_path, NEW.match_value); END; \
-             CREATE TEMP TRIGGER IF NOT EXISTS flare_wait_value_deleted AFTER DELETE ON main.run_waits \
-             BEGIN SELECT {DELETED}(); END;"
+             BEGIN SELECT {INSERTED}(NEW.event_name, NEW.match_path, NEW.match_value); END;"
         ))?;
         Ok(values)
     }
@@ -142,6 +135,12 @@ impl Values {
             ))
     }
 
+    /// Counts a lookup [`Self::may_wait`] let through that found no wait: a value no longer
+    /// waited for (or another's with the same hash), or any lookup while no set is kept.
+    pub(super) fn found_none(&mut self) {
+        self.in_vain += 1;
+    }
+
     /// Brings the set up to date as a batch begins, inside its write transaction (no other
     /// connection can commit until it ends). `foreign`: another connection committed since the
     /// last batch began.
@@ -149,17 +148,16 @@ impl Values {
         if !self.installed {
             return Ok(());
         }
-        let (complete, len, inserted, deleted) = {
+        let (complete, len, inserted) = {
             let s = lock(&self.shared);
-            (s.complete, s.set.len(), s.inserted, s.deleted)
+            (s.complete, s.set.len(), s.inserted)
         };
-        let wanted = self.retry_at.is_none_or(|at| inserted + deleted >= at);
-        let built = len.max(MIN_BUILT);
+        let wanted = self.retry_at.is_none_or(|at| inserted + self.in_vain >= at);
         if !wanted {
             // Too many rows waiting: every event looks up until the retry.
         } else if !complete
             || len >= 2 * self.built_len.max(MIN_BUILT)
-            || deleted - self.built_deleted >= (built / 2) as u64
+            || self.in_vain >= (len.max(MIN_BUILT) / 2) as u64
         {
             self.build(conn)?;
         } else if foreign {
@@ -244,8 +242,10 @@ impl Values {
         let mut shared = lock(&self.shared);
         self.high = high;
         self.built_len = set.len();
-        self.built_deleted = shared.deleted;
-        self.retry_at = (!complete).then(|| shared.inserted + shared.deleted + (limit / 2) as u64);
+        self.retry_at = (!complete).then(|| shared.inserted + self.in_vain + 2 * limit as u64);
+        if complete {
+            self.in_vain = 0;
+        }
         shared.set = if complete { set } else { HashSet::new() };
         shared.complete = complete;
         Ok(())
@@ -392,7 +392,7 @@ mod tests {
         assert!(waits(&values, "in_2"));
     }
 
-    /// Deletes and growth build the set again: values no longer waited for leave it.
+    /// Lookups in vain and growth build the set again: values no longer waited for leave it.
     #[test]
     fn values_no_longer_waited_for_leave_the_set() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -407,12 +407,21 @@ mod tests {
         conn.execute_batch("COMMIT").expect("commit");
         begin(&mut values, &conn, false);
         assert_eq!(values.len(), n);
-        // Half of them resumed by this writer: built again without them.
+        // Half of them resumed: their values stay until looking them up in vain costs enough.
         conn.execute(
             "DELETE FROM run_waits WHERE CAST(substr(run_id, 2) AS INTEGER) < ?1",
             [n / 2],
         )
         .expect("delete");
+        begin(&mut values, &conn, false);
+        assert_eq!(values.len(), n);
+        assert!(waits(&values, "in_0"), "a lookup that finds nothing");
+        for _ in 0..n / 2 - 1 {
+            values.found_none();
+        }
+        begin(&mut values, &conn, false);
+        assert_eq!(values.len(), n, "not yet");
+        values.found_none();
         begin(&mut values, &conn, false);
         assert_eq!(values.len(), n / 2);
         assert!(!waits(&values, "in_0"));
@@ -471,6 +480,13 @@ mod tests {
         assert_eq!(values.len(), 0, "no set kept");
         conn.execute("DELETE FROM run_waits WHERE run_id > 'r5'", [])
             .expect("delete");
+        // Tried again once the lookups (all in vain here) and inserts reach twice the limit.
+        for _ in 0..199 {
+            values.found_none();
+        }
+        begin(&mut values, &conn, false);
+        assert!(waits(&values, "not_waited"), "not yet");
+        values.found_none();
         begin(&mut values, &conn, false);
         assert!(!waits(&values, "not_waited"), "kept again");
         assert!(waits(&values, "in_1"));

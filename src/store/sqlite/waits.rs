@@ -138,7 +138,9 @@ pub(super) fn on_event(
              WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3",
         )?;
         let mut rows = stmt.query(params![name, path, value])?;
+        let mut found = false;
         while let Some(r) = rows.next()? {
+            found = true;
             let condition: Option<String> = r.get(2)?;
             let wait = EventWait {
                 event: name.to_string(),
@@ -151,6 +153,9 @@ pub(super) fn on_event(
             if wait.accepts(incoming) {
                 waiters.push((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
             }
+        }
+        if !found {
+            ctx.paths.found_none();
         }
     }
     if waiters.is_empty() {
