@@ -187,6 +187,15 @@ pub fn last_migration() -> i64 {
     MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or(0)
 }
 
+/// A connection to a new database at `path`, configured and migrated (the unit tests' store).
+#[cfg(test)]
+fn migrated(path: &Path) -> Connection {
+    let mut conn = Connection::open(path).expect("open");
+    configure(&conn).expect("configure");
+    migrate(&mut conn).expect("migrate");
+    conn
+}
+
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")?;
     // A database a newer binary migrated is refused before anything is applied or used.

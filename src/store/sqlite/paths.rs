@@ -164,14 +164,8 @@ fn cached(
 
 #[cfg(test)]
 mod tests {
+    use super::super::migrated;
     use super::*;
-
-    fn migrated(path: &std::path::Path) -> Connection {
-        let mut conn = Connection::open(path).expect("open");
-        super::super::configure(&conn).expect("configure");
-        super::super::migrate(&mut conn).expect("migrate");
-        conn
-    }
 
     /// A path inserted through the writer's connection is seen at once, by either table.
     #[test]

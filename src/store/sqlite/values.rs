@@ -239,6 +239,11 @@ impl Values {
                 }
             }
         }
+        tracing::debug!(
+            rows = set.len(),
+            complete,
+            "built the writer's set of the values waited for"
+        );
         let mut shared = lock(&self.shared);
         self.high = high;
         self.built_len = set.len();
@@ -288,14 +293,8 @@ fn last_entry(conn: &Connection) -> Result<i64> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::migrated;
     use super::*;
-
-    fn migrated(path: &std::path::Path) -> Connection {
-        let mut conn = Connection::open(path).expect("open");
-        super::super::configure(&conn).expect("configure");
-        super::super::migrate(&mut conn).expect("migrate");
-        conn
-    }
 
     fn wait(conn: &Connection, run: &str, value: &str) {
         conn.execute(
