@@ -21,8 +21,8 @@
 //!   after such a gap, and when the values no longer waited for cost too much: once it has
 //!   doubled since it was built (memory), or once the lookups it let through that found nothing
 //!   reach half its size (time). Deletes are not counted: a resumed wait's value costs nothing
-//!   until an event with it comes again. Each build reads at most as many rows as were written
-//!   or looked up in vain since the last one, twice over;
+//!   until an event with it comes again. So each build after the first follows at least half
+//!   as many inserts or vain lookups as the rows it reads (except after a gap);
 //! - past [`MAX_VALUES`] rows waiting, no set is kept: every event looks up, as before.
 //!
 //! Every writer trims the log's front once it has appended [`LOG_KEEP`] entries, keeping the last
@@ -45,7 +45,7 @@ pub(super) const MAX_VALUES: usize = 1 << 21;
 /// Entries of `wait_log` each writer keeps when it trims the log's front.
 pub(super) const LOG_KEEP: i64 = 1 << 16;
 
-/// A set smaller than this is not built again for its growth or deletes.
+/// A set smaller than this is not built again for its growth or its lookups in vain.
 const MIN_BUILT: usize = 4096;
 
 /// Called by the temporary trigger on each row inserted through the writer's connection.
@@ -86,7 +86,7 @@ pub(crate) struct Values {
 }
 
 impl Values {
-    /// The set of the writer's connection `conn`: installs its functions and temporary triggers.
+    /// The set of the writer's connection `conn`: installs its function and temporary trigger.
     /// The set itself is built when the first batch begins.
     pub(super) fn install(conn: &Connection) -> Result<Self> {
         let values = Self {
