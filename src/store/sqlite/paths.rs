@@ -102,6 +102,12 @@ impl Paths {
         self.values.found_none();
     }
 
+    /// The values waited for (tests).
+    #[cfg(test)]
+    pub(super) fn values(&self) -> &Values {
+        &self.values
+    }
+
     /// Forgets the copies (a rollback may have removed rows they hold).
     pub(super) fn forget(&mut self) {
         self.waits.clear();

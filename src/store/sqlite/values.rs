@@ -256,6 +256,12 @@ impl Values {
         Ok(())
     }
 
+    /// The lookups counted in vain since the set was built.
+    #[cfg(test)]
+    pub(super) fn in_vain(&self) -> u64 {
+        self.in_vain
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         lock(&self.shared).set.len()

@@ -482,3 +482,55 @@ impl SqliteStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::migrated;
+    use super::super::paths::Paths;
+    use super::*;
+    use crate::store::Triggers;
+
+    /// An event insert skips the lookup of a value no run waits for, looks up one that is
+    /// waited for, and counts a lookup that found no wait (its value no longer waited for),
+    /// which is what builds the set again.
+    #[test]
+    fn an_event_looks_up_only_values_in_the_set_and_counts_lookups_in_vain() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = migrated(&dir.path().join("w.db"));
+        let mut paths = Paths::install(&conn).expect("install");
+        let triggers = Triggers::default();
+        conn.execute_batch(
+            "INSERT INTO wait_paths (event_name, match_path) VALUES ('invoice.paid', 'payload.id'); \
+             INSERT INTO run_waits (run_id, step_key, event_name, match_path, match_value, since, until) \
+             VALUES ('r1', 'paid', 'invoice.paid', 'payload.id', 'in_1', 0, 10)",
+        )
+        .expect("wait");
+        paths.batch_begins(&conn).expect("begin");
+        let mut ctx = WriteCtx {
+            conn: &conn,
+            triggers: &triggers,
+            wake: false,
+            tally: Default::default(),
+            paths: &mut paths,
+        };
+        let paid = |v: &str| serde_json::json!({ "id": v });
+        // Not in the set: no lookup, nothing counted.
+        assert_eq!(
+            on_event(&mut ctx, "e1", "invoice.paid", &paid("in_2"), 1, 1).expect("event"),
+            0
+        );
+        assert_eq!(ctx.paths.values().in_vain(), 0);
+        // Waited for: found and resumed.
+        assert_eq!(
+            on_event(&mut ctx, "e2", "invoice.paid", &paid("in_1"), 1, 1).expect("event"),
+            1
+        );
+        assert_eq!(ctx.paths.values().in_vain(), 0);
+        // Its value is still in the set, no longer waited for: a lookup in vain.
+        assert_eq!(
+            on_event(&mut ctx, "e3", "invoice.paid", &paid("in_1"), 1, 1).expect("event"),
+            0
+        );
+        assert_eq!(ctx.paths.values().in_vain(), 1);
+    }
+}
