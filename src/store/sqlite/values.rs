@@ -170,11 +170,12 @@ impl Values {
         }
         self.seen_inserted = inserted;
         if inserted - self.trimmed_at >= LOG_KEEP as u64 {
-            conn.prepare_cached(
-                "DELETE FROM wait_log WHERE seq < (SELECT max(seq) FROM wait_log) - ?1",
-            )?
-            .execute([LOG_KEEP])?;
             self.trimmed_at = inserted;
+            // A log not trimmed is only longer: the set stays good (and a writer made read-only,
+            // `health_fail_writes`, does not build it again at every batch).
+            if let Err(e) = trim(conn) {
+                tracing::debug!(error = %e, "could not trim wait_log");
+            }
         }
         Ok(())
     }
@@ -288,6 +289,12 @@ fn bytes(v: ValueRef<'_>) -> Option<&[u8]> {
         ValueRef::Text(t) => Some(t),
         _ => None,
     }
+}
+
+/// Deletes the log's entries but the last [`LOG_KEEP`].
+fn trim(conn: &Connection) -> rusqlite::Result<usize> {
+    conn.prepare_cached("DELETE FROM wait_log WHERE seq < (SELECT max(seq) FROM wait_log) - ?1")?
+        .execute([LOG_KEEP])
 }
 
 /// The log's last entry (0 when empty).
@@ -467,6 +474,25 @@ mod tests {
             .expect("count");
         assert_eq!(last, LOG_KEEP + 10);
         assert_eq!(entries, LOG_KEEP + 1);
+    }
+
+    /// A trim that fails (a read-only writer) leaves the set in use.
+    #[test]
+    fn a_trim_that_fails_keeps_the_set() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = migrated(&dir.path().join("v.db"));
+        let mut values = Values::install(&conn).expect("install");
+        begin(&mut values, &conn, true);
+        conn.execute_batch("BEGIN").expect("begin");
+        for i in 0..LOG_KEEP {
+            wait(&conn, &format!("r{i}"), &format!("in_{i}"));
+        }
+        conn.execute_batch("COMMIT").expect("commit");
+        conn.pragma_update(None, "query_only", true)
+            .expect("read-only");
+        begin(&mut values, &conn, false);
+        assert!(!waits(&values, "not_waited"), "the set is kept");
+        assert!(waits(&values, "in_0"));
     }
 
     /// Past the limit ([`MAX_VALUES`]) of rows waiting no set is kept: every event looks up,
