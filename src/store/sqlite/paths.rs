@@ -12,6 +12,9 @@
 //!
 //! Rows are never deleted from either table otherwise, so between those moments the copy is the
 //! table. At most [`MAX_NAMES`] names per table are kept (event names come from senders).
+//!
+//! It also holds the writer's set of the values waited for ([`Values`], `values.rs`), brought up
+//! to date when each batch begins.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
