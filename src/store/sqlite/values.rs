@@ -318,6 +318,15 @@ mod tests {
         .expect("insert");
     }
 
+    /// `n` waits in one transaction: run `{run}{i}` on the value `{value}{i}`.
+    fn many(conn: &Connection, run: &str, value: &str, n: usize) {
+        conn.execute_batch("BEGIN").expect("begin");
+        for i in 0..n {
+            wait(conn, &format!("{run}{i}"), &format!("{value}{i}"));
+        }
+        conn.execute_batch("COMMIT").expect("commit");
+    }
+
     fn waits(values: &Values, value: &str) -> bool {
         values.may_wait("invoice.paid", "payload.id", value)
     }
@@ -412,11 +421,7 @@ mod tests {
         let mut values = Values::install(&conn).expect("install");
         begin(&mut values, &conn, true);
         let n = MIN_BUILT * 2;
-        conn.execute_batch("BEGIN").expect("begin");
-        for i in 0..n {
-            wait(&conn, &format!("r{i}"), &format!("in_{i}"));
-        }
-        conn.execute_batch("COMMIT").expect("commit");
+        many(&conn, "r", "in_", n);
         begin(&mut values, &conn, false);
         assert_eq!(values.len(), n);
         // Half of them resumed: their values stay until looking them up in vain costs enough.
@@ -443,11 +448,7 @@ mod tests {
         // new waits as the set held when built: it doubled, and is built again.
         let other = Connection::open(dir.path().join("v.db")).expect("open");
         other.execute("DELETE FROM run_waits", []).expect("delete");
-        conn.execute_batch("BEGIN").expect("begin");
-        for i in 0..n / 2 {
-            wait(&conn, &format!("s{i}"), &format!("new_{i}"));
-        }
-        conn.execute_batch("COMMIT").expect("commit");
+        many(&conn, "s", "new_", n / 2);
         begin(&mut values, &conn, true);
         assert_eq!(values.len(), n / 2);
         assert!(!waits(&values, &format!("in_{}", n - 1)));
@@ -461,11 +462,7 @@ mod tests {
         let conn = migrated(&dir.path().join("v.db"));
         let mut values = Values::install(&conn).expect("install");
         begin(&mut values, &conn, true);
-        conn.execute_batch("BEGIN").expect("begin");
-        for i in 0..LOG_KEEP + 10 {
-            wait(&conn, "r", &format!("in_{i}"));
-        }
-        conn.execute_batch("COMMIT").expect("commit");
+        many(&conn, "r", "in_", (LOG_KEEP + 10) as usize);
         begin(&mut values, &conn, false);
         let (entries, last): (i64, i64) = conn
             .query_row("SELECT count(*), max(seq) FROM wait_log", [], |r| {
@@ -483,11 +480,7 @@ mod tests {
         let conn = migrated(&dir.path().join("v.db"));
         let mut values = Values::install(&conn).expect("install");
         begin(&mut values, &conn, true);
-        conn.execute_batch("BEGIN").expect("begin");
-        for i in 0..LOG_KEEP {
-            wait(&conn, &format!("r{i}"), &format!("in_{i}"));
-        }
-        conn.execute_batch("COMMIT").expect("commit");
+        many(&conn, "r", "in_", LOG_KEEP as usize);
         conn.pragma_update(None, "query_only", true)
             .expect("read-only");
         begin(&mut values, &conn, false);
