@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::backend_tests;
 use crate::fixture::{bare_app, request};
-use crate::support::{self, TestDb};
+use crate::support::TestDb;
 
 /// `/readyz` writes: a database that refuses writes is not ready, and is again once it takes them.
 async fn readiness_needs_storage_that_takes_writes(db: TestDb) {
@@ -71,21 +71,7 @@ async fn storage_failures_say_whether_anything_was_stored(db: TestDb) {
         .expect("writable");
 
     // Reads fail once the events table is gone.
-    let rename = "ALTER TABLE events RENAME TO events_gone";
-    match db.backend {
-        support::Backend::Sqlite => {
-            let path = db.url.strip_prefix("sqlite://").expect("sqlite path");
-            let conn = rusqlite::Connection::open(path).expect("open");
-            conn.execute_batch(rename).expect("rename");
-        }
-        support::Backend::Postgres => {
-            let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-                .await
-                .expect("connect");
-            tokio::spawn(conn);
-            pg.batch_execute(rename).await.expect("rename");
-        }
-    }
+    db.execute("ALTER TABLE events RENAME TO events_gone").await;
     let read = "storage is unavailable: could not read what was asked for; try again";
     for uri in [
         "/api/events".to_string(),

@@ -205,6 +205,24 @@ impl TestDb {
         clocked_client(&self.url, clock, config).await
     }
 
+    /// Runs `sql` on the database itself, over a connection of its own (not through Flare).
+    pub async fn execute(&self, sql: &str) {
+        match self.backend {
+            Backend::Sqlite => {
+                let path = self.url.strip_prefix("sqlite://").expect("sqlite path");
+                let conn = rusqlite::Connection::open(path).expect("open");
+                conn.execute_batch(sql).expect(sql);
+            }
+            Backend::Postgres => {
+                let (pg, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+                    .await
+                    .expect("connect");
+                tokio::spawn(conn);
+                pg.batch_execute(sql).await.expect(sql);
+            }
+        }
+    }
+
     /// A send-only client (no workers) sharing `clock`.
     pub async fn sender(&self, clock: &ManualClock) -> Client {
         Client::builder(&self.url)
