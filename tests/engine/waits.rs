@@ -192,6 +192,47 @@ async fn a_wait_registered_by_another_process_is_found_by_its_events(db: TestDb)
     assert_eq!(output(&client, &first.id).await, json!(paid.id));
 }
 
+/// A process's writer keeps the values waited for (read from `wait_log` as others register
+/// waits); when the log's entries past what it holds were trimmed, it reads the waits again
+/// instead of missing those.
+async fn a_wait_whose_log_entry_was_trimmed_is_still_found(db: TestDb) {
+    let (client, clock) = db.client().await;
+    let sender = db.sender(&clock).await;
+    client.define_job(payer()).unwrap();
+    let first = client
+        .send_event("invoice.created", &json!({ "invoiceId": "in_a" }))
+        .await
+        .unwrap();
+    waiting(&client, &first.run_ids[0]).await;
+    // The sender's writer reads the waits of `invoice.paid` as they are now.
+    let other = sender
+        .send_event("invoice.paid", &json!({ "invoiceId": "in_z" }))
+        .await
+        .unwrap();
+    assert!(other.run_ids.is_empty());
+    clock.advance(Duration::from_secs(1));
+    let mut created = Vec::new();
+    for key in ["in_b", "in_c"] {
+        let ev = client
+            .send_event("invoice.created", &json!({ "invoiceId": key }))
+            .await
+            .unwrap();
+        waiting(&client, &ev.run_ids[0]).await;
+        created.push(ev);
+    }
+    // The front of what the sender has not read is trimmed; the last entry stays, as a trim
+    // leaves it.
+    db.execute("DELETE FROM wait_log WHERE match_value = 'in_b'")
+        .await;
+    for (key, ev) in ["in_b", "in_c"].into_iter().zip(&created) {
+        let paid = sender
+            .send_event("invoice.paid", &json!({ "invoiceId": key }))
+            .await
+            .unwrap();
+        assert_eq!(output(&client, &ev.id).await, json!(paid.id), "{key}");
+    }
+}
+
 /// Waits for `invoice.paid` matching `payload.orderId` (the payer's matches `payload.invoiceId`):
 /// one name, two match paths.
 fn shipper() -> Job {
@@ -494,6 +535,7 @@ backend_tests!(
     events_inserted_together_resume_only_the_waits_of_their_own_keys,
     a_wait_on_a_new_match_path_is_found_by_the_next_event,
     a_wait_registered_by_another_process_is_found_by_its_events,
+    a_wait_whose_log_entry_was_trimmed_is_still_found,
     a_condition_that_does_not_hold_keeps_the_run_waiting,
     an_event_sent_before_the_wait_was_reached_does_not_resume_it,
     a_malformed_match_or_condition_fails_the_run_for_good,

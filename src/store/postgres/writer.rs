@@ -19,8 +19,9 @@ use super::debounce::Taken;
 use super::listen::CHANNEL;
 use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
+use super::values::{Entries, Seqs, WaitedValues, LOG_SQL};
 use super::waits::{
-    lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths,
+    lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths, LookupKeys,
     LOCK_SHARED_SQL, LOOKUP_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
 };
 use crate::log_throttle::storage_failure;
@@ -51,6 +52,9 @@ pub(super) struct Writer {
     /// The match paths of waits as the last batch of each event name read them: each batch
     /// looks the waits of its events up by these in its insert's pipeline.
     pub(super) wait_paths: KnownPaths,
+    /// The values waited for per (name, path) pair: an event's key not among them is not
+    /// looked up.
+    pub(super) wait_values: WaitedValues,
 }
 
 /// Collects waiting inserts into one transaction (group commit) and answers each caller after
@@ -112,7 +116,9 @@ where
 }
 
 /// Writes one batch in three round trips: the job table's revision (fan-out must know every
-/// stored job); `BEGIN`, the names' locks, the insert and the match paths; `NOTIFY` and `COMMIT`.
+/// stored job); `BEGIN`, the names' locks, the insert and the match paths; `NOTIFY` and `COMMIT`
+/// (and one more when a set of values waited for is built, or a wait was registered since the
+/// last batch with a value of this one).
 pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
     let client = writer.pool.get().await?;
     triggers_refresh(&client, &writer.triggers).await?;
@@ -124,6 +130,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let paths_and_waits_st = client.prepare_cached(PATHS_AND_WAITS_SQL).await?;
     let paths_only = client.prepare_cached(PATHS_AS_WAITS_SQL).await?;
     let lookup = client.prepare_cached(LOOKUP_SQL).await?;
+    let log = client.prepare_cached(LOG_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -149,7 +156,14 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     } else {
         prepared.may_deliver()
     };
-    let guess = lookup_keys(&may_deliver, &guessed);
+    let mut guess = lookup_keys(&may_deliver, &guessed);
+    // Of these, only the keys whose value the sets may hold, and the log past the sets.
+    let known = writer.wait_values.known(&guessed);
+    {
+        let holding = writer.wait_values.holding();
+        guess.retain(|n, p, v| holding.may_hold(n, p, v));
+    }
+    let probed: HashSet<(&str, &str, &str)> = guess.keys().collect();
     // Sent in this order on the first poll; answers come back in order. The names' shared locks
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
     // keys and waits after them, so that events no key or wait can match cost no round trip.
@@ -163,7 +177,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     } else {
         (&paths_only, &waits_params[..1])
     };
-    let (began, locked, inserted, paths, waiting, looked_up) = futures::join!(
+    let (began, locked, inserted, paths, waiting, looked_up, logged) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
@@ -177,18 +191,26 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
                 .query(&lookup, &[&guess.names, &guess.paths, &guess.values])
                 .await
         },
+        async {
+            if known.names.is_empty() {
+                return Ok(Vec::new());
+            }
+            client
+                .query(&log, &[&known.names, &known.paths, &known.seqs])
+                .await
+        },
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         let inserted = began.and(locked).and(inserted)?;
         let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
-        let (waiting, mut found) = paths_and_waits(waiting?)?;
+        let (waiting, seqs, mut found) = paths_and_waits(waiting?)?;
         found.extend(looked_up?);
-        // The rows found are every wait's if no path was missing from the guess.
-        let found = writer
-            .wait_paths
-            .read(&names, &guessed, &waiting)
-            .then_some(found);
+        writer.wait_paths.read(&names, &guessed, &waiting);
+        let entries = Entries::from_rows(&logged?)?;
+        for (pair, seq) in writer.wait_values.merge(&known, &seqs, &entries) {
+            writer.wait_values.build(&client, &pair, seq).await?;
+        }
         let (mut created, existing) = prepared.created(&inserted)?;
         created.debounced = prepared.debounce(&client, &created).await?;
         super::cancel_on::arm(&client, &prepared.runs.cancel_keys).await?;
@@ -196,7 +218,9 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         let positions = prepared.armed_positions(&delivered);
         let follow =
             super::cancel::cancel_delivered(&client, Some(paths), &delivered, &positions).await?;
-        let resumed = on_events_with(&client, &delivered, &waiting, found).await?;
+        let keys = lookup_keys(&delivered, &waiting);
+        let found = waits_of(&client, &writer.wait_values, &keys, &seqs, &probed, found).await?;
+        let resumed = on_events_with(&client, &delivered, keys, Some(found)).await?;
         let woken = insert_follow_ups(&client, &writer.triggers, follow).await?;
         Ok::<_, Error>((created, existing, resumed > 0 || woken))
     }
@@ -228,6 +252,38 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         writer.work.notify_one();
     }
     Ok(result)
+}
+
+/// The waits of the `keys` of a batch's delivered events: those `found` already (the keys
+/// `probed` in its pipeline), and the keys not probed that a wait may have by the sets of
+/// values waited for as of the pairs' `seqs` (looked up now: a wait registered since the last
+/// batch, a path not guessed). Counts the lookups that found nothing, for the sets.
+async fn waits_of<C: GenericClient>(
+    c: &C,
+    values: &WaitedValues,
+    keys: &LookupKeys,
+    seqs: &Seqs,
+    probed: &HashSet<(&str, &str, &str)>,
+    mut found: Vec<Row>,
+) -> Result<Vec<Row>> {
+    let more = values.to_look_up(keys.keys(), seqs, probed);
+    if !more.is_empty() {
+        let names: Vec<&str> = more.iter().map(|k| k.0).collect();
+        let paths: Vec<&str> = more.iter().map(|k| k.1).collect();
+        let values: Vec<&str> = more.iter().map(|k| k.2).collect();
+        found.extend(rows(c, LOOKUP_SQL, &[&names, &paths, &values]).await?);
+    }
+    let mut hit = HashSet::new();
+    for r in &found {
+        hit.insert((
+            r.try_get::<_, &str>(2)?,
+            r.try_get::<_, &str>(3)?,
+            r.try_get::<_, &str>(4)?,
+        ));
+    }
+    let looked = probed.iter().chain(&more).filter(|k| !hit.contains(*k));
+    values.found_none(looked.map(|&(name, path, _)| (name, path)));
+    Ok(found)
 }
 
 /// Inserts a batch of events and, in the same statement, the runs of those that were new, their
