@@ -194,16 +194,24 @@ async fn a_wait_registered_by_another_process_is_found_by_its_events(db: TestDb)
 
 /// A process's writer keeps the values waited for (read from `wait_log` as others register
 /// waits); when the log's entries past what it holds were trimmed, it reads the waits again
-/// instead of missing those.
+/// instead of missing those. (Runs of two jobs wait for `invoice.paid` by two paths here: on
+/// PostgreSQL the log of two pairs is read in a statement of its own, of one pair with the
+/// paths, `a_wait_registered_by_another_process_is_found_by_its_events`.)
 async fn a_wait_whose_log_entry_was_trimmed_is_still_found(db: TestDb) {
     let (client, clock) = db.client().await;
     let sender = db.sender(&clock).await;
     client.define_job(payer()).unwrap();
+    client.define_job(shipper()).unwrap();
     let first = client
         .send_event("invoice.created", &json!({ "invoiceId": "in_a" }))
         .await
         .unwrap();
     waiting(&client, &first.run_ids[0]).await;
+    let order = client
+        .send_event("order.created", &json!({ "orderId": "o_1" }))
+        .await
+        .unwrap();
+    waiting(&client, &order.run_ids[0]).await;
     // The sender's writer reads the waits of `invoice.paid` as they are now.
     let other = sender
         .send_event("invoice.paid", &json!({ "invoiceId": "in_z" }))

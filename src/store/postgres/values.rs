@@ -128,22 +128,32 @@ pub(super) struct Known {
     pub(super) seqs: Vec<i64>,
 }
 
+impl Known {
+    /// The one pair and its `seq`, if there is exactly one.
+    pub(super) fn one(&self) -> Option<(&str, &str, i64)> {
+        match (&self.names[..], &self.paths[..], &self.seqs[..]) {
+            ([name], [path], [seq]) => Some((name.as_str(), path.as_str(), *seq)),
+            _ => None,
+        }
+    }
+}
+
 /// A pair's log entries a batch read.
 #[derive(Default)]
 pub(super) struct Entries(HashMap<Pair, Vec<(i64, String)>>);
 
 impl Entries {
-    /// The rows of [`LOG_SQL`].
-    pub(super) fn from_rows(found: &[tokio_postgres::Row]) -> Result<Self> {
-        let mut entries = Self::default();
+    /// Adds the rows of [`LOG_SQL`].
+    pub(super) fn add_rows(&mut self, found: &[tokio_postgres::Row]) -> Result<()> {
         for r in found {
-            entries
-                .0
-                .entry((r.try_get(0)?, r.try_get(1)?))
-                .or_default()
-                .push((r.try_get(2)?, r.try_get(3)?));
+            self.push(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?);
         }
-        Ok(entries)
+        Ok(())
+    }
+
+    /// Adds the entry `seq` of the pair (`name`, `path`), `value` (in `seq` order).
+    pub(super) fn push(&mut self, name: String, path: String, seq: i64, value: String) {
+        self.0.entry((name, path)).or_default().push((seq, value));
     }
 }
 

@@ -20,7 +20,7 @@ use deadpool_postgres::GenericClient;
 use serde_json::Value;
 
 use super::rows::{exec, json_text, opt_json, rows};
-use super::values::{registered, Seqs};
+use super::values::{registered, Entries, Seqs};
 use crate::model::wait::{
     event_value, payload_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
 };
@@ -249,38 +249,61 @@ pub(super) const PATHS_AS_WAITS_SQL: &str = paths_as_waits_sql!();
 /// guessed keys share one pair costs no statement more than a batch of names without waits.
 /// Scalar parameters for the pair, so that PostgreSQL keeps a generic plan (with the pair as
 /// arrays, it planned every execution again).
-pub(super) const PATHS_AND_WAITS_SQL: &str = concat!(
-    paths_as_waits_sql!(),
+macro_rules! paths_and_waits_sql {
+    () => {
+        concat!(
+            paths_as_waits_sql!(),
+            " UNION ALL \
+             SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
+             FROM run_waits w WHERE w.event_name = $2 AND w.match_path = $3 AND w.match_value = ANY($4::text[])"
+        )
+    };
+}
+pub(super) const PATHS_AND_WAITS_SQL: &str = paths_and_waits_sql!();
+
+/// [`PATHS_AND_WAITS_SQL`] and, in the same statement, the entries of `wait_log` of the pair
+/// `$2`, `$3` past its `seq` `$5` (`values.rs`; rows with the step key `log`, the `seq` where a
+/// wait's value is, the value where its condition is): the event writer's batch whose events'
+/// keys are of the one pair it keeps a set for, the common batch, reads the log in no statement
+/// more.
+pub(super) const PATHS_WAITS_AND_LOG_SQL: &str = concat!(
+    paths_and_waits_sql!(),
     " UNION ALL \
-     SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
-     FROM run_waits w WHERE w.event_name = $2 AND w.match_path = $3 AND w.match_value = ANY($4::text[])"
+     SELECT NULL::text, 'log', l.event_name, l.match_path, l.seq::text, l.match_value, NULL::text \
+     FROM wait_log l WHERE l.event_name = $2 AND l.match_path = $3 AND l.seq > $5"
 );
 
 /// The match paths of waits per event name.
 pub(super) type Paths = HashMap<String, Vec<String>>;
 
-/// The rows of [`PATHS_AND_WAITS_SQL`] (or [`PATHS_AS_WAITS_SQL`]) as the match paths of each
-/// name, their pairs' `seq`, and the waits found.
+/// The rows of [`PATHS_WAITS_AND_LOG_SQL`] (or [`PATHS_AND_WAITS_SQL`], [`PATHS_AS_WAITS_SQL`])
+/// as the match paths of each name, their pairs' `seq`, the log's entries read, and the waits
+/// found.
 pub(super) fn paths_and_waits(
     found: Vec<tokio_postgres::Row>,
-) -> Result<(Paths, Seqs, Vec<tokio_postgres::Row>)> {
+) -> Result<(Paths, Seqs, Entries, Vec<tokio_postgres::Row>)> {
     let mut paths = Paths::new();
     let mut seqs = Seqs::new();
+    let mut entries = Entries::default();
     let mut waits = Vec::new();
     for r in found {
         if r.try_get::<_, Option<String>>(0)?.is_some() {
             waits.push(r);
+            continue;
+        }
+        let (name, path): (String, String) = (r.try_get(2)?, r.try_get(3)?);
+        let seq: String = r.try_get(4)?;
+        let seq = seq
+            .parse()
+            .map_err(|_| crate::store::Error::Corrupt(format!("a wait's seq {seq:?}")))?;
+        if r.try_get::<_, Option<&str>>(1)? == Some("log") {
+            entries.push(name, path, seq, r.try_get(5)?);
         } else {
-            let (name, path): (String, String) = (r.try_get(2)?, r.try_get(3)?);
-            let seq: String = r.try_get(4)?;
-            let seq = seq
-                .parse()
-                .map_err(|_| crate::store::Error::Corrupt(format!("wait_paths.seq {seq:?}")))?;
             paths.entry(name.clone()).or_default().push(path.clone());
             seqs.entry(name).or_default().insert(path, seq);
         }
     }
-    Ok((paths, seqs, waits))
+    Ok((paths, seqs, entries, waits))
 }
 
 /// [`on_events`] with the `lookup` keys of the events by the match paths of their names read

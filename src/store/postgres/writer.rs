@@ -19,10 +19,10 @@ use super::debounce::Taken;
 use super::listen::CHANNEL;
 use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
-use super::values::{Entries, Seqs, WaitedValues, LOG_SQL};
+use super::values::{Seqs, WaitedValues, LOG_SQL};
 use super::waits::{
     lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths, LookupKeys,
-    LOCK_SHARED_SQL, LOOKUP_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
+    LOCK_SHARED_SQL, LOOKUP_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL, PATHS_WAITS_AND_LOG_SQL,
 };
 use crate::log_throttle::storage_failure;
 use crate::model::{EventFields, StoredEvent};
@@ -129,6 +129,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
     let paths_and_waits_st = client.prepare_cached(PATHS_AND_WAITS_SQL).await?;
     let paths_only = client.prepare_cached(PATHS_AS_WAITS_SQL).await?;
+    let paths_waits_log = client.prepare_cached(PATHS_WAITS_AND_LOG_SQL).await?;
     let lookup = client.prepare_cached(LOOKUP_SQL).await?;
     let log = client.prepare_cached(LOG_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
@@ -168,12 +169,19 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
     // keys and waits after them, so that events no key or wait can match cost no round trip.
     // The guessed waits come with the latter's when their keys share one (name, path) pair (one
-    // statement: no statement more than names without waits), else in a statement of their own.
+    // statement: no statement more than names without waits), else in a statement of their own;
+    // so does the log past the sets when the batch reads it for that pair alone.
     let one_pair = guess.one_pair();
+    let log_pair = known
+        .one()
+        .filter(|&(n, p, _)| guess.names.is_empty() || one_pair.is_some_and(|pair| pair == (n, p)));
     let (name, path) = one_pair.unwrap_or_default();
-    let waits_params: [&(dyn ToSql + Sync); 4] = [&names, &name, &path, &guess.values];
-    let (waits, waits_params) = if one_pair.is_some() {
-        (&paths_and_waits_st, &waits_params[..])
+    let (name, path, seq) = log_pair.unwrap_or((name, path, 0));
+    let waits_params: [&(dyn ToSql + Sync); 5] = [&names, &name, &path, &guess.values, &seq];
+    let (waits, waits_params) = if log_pair.is_some() {
+        (&paths_waits_log, &waits_params[..])
+    } else if one_pair.is_some() {
+        (&paths_and_waits_st, &waits_params[..4])
     } else {
         (&paths_only, &waits_params[..1])
     };
@@ -192,7 +200,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
                 .await
         },
         async {
-            if known.names.is_empty() {
+            if log_pair.is_some() || known.names.is_empty() {
                 return Ok(Vec::new());
             }
             client
@@ -204,10 +212,10 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let looked = async {
         let inserted = began.and(locked).and(inserted)?;
         let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
-        let (waiting, seqs, mut found) = paths_and_waits(waiting?)?;
+        let (waiting, seqs, mut entries, mut found) = paths_and_waits(waiting?)?;
         found.extend(looked_up?);
         writer.wait_paths.read(&names, &guessed, &waiting);
-        let entries = Entries::from_rows(&logged?)?;
+        entries.add_rows(&logged?)?;
         for (pair, seq) in writer.wait_values.merge(&known, &seqs, &entries) {
             writer.wait_values.build(&client, &pair, seq).await?;
         }
