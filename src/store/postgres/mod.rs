@@ -49,7 +49,6 @@ mod query;
 mod rows;
 mod runs;
 mod steps;
-mod values;
 mod waits;
 mod webhooks;
 mod writer;
@@ -121,7 +120,6 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (41, include_str!("0041_node_details.sql")),
     (42, include_str!("0042_step_label.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
-    (54, include_str!("0054_wait_log.sql")),
 ];
 
 /// The highest migration this binary knows (versions have gaps; a newer binary adds higher ones).
@@ -387,7 +385,6 @@ impl PgStore {
             work: Arc::clone(&work),
             read_only: Arc::clone(&read_only),
             wait_paths: Default::default(),
-            wait_values: Default::default(),
         });
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         for _ in 0..WRITERS {

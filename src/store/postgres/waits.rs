@@ -20,7 +20,6 @@ use deadpool_postgres::GenericClient;
 use serde_json::Value;
 
 use super::rows::{exec, json_text, opt_json, rows};
-use super::values::{registered, Entries, Seqs};
 use crate::model::wait::{
     event_value, payload_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
 };
@@ -92,33 +91,6 @@ impl LookupKeys {
         let one = self.names.iter().all(|n| n == name) && self.paths.iter().all(|p| p == path);
         one.then_some((name.as_str(), path.as_str()))
     }
-
-    /// Keeps only the keys `keep` says yes to (of the columns: `per_event` is left as it was).
-    pub(super) fn retain(&mut self, keep: impl Fn(&str, &str, &str) -> bool) {
-        let mut kept = (Vec::new(), Vec::new(), Vec::new());
-        let keys = self
-            .names
-            .drain(..)
-            .zip(self.paths.drain(..))
-            .zip(self.values.drain(..));
-        for ((name, path), value) in keys {
-            if keep(&name, &path, &value) {
-                kept.0.push(name);
-                kept.1.push(path);
-                kept.2.push(value);
-            }
-        }
-        (self.names, self.paths, self.values) = kept;
-    }
-
-    /// The (name, path, value) keys of the columns.
-    pub(super) fn keys(&self) -> impl Iterator<Item = (&str, &str, &str)> {
-        self.names
-            .iter()
-            .zip(&self.paths)
-            .zip(&self.values)
-            .map(|((n, p), v)| (n.as_str(), p.as_str(), v.as_str()))
-    }
 }
 
 pub(super) fn lookup_keys(
@@ -171,7 +143,7 @@ pub(super) async fn on_events<C: GenericClient>(c: &C, events: &[Delivered<'_>])
         .into_iter()
         .collect();
     let paths = match_paths(&rows(c, WAIT_PATHS_SQL, &[&names]).await?)?;
-    on_events_with(c, events, lookup_keys(events, &paths), None).await
+    on_events_with(c, events, &paths, None).await
 }
 
 /// The rows of [`WAIT_PATHS_SQL`] as the match paths of each event name.
@@ -233,12 +205,11 @@ pub(super) const LOOKUP_SQL: &str = "SELECT w.run_id, w.step_key, w.event_name, 
        ON w.event_name = k.n AND w.match_path = k.p AND w.match_value = k.v";
 
 /// The match paths of the names `$1` in the columns of [`LOOKUP_SQL`] (no run id; the name and
-/// path where a wait's are, the pair's `seq` where the value is: see `values.rs`): what the event
-/// writer reads when it guessed no wait, or waits of several (name, path) pairs (it looks those
-/// up with [`LOOKUP_SQL`] in the same pipeline).
+/// path where a wait's are): what the event writer reads when it guessed no wait, or waits of
+/// several (name, path) pairs (it looks those up with [`LOOKUP_SQL`] in the same pipeline).
 macro_rules! paths_as_waits_sql {
     () => {
-        "SELECT NULL::text, NULL::text, event_name, match_path, seq::text, NULL::text, NULL::text \
+        "SELECT NULL::text, NULL::text, event_name, match_path, NULL::text, NULL::text, NULL::text \
          FROM wait_paths WHERE event_name = ANY($1)"
     };
 }
@@ -249,79 +220,49 @@ pub(super) const PATHS_AS_WAITS_SQL: &str = paths_as_waits_sql!();
 /// guessed keys share one pair costs no statement more than a batch of names without waits.
 /// Scalar parameters for the pair, so that PostgreSQL keeps a generic plan (with the pair as
 /// arrays, it planned every execution again).
-macro_rules! paths_and_waits_sql {
-    () => {
-        concat!(
-            paths_as_waits_sql!(),
-            " UNION ALL \
-             SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
-             FROM run_waits w WHERE w.event_name = $2 AND w.match_path = $3 AND w.match_value = ANY($4::text[])"
-        )
-    };
-}
-pub(super) const PATHS_AND_WAITS_SQL: &str = paths_and_waits_sql!();
-
-/// [`PATHS_AND_WAITS_SQL`] and, in the same statement, the entries of `wait_log` of the pair
-/// `$2`, `$3` past its `seq` `$5` (`values.rs`; rows with the step key `log`, the `seq` where a
-/// wait's value is, the value where its condition is): the event writer's batch whose events'
-/// keys are of the one pair it keeps a set for, the common batch, reads the log in no statement
-/// more.
-pub(super) const PATHS_WAITS_AND_LOG_SQL: &str = concat!(
-    paths_and_waits_sql!(),
+pub(super) const PATHS_AND_WAITS_SQL: &str = concat!(
+    paths_as_waits_sql!(),
     " UNION ALL \
-     SELECT NULL::text, 'log', l.event_name, l.match_path, l.seq::text, l.match_value, NULL::text \
-     FROM wait_log l WHERE l.event_name = $2 AND l.match_path = $3 AND l.seq > $5"
+     SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
+     FROM run_waits w WHERE w.event_name = $2 AND w.match_path = $3 AND w.match_value = ANY($4::text[])"
 );
 
 /// The match paths of waits per event name.
 pub(super) type Paths = HashMap<String, Vec<String>>;
 
-/// The rows of [`PATHS_WAITS_AND_LOG_SQL`] (or [`PATHS_AND_WAITS_SQL`], [`PATHS_AS_WAITS_SQL`])
-/// as the match paths of each name, their pairs' `seq`, the log's entries read, and the waits
-/// found.
+/// The rows of [`PATHS_AND_WAITS_SQL`] (or [`PATHS_AS_WAITS_SQL`]) as the match paths of each
+/// name and the waits found.
 pub(super) fn paths_and_waits(
     found: Vec<tokio_postgres::Row>,
-) -> Result<(Paths, Seqs, Entries, Vec<tokio_postgres::Row>)> {
+) -> Result<(Paths, Vec<tokio_postgres::Row>)> {
     let mut paths = Paths::new();
-    let mut seqs = Seqs::new();
-    let mut entries = Entries::default();
     let mut waits = Vec::new();
     for r in found {
         if r.try_get::<_, Option<String>>(0)?.is_some() {
             waits.push(r);
-            continue;
-        }
-        let (name, path): (String, String) = (r.try_get(2)?, r.try_get(3)?);
-        let seq: String = r.try_get(4)?;
-        let seq = seq
-            .parse()
-            .map_err(|_| crate::store::Error::Corrupt(format!("a wait's seq {seq:?}")))?;
-        if r.try_get::<_, Option<&str>>(1)? == Some("log") {
-            entries.push(name, path, seq, r.try_get(5)?);
         } else {
-            paths.entry(name.clone()).or_default().push(path.clone());
-            seqs.entry(name).or_default().insert(path, seq);
+            paths.entry(r.try_get(2)?).or_default().push(r.try_get(3)?);
         }
     }
-    Ok((paths, seqs, entries, waits))
+    Ok((paths, waits))
 }
 
-/// [`on_events`] with the `lookup` keys of the events by the match paths of their names read
-/// already (the event writer reads them in its pipeline with the insert, after the names' locks,
-/// so that events no wait can match cost no round trip), and, when `found` is given, the rows of
-/// [`LOOKUP_SQL`] for every key of these a wait may have (the writer looks them up in the same
-/// pipeline, by the paths it read last time, and tells the others apart by its sets of the
-/// values waited for).
+/// [`on_events`] with the match `paths` of the events' names read already (the event writer
+/// reads them in its pipeline with the insert, after the names' locks, so that events no wait
+/// can match cost no round trip), and, when `found` is given, the rows of [`LOOKUP_SQL`] for a
+/// superset of the keys these paths give (the writer looks them up in the same pipeline, by the
+/// paths it read last time).
 pub(super) async fn on_events_with<C: GenericClient>(
     c: &C,
     events: &[Delivered<'_>],
-    lookup: LookupKeys,
+    paths: &HashMap<String, Vec<String>>,
     found: Option<Vec<tokio_postgres::Row>>,
 ) -> Result<usize> {
     // Nothing found for a superset of the keys: no event of these resumes a wait.
-    if events.is_empty() || found.as_ref().is_some_and(Vec::is_empty) {
+    if events.is_empty() || paths.is_empty() || found.as_ref().is_some_and(Vec::is_empty) {
         return Ok(0);
     }
+    let lookup = lookup_keys(events, paths);
     if lookup.names.is_empty() {
         return Ok(0);
     }
@@ -613,8 +554,12 @@ pub(super) async fn register<C: GenericClient>(
             None => Ok(false),
         };
     }
-    // The event writers' sets of the values waited for learn of it from the log (`values.rs`).
-    registered(c, &wait.event, &wait.match_path, &wait.match_value).await?;
+    exec(
+        c,
+        "INSERT INTO wait_paths (event_name, match_path) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&wait.event, &wait.match_path],
+    )
+    .await?;
     for r in rows(
         c,
         "SELECT id, payload, timestamp FROM events \

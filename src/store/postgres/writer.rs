@@ -19,10 +19,9 @@ use super::debounce::Taken;
 use super::listen::CHANNEL;
 use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
-use super::values::{Seqs, WaitedValues, LOG_SQL};
 use super::waits::{
-    lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths, LookupKeys,
-    LOCK_SHARED_SQL, LOOKUP_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL, PATHS_WAITS_AND_LOG_SQL,
+    lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths,
+    LOCK_SHARED_SQL, LOOKUP_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
 };
 use crate::log_throttle::storage_failure;
 use crate::model::{EventFields, StoredEvent};
@@ -52,9 +51,6 @@ pub(super) struct Writer {
     /// The match paths of waits as the last batch of each event name read them: each batch
     /// looks the waits of its events up by these in its insert's pipeline.
     pub(super) wait_paths: KnownPaths,
-    /// The values waited for per (name, path) pair: an event's key not among them is not
-    /// looked up.
-    pub(super) wait_values: WaitedValues,
 }
 
 /// Collects waiting inserts into one transaction (group commit) and answers each caller after
@@ -116,9 +112,7 @@ where
 }
 
 /// Writes one batch in three round trips: the job table's revision (fan-out must know every
-/// stored job); `BEGIN`, the names' locks, the insert and the match paths; `NOTIFY` and `COMMIT`
-/// (and one more when a set of values waited for is built, or a wait was registered since the
-/// last batch with a value of this one).
+/// stored job); `BEGIN`, the names' locks, the insert and the match paths; `NOTIFY` and `COMMIT`.
 pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<Vec<Inserted>> {
     let client = writer.pool.get().await?;
     triggers_refresh(&client, &writer.triggers).await?;
@@ -129,9 +123,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
     let paths_and_waits_st = client.prepare_cached(PATHS_AND_WAITS_SQL).await?;
     let paths_only = client.prepare_cached(PATHS_AS_WAITS_SQL).await?;
-    let paths_waits_log = client.prepare_cached(PATHS_WAITS_AND_LOG_SQL).await?;
     let lookup = client.prepare_cached(LOOKUP_SQL).await?;
-    let log = client.prepare_cached(LOG_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -157,35 +149,21 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     } else {
         prepared.may_deliver()
     };
-    let mut guess = lookup_keys(&may_deliver, &guessed);
-    // Of these, only the keys whose value the sets may hold, and the log past the sets.
-    let known = writer.wait_values.known(&guessed);
-    {
-        let holding = writer.wait_values.holding();
-        guess.retain(|n, p, v| holding.may_hold(n, p, v));
-    }
-    let probed: HashSet<(&str, &str, &str)> = guess.keys().collect();
+    let guess = lookup_keys(&may_deliver, &guessed);
     // Sent in this order on the first poll; answers come back in order. The names' shared locks
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
     // keys and waits after them, so that events no key or wait can match cost no round trip.
     // The guessed waits come with the latter's when their keys share one (name, path) pair (one
-    // statement: no statement more than names without waits), else in a statement of their own;
-    // so does the log past the sets when the batch reads it for that pair alone.
+    // statement: no statement more than names without waits), else in a statement of their own.
     let one_pair = guess.one_pair();
-    let log_pair = known
-        .one()
-        .filter(|&(n, p, _)| guess.names.is_empty() || one_pair.is_some_and(|pair| pair == (n, p)));
     let (name, path) = one_pair.unwrap_or_default();
-    let (name, path, seq) = log_pair.unwrap_or((name, path, 0));
-    let waits_params: [&(dyn ToSql + Sync); 5] = [&names, &name, &path, &guess.values, &seq];
-    let (waits, waits_params) = if log_pair.is_some() {
-        (&paths_waits_log, &waits_params[..])
-    } else if one_pair.is_some() {
-        (&paths_and_waits_st, &waits_params[..4])
+    let waits_params: [&(dyn ToSql + Sync); 4] = [&names, &name, &path, &guess.values];
+    let (waits, waits_params) = if one_pair.is_some() {
+        (&paths_and_waits_st, &waits_params[..])
     } else {
         (&paths_only, &waits_params[..1])
     };
-    let (began, locked, inserted, paths, waiting, looked_up, logged) = futures::join!(
+    let (began, locked, inserted, paths, waiting, looked_up) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
@@ -199,26 +177,18 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
                 .query(&lookup, &[&guess.names, &guess.paths, &guess.values])
                 .await
         },
-        async {
-            if log_pair.is_some() || known.names.is_empty() {
-                return Ok(Vec::new());
-            }
-            client
-                .query(&log, &[&known.names, &known.paths, &known.seqs])
-                .await
-        },
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         let inserted = began.and(locked).and(inserted)?;
         let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
-        let (waiting, seqs, mut entries, mut found) = paths_and_waits(waiting?)?;
+        let (waiting, mut found) = paths_and_waits(waiting?)?;
         found.extend(looked_up?);
-        writer.wait_paths.read(&names, &guessed, &waiting);
-        entries.add_rows(&logged?)?;
-        for (pair, seq) in writer.wait_values.merge(&known, &seqs, &entries) {
-            writer.wait_values.build(&client, &pair, seq).await?;
-        }
+        // The rows found are every wait's if no path was missing from the guess.
+        let found = writer
+            .wait_paths
+            .read(&names, &guessed, &waiting)
+            .then_some(found);
         let (mut created, existing) = prepared.created(&inserted)?;
         created.debounced = prepared.debounce(&client, &created).await?;
         super::cancel_on::arm(&client, &prepared.runs.cancel_keys).await?;
@@ -226,9 +196,7 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         let positions = prepared.armed_positions(&delivered);
         let follow =
             super::cancel::cancel_delivered(&client, Some(paths), &delivered, &positions).await?;
-        let keys = lookup_keys(&delivered, &waiting);
-        let found = waits_of(&client, &writer.wait_values, &keys, &seqs, &probed, found).await?;
-        let resumed = on_events_with(&client, &delivered, keys, Some(found)).await?;
+        let resumed = on_events_with(&client, &delivered, &waiting, found).await?;
         let woken = insert_follow_ups(&client, &writer.triggers, follow).await?;
         Ok::<_, Error>((created, existing, resumed > 0 || woken))
     }
@@ -260,38 +228,6 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
         writer.work.notify_one();
     }
     Ok(result)
-}
-
-/// The waits of the `keys` of a batch's delivered events: those `found` already (the keys
-/// `probed` in its pipeline), and the keys not probed that a wait may have by the sets of
-/// values waited for as of the pairs' `seqs` (looked up now: a wait registered since the last
-/// batch, a path not guessed). Counts the lookups that found nothing, for the sets.
-async fn waits_of<C: GenericClient>(
-    c: &C,
-    values: &WaitedValues,
-    keys: &LookupKeys,
-    seqs: &Seqs,
-    probed: &HashSet<(&str, &str, &str)>,
-    mut found: Vec<Row>,
-) -> Result<Vec<Row>> {
-    let more = values.to_look_up(keys.keys(), seqs, probed);
-    if !more.is_empty() {
-        let names: Vec<&str> = more.iter().map(|k| k.0).collect();
-        let paths: Vec<&str> = more.iter().map(|k| k.1).collect();
-        let values: Vec<&str> = more.iter().map(|k| k.2).collect();
-        found.extend(rows(c, LOOKUP_SQL, &[&names, &paths, &values]).await?);
-    }
-    let mut hit = HashSet::new();
-    for r in &found {
-        hit.insert((
-            r.try_get::<_, &str>(2)?,
-            r.try_get::<_, &str>(3)?,
-            r.try_get::<_, &str>(4)?,
-        ));
-    }
-    let looked = probed.iter().chain(&more).filter(|k| !hit.contains(*k));
-    values.found_none(looked.map(|&(name, path, _)| (name, path)));
-    Ok(found)
 }
 
 /// Inserts a batch of events and, in the same statement, the runs of those that were new, their
