@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use flare::store::RunDetail;
 use flare::{
-    event_trigger, Client, Clock, Io, Job, RunStatus, SendEvent, StepKind, StepStatus, WaitFor,
+    event_trigger, Client, Clock, Io, Job, RunStatus, SendEvent, StepKind, StepStatus, StoredEvent,
+    WaitFor,
 };
 use serde_json::{json, Value};
 
@@ -154,10 +155,10 @@ async fn a_wait_on_a_new_match_path_is_found_by_the_next_event(db: TestDb) {
     }
 }
 
-/// A wait registered by one process is found by an event another process sends, also when that
-/// other process already knew the waits of that name (SQLite: its writer's set of the values
-/// waited for learns of the others' waits from `wait_log`).
-async fn a_wait_registered_by_another_process_is_found_by_its_events(db: TestDb) {
+/// A client whose payer waits for `in_a`, and a send-only second process (a second writer on
+/// the database) whose writer has read the waits of `invoice.paid` as they are then; the clock
+/// a second past, so that waits reached from now on are later than what it sent.
+async fn waits_read_by_another_process(db: &TestDb) -> (Client, Client, StoredEvent) {
     let (client, clock) = db.client().await;
     let sender = db.sender(&clock).await;
     client.define_job(payer()).unwrap();
@@ -166,13 +167,20 @@ async fn a_wait_registered_by_another_process_is_found_by_its_events(db: TestDb)
         .await
         .unwrap();
     waiting(&client, &first.run_ids[0]).await;
-    // The sender's writer reads the waits of `invoice.paid` as they are now.
     let other = sender
         .send_event("invoice.paid", &json!({ "invoiceId": "in_z" }))
         .await
         .unwrap();
     assert!(other.run_ids.is_empty());
     clock.advance(Duration::from_secs(1));
+    (client, sender, first)
+}
+
+/// A wait registered by one process is found by an event another process sends, also when that
+/// other process already knew the waits of that name (SQLite: its writer's set of the values
+/// waited for learns of the others' waits from `wait_log`).
+async fn a_wait_registered_by_another_process_is_found_by_its_events(db: TestDb) {
+    let (client, sender, first) = waits_read_by_another_process(&db).await;
     for key in ["in_b", "in_c"] {
         let ev = client
             .send_event("invoice.created", &json!({ "invoiceId": key }))
@@ -198,21 +206,7 @@ async fn a_wait_registered_by_another_process_is_found_by_its_events(db: TestDb)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_wait_whose_log_entry_was_trimmed_is_still_found() {
     let db = TestDb::new(Backend::Sqlite).await;
-    let (client, clock) = db.client().await;
-    let sender = db.sender(&clock).await;
-    client.define_job(payer()).unwrap();
-    let first = client
-        .send_event("invoice.created", &json!({ "invoiceId": "in_a" }))
-        .await
-        .unwrap();
-    waiting(&client, &first.run_ids[0]).await;
-    // The sender's writer reads the waits of `invoice.paid` as they are now.
-    let other = sender
-        .send_event("invoice.paid", &json!({ "invoiceId": "in_z" }))
-        .await
-        .unwrap();
-    assert!(other.run_ids.is_empty());
-    clock.advance(Duration::from_secs(1));
+    let (client, sender, _first) = waits_read_by_another_process(&db).await;
     let mut created = Vec::new();
     for key in ["in_b", "in_c"] {
         let ev = client
