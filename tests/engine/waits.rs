@@ -290,6 +290,66 @@ async fn events_inserted_together_resume_only_the_waits_of_their_own_keys(db: Te
     assert_eq!(output(&client, &order.id).await, json!(b.unwrap().id));
 }
 
+/// Waits for `invoice.paid` matching the path `payload.invoiceId x` (a field name with a space).
+fn spacer() -> Job {
+    Job::new("spacer", "Spacer", "1.0.0")
+        .trigger(event_trigger("order.created"))
+        .run(|_p: Value, io: Io| async move {
+            let wait = WaitFor::timeout(3 * DAY).matching("payload.invoiceId x");
+            let paid = io.wait_for_event("paid", "invoice.paid", wait).await?;
+            Ok(json!({ "paid": paid.map(|e| e.id) }))
+        })
+}
+
+/// Two waits whose (name, path, value) keys join to the same text: `payload.invoiceId` = `x y`
+/// and `payload.invoiceId x` = `y` (on PostgreSQL the lookup's hash index holds the key joined by
+/// spaces, so it finds both). Each event resumes only the wait of its own key, inserted alone
+/// (the store's batch insert) or by the event writer.
+async fn keys_that_join_alike_resume_only_their_own_waits(db: TestDb) {
+    let (client, _clock) = db.client().await;
+    client.define_job(payer()).unwrap();
+    client.define_job(spacer()).unwrap();
+    let invoice = client
+        .send_event("invoice.created", &json!({ "invoiceId": "x y" }))
+        .await
+        .unwrap();
+    let order = client
+        .send_event("order.created", &json!({ "invoiceId x": "y" }))
+        .await
+        .unwrap();
+    waiting(&client, &invoice.run_ids[0]).await;
+    waiting(&client, &order.run_ids[0]).await;
+    let first = client
+        .send_batch(
+            vec![SendEvent::new(
+                "invoice.paid",
+                &json!({ "invoiceId": "x y" }),
+            )],
+            flare::model::Source::Api,
+        )
+        .await
+        .unwrap()
+        .remove(0)
+        .event
+        .id;
+    assert_eq!(output(&client, &invoice.id).await, json!(first));
+    let d = client.store().event_detail(&first).await.unwrap().unwrap();
+    assert_eq!(d.resumed_runs.len(), 1, "{:?}", d.resumed_runs);
+    waiting(&client, &order.run_ids[0]).await;
+    let second = client
+        .send_event("invoice.paid", &json!({ "invoiceId x": "y" }))
+        .await
+        .unwrap();
+    assert_eq!(output(&client, &order.id).await, json!(second.id));
+    let d = client
+        .store()
+        .event_detail(&second.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.resumed_runs.len(), 1, "{:?}", d.resumed_runs);
+}
+
 async fn every_matching_waiter_gets_the_event(db: TestDb) {
     let (client, _clock) = db.client().await;
     client.define_job(payer()).unwrap();
@@ -529,6 +589,7 @@ backend_tests!(
     a_matching_event_resumes_the_waiting_run_and_others_do_not,
     every_matching_waiter_gets_the_event,
     events_inserted_together_resume_only_the_waits_of_their_own_keys,
+    keys_that_join_alike_resume_only_their_own_waits,
     a_wait_on_a_new_match_path_is_found_by_the_next_event,
     a_wait_registered_by_another_process_is_found_by_its_events,
     a_condition_that_does_not_hold_keeps_the_run_waiting,

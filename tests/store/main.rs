@@ -6,7 +6,8 @@
 //! `webhooks` (verified webhook deliveries), `sources` (webhook sources and their refusals),
 //! `ended` (runs cancelled without an attempt send `flare/run.cancelled`), `fan_in` (a parent's
 //! last child ending makes it due and wakes the workers), `wait_locks`
-//! (PostgreSQL: an insert takes its names' locks before it writes);
+//! (PostgreSQL: an insert takes its names' locks before it writes), `wait_index` (PostgreSQL:
+//! events look their waiters up by the hash index of their keys);
 //! `fixture` holds what they build on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -28,5 +29,6 @@ mod search;
 mod sources;
 mod throttle;
 mod upgrades;
+mod wait_index;
 mod wait_locks;
 mod webhooks;

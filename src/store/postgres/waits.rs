@@ -84,12 +84,11 @@ pub(super) struct LookupKeys {
 }
 
 impl LookupKeys {
-    /// The one (name, path) pair of these keys, if they have exactly one: the common batch (its
-    /// events of one name whose waits match by one path), looked up by [`PATHS_AND_WAITS_SQL`].
-    pub(super) fn one_pair(&self) -> Option<(&str, &str)> {
-        let (name, path) = (self.names.first()?, self.paths.first()?);
-        let one = self.names.iter().all(|n| n == name) && self.paths.iter().all(|p| p == path);
-        one.then_some((name.as_str(), path.as_str()))
+    /// The keys as `wait_key!` joins a wait's columns, for a lookup by `run_waits_key`.
+    pub(super) fn joined(&self) -> Vec<String> {
+        (self.names.iter().zip(&self.paths).zip(&self.values))
+            .map(|((name, path), value)| format!("{name} {path} {value}"))
+            .collect()
     }
 }
 
@@ -198,15 +197,34 @@ impl KnownPaths {
     }
 }
 
-/// The waits of the (name, path, value) keys `$1`–`$3` ([`LookupKeys`]), as [`on_events_with`]
-/// reads them.
-pub(super) const LOOKUP_SQL: &str = "SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
-     FROM run_waits w JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(n, p, v) \
-       ON w.event_name = k.n AND w.match_path = k.p AND w.match_value = k.v";
+/// A wait's (name, path, value) joined by spaces: the expression of the hash index
+/// `run_waits_key` (`0055_wait_key.sql`), written as the index has it so that the planner uses
+/// it. A path may hold spaces, so different keys can join alike: a lookup by it finds a superset,
+/// and [`on_events_with`] keeps the rows whose own columns are the event's key.
+macro_rules! wait_key {
+    () => {
+        "(w.event_name || ' ' || w.match_path || ' ' || w.match_value)"
+    };
+}
+
+/// The columns of a wait that [`on_events_with`] reads.
+macro_rules! wait_columns {
+    () => {
+        "w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event"
+    };
+}
+
+/// The waits of the joined keys `$1` ([`LookupKeys::joined`]), as [`on_events_with`] reads them.
+pub(super) const LOOKUP_SQL: &str = concat!(
+    "SELECT ",
+    wait_columns!(),
+    " FROM run_waits w WHERE ",
+    wait_key!(),
+    " = ANY($1::text[])"
+);
 
 /// The match paths of the names `$1` in the columns of [`LOOKUP_SQL`] (no run id; the name and
-/// path where a wait's are): what the event writer reads when it guessed no wait, or waits of
-/// several (name, path) pairs (it looks those up with [`LOOKUP_SQL`] in the same pipeline).
+/// path where a wait's are): what the event writer reads when it guessed no wait.
 macro_rules! paths_as_waits_sql {
     () => {
         "SELECT NULL::text, NULL::text, event_name, match_path, NULL::text, NULL::text, NULL::text \
@@ -215,16 +233,16 @@ macro_rules! paths_as_waits_sql {
 }
 pub(super) const PATHS_AS_WAITS_SQL: &str = paths_as_waits_sql!();
 
-/// [`PATHS_AS_WAITS_SQL`] and, in the same statement, the waits of the one (name, path) pair
-/// `$2`, `$3` with any of the values `$4` (one scan of the index): the event writer's batch whose
-/// guessed keys share one pair costs no statement more than a batch of names without waits.
-/// Scalar parameters for the pair, so that PostgreSQL keeps a generic plan (with the pair as
-/// arrays, it planned every execution again).
+/// [`PATHS_AS_WAITS_SQL`] and, in the same statement, the waits of the joined keys `$2` (one
+/// bucket of `run_waits_key` each): the event writer's batch with waits to look up costs no
+/// statement more than a batch of names without waits.
 pub(super) const PATHS_AND_WAITS_SQL: &str = concat!(
     paths_as_waits_sql!(),
-    " UNION ALL \
-     SELECT w.run_id, w.step_key, w.event_name, w.match_path, w.match_value, w.condition, w.run_event \
-     FROM run_waits w WHERE w.event_name = $2 AND w.match_path = $3 AND w.match_value = ANY($4::text[])"
+    " UNION ALL SELECT ",
+    wait_columns!(),
+    " FROM run_waits w WHERE ",
+    wait_key!(),
+    " = ANY($2::text[])"
 );
 
 /// The match paths of waits per event name.
@@ -268,14 +286,7 @@ pub(super) async fn on_events_with<C: GenericClient>(
     }
     let found = match found {
         Some(found) => found,
-        None => {
-            rows(
-                c,
-                LOOKUP_SQL,
-                &[&lookup.names, &lookup.paths, &lookup.values],
-            )
-            .await?
-        }
+        None => rows(c, LOOKUP_SQL, &[&lookup.joined()]).await?,
     };
     let keys = lookup.per_event;
     let mut waits: Waiters = HashMap::new();

@@ -17,11 +17,12 @@ use tokio_postgres::Row;
 use super::cancel_on::{paths_with, PATHS_SQL};
 use super::debounce::Taken;
 use super::listen::CHANNEL;
+use super::GENERIC_PLAN;
 use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{
     lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths,
-    LOCK_SHARED_SQL, LOOKUP_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
+    LOCK_SHARED_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
 };
 use crate::log_throttle::storage_failure;
 use crate::model::{EventFields, StoredEvent};
@@ -123,7 +124,6 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     let cancel_paths = client.prepare_cached(PATHS_SQL).await?;
     let paths_and_waits_st = client.prepare_cached(PATHS_AND_WAITS_SQL).await?;
     let paths_only = client.prepare_cached(PATHS_AS_WAITS_SQL).await?;
-    let lookup = client.prepare_cached(LOOKUP_SQL).await?;
     let rows: Vec<EventRow<'_>> = batch
         .iter()
         .map(|op| EventRow {
@@ -149,41 +149,45 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     } else {
         prepared.may_deliver()
     };
-    let guess = lookup_keys(&may_deliver, &guessed);
+    let guess = lookup_keys(&may_deliver, &guessed).joined();
     // Sent in this order on the first poll; answers come back in order. The names' shared locks
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
-    // keys and waits after them, so that events no key or wait can match cost no round trip.
-    // The guessed waits come with the latter's when their keys share one (name, path) pair (one
-    // statement: no statement more than names without waits), else in a statement of their own.
-    let one_pair = guess.one_pair();
-    let (name, path) = one_pair.unwrap_or_default();
-    let waits_params: [&(dyn ToSql + Sync); 4] = [&names, &name, &path, &guess.values];
-    let (waits, waits_params) = if one_pair.is_some() {
-        (&paths_and_waits_st, &waits_params[..])
-    } else {
+    // keys and waits after them, so that events no key or wait can match cost no round trip. The
+    // guessed waits come in the same statement as the latter's, with its generic plan: the keys
+    // are an array of any length, and PostgreSQL would otherwise plan again for each batch's
+    // (~80 µs, more than the lookup) while `run_waits` is small.
+    let waits_params: [&(dyn ToSql + Sync); 2] = [&names, &guess];
+    let (waits, waits_params) = if guess.is_empty() {
         (&paths_only, &waits_params[..1])
+    } else {
+        (&paths_and_waits_st, &waits_params[..])
     };
-    let (began, locked, inserted, paths, waiting, looked_up) = futures::join!(
+    let plan = |settings: &'static str| {
+        let client = &client;
+        let lookup = !guess.is_empty();
+        async move {
+            if lookup {
+                client.batch_execute(settings).await
+            } else {
+                Ok(())
+            }
+        }
+    };
+    let (began, locked, inserted, paths, generic, waiting, planned) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
         client.query(&cancel_paths, &lock_params),
+        plan(GENERIC_PLAN),
         client.query(waits, waits_params),
-        async {
-            if one_pair.is_some() || guess.names.is_empty() {
-                return Ok(Vec::new());
-            }
-            client
-                .query(&lookup, &[&guess.names, &guess.paths, &guess.values])
-                .await
-        },
+        plan("SET LOCAL plan_cache_mode = DEFAULT"),
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         let inserted = began.and(locked).and(inserted)?;
+        generic.and(planned)?;
         let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
-        let (waiting, mut found) = paths_and_waits(waiting?)?;
-        found.extend(looked_up?);
+        let (waiting, found) = paths_and_waits(waiting?)?;
         // The rows found are every wait's if no path was missing from the guess.
         let found = writer
             .wait_paths
