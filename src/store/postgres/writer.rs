@@ -17,7 +17,6 @@ use tokio_postgres::Row;
 use super::cancel_on::{paths_with, PATHS_SQL};
 use super::debounce::Taken;
 use super::listen::CHANNEL;
-use super::GENERIC_PLAN;
 use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{
@@ -153,39 +152,23 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     // Sent in this order on the first poll; answers come back in order. The names' shared locks
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
     // keys and waits after them, so that events no key or wait can match cost no round trip. The
-    // guessed waits come in the same statement as the latter's, with its generic plan: the keys
-    // are an array of any length, and PostgreSQL would otherwise plan again for each batch's
-    // (~80 µs, more than the lookup) while `run_waits` is small.
+    // guessed waits come in the same statement as the latter's.
     let waits_params: [&(dyn ToSql + Sync); 2] = [&names, &guess];
     let (waits, waits_params) = if guess.is_empty() {
         (&paths_only, &waits_params[..1])
     } else {
         (&paths_and_waits_st, &waits_params[..])
     };
-    let plan = |settings: &'static str| {
-        let client = &client;
-        let lookup = !guess.is_empty();
-        async move {
-            if lookup {
-                client.batch_execute(settings).await
-            } else {
-                Ok(())
-            }
-        }
-    };
-    let (began, locked, inserted, paths, generic, waiting, planned) = futures::join!(
+    let (began, locked, inserted, paths, waiting) = futures::join!(
         client.batch_execute(begin),
         client.query(&lock, &lock_params),
         client.query(&insert, &params),
         client.query(&cancel_paths, &lock_params),
-        plan(GENERIC_PLAN),
         client.query(waits, waits_params),
-        plan("SET LOCAL plan_cache_mode = DEFAULT"),
     );
     // Then the runs the new events cancel, and the waits they resume, in the same transaction.
     let looked = async {
         let inserted = began.and(locked).and(inserted)?;
-        generic.and(planned)?;
         let paths = paths_with(&paths?, &prepared.runs.cancel_keys)?;
         let (waiting, found) = paths_and_waits(waiting?)?;
         // The rows found are every wait's if no path was missing from the guess.
