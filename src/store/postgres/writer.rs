@@ -20,7 +20,7 @@ use super::listen::CHANNEL;
 use super::new_runs::NewRuns;
 use super::rows::{event_from_row, rows, triggers_refresh, EVENT_SELECT};
 use super::waits::{
-    lookup_keys, on_events, on_events_with, paths_and_waits, Delivered, KnownPaths,
+    lookup_keys, on_events, on_events_with, padded, paths_and_waits, Delivered, KnownPaths,
     LOCK_SHARED_SQL, PATHS_AND_WAITS_SQL, PATHS_AS_WAITS_SQL,
 };
 use crate::log_throttle::storage_failure;
@@ -153,11 +153,13 @@ pub(super) async fn write_batch(writer: &Writer, batch: &[InsertOp]) -> Result<V
     // come before the insert, for waits for events (see `waits.rs`); the match paths of cancel-on
     // keys and waits after them, so that events no key or wait can match cost no round trip. The
     // guessed waits come in the same statement as the latter's.
+    let looking = !guess.is_empty();
+    let guess = padded(guess);
     let waits_params: [&(dyn ToSql + Sync); 2] = [&names, &guess];
-    let (waits, waits_params) = if guess.is_empty() {
-        (&paths_only, &waits_params[..1])
-    } else {
+    let (waits, waits_params) = if looking {
         (&paths_and_waits_st, &waits_params[..])
+    } else {
+        (&paths_only, &waits_params[..1])
     };
     let (began, locked, inserted, paths, waiting) = futures::join!(
         client.batch_execute(begin),
