@@ -576,6 +576,10 @@ async fn honest_service_under_flood(
     flooding.join().unwrap();
     let sent = latencies.len() + failures.len();
     assert!(
+        !latencies.is_empty(),
+        "no honest request was answered during the flood: {failures:?}"
+    );
+    assert!(
         failures.len() as f64 <= may_fail * sent as f64,
         "{} of {sent} honest requests failed during the flood (at most {may_fail} may): {failures:?}",
         failures.len()

@@ -430,10 +430,7 @@ async fn postgres_a_claim_reads_its_batch_not_the_queue_when_statistics_are_stal
         return;
     };
     let sender = store_with_ship(&db.url).await;
-    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let pg = db.pg().await;
     pg.batch_execute(
         "ALTER TABLE run_queue SET (autovacuum_enabled = false); \
          ALTER TABLE events SET (autovacuum_enabled = false); ANALYZE run_queue, events;",
@@ -564,10 +561,7 @@ async fn postgres_a_rescue_racing_a_late_completion_skips_that_run() {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
-    let (mut pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let mut pg = db.pg().await;
     let late = pg.transaction().await.unwrap();
     late.execute(
         "DELETE FROM run_queue WHERE seq = (SELECT seq FROM runs WHERE id = $1)",

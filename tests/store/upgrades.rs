@@ -12,10 +12,7 @@ use crate::support::{Backend, TestDb};
 
 /// A connection to `db` migrated as a version before migration `version` left it.
 async fn migrated_before(db: &TestDb, version: i64) -> tokio_postgres::Client {
-    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let pg = db.pg().await;
     pg.batch_execute(
         "CREATE TABLE flare_migrations (version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
     )
@@ -154,10 +151,7 @@ async fn record_migration(db: &TestDb, version: i64) {
             .unwrap();
         }
         Backend::Postgres => {
-            let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            tokio::spawn(conn);
+            let pg = db.pg().await;
             pg.execute("INSERT INTO flare_migrations VALUES ($1, 0)", &[&version])
                 .await
                 .unwrap();

@@ -2,7 +2,8 @@
 //! `run_waits_key` (`0055_wait_key.sql`), one bucket per value, whether the event writer inserts
 //! it or the store's batch insert does, not by the B-tree `run_waits_match` (three pages of text
 //! comparisons per value: ~10% of the rate of events that match nothing with 100,000 runs
-//! waiting; BENCHMARKS.md) nor by a scan of the table.
+//! waiting; BENCHMARKS.md) nor by a scan of the table; and with its keys padded to ten, so that
+//! PostgreSQL keeps one plan for batches of one event (`padded` in `postgres/waits.rs`).
 
 use std::time::Duration;
 
@@ -20,10 +21,7 @@ async fn postgres_events_look_their_waiters_up_by_the_hash_of_their_keys() {
         return;
     };
     let store = Store::open(&db.url).await.unwrap();
-    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let pg = db.pg().await;
     pg.batch_execute(
         "INSERT INTO wait_paths (event_name, match_path) VALUES ('order.paid', 'payload.orderId'); \
          INSERT INTO run_waits (run_id, step_key, event_name, match_path, match_value, since, until) \
@@ -48,12 +46,16 @@ async fn postgres_events_look_their_waiters_up_by_the_hash_of_their_keys() {
         .await
         .unwrap();
     // One statement per batch looks the waits up (the writer's first one apart from its
-    // insert's pipeline: it has not read the name's match paths yet), each through the hash
-    // index: a plan that scanned the table instead would not count here.
-    let after = lookups(&pg, before.key + 21).await;
+    // insert's pipeline: it has not read the name's match paths yet), each with its keys padded
+    // to ten (PostgreSQL keeps the generic plan then), and each key is one scan of the hash
+    // index in the statistics: 21 statements, 210 scans. A statement that scanned the table, or
+    // sent its keys unpadded, would leave the count short.
+    let after = lookups(&pg, before.key + 210).await;
     assert_eq!(
-        after.btree, before.btree,
-        "21 lookups of 25 values among 5,000 waits, none by the B-tree"
+        (after.btree, after.table_rows),
+        (before.btree, before.table_rows),
+        "21 lookups of 25 values among 5,000 waits: none by the B-tree, no row of the table read \
+         by a scan"
     );
     let waiting: i64 = pg
         .query_one("SELECT count(*) FROM run_waits", &[])
@@ -63,13 +65,14 @@ async fn postgres_events_look_their_waiters_up_by_the_hash_of_their_keys() {
     assert_eq!(waiting, 5_000, "events that match nothing resume nothing");
 }
 
-/// How `run_waits`'s indexes were read so far: scans of `run_waits_match` and of
-/// `run_waits_key` (the table's own scans are not compared: the migrations' index builds count
-/// there, reported whenever their connection next flushes its statistics).
+/// How `run_waits` was read so far: scans of `run_waits_match` and of `run_waits_key`, and rows
+/// read by scans of the table (not its scans: the migrations' index builds scanned it, empty, and
+/// their connection reports that whenever it next flushes its statistics).
 #[derive(Debug, Clone, Copy)]
 struct Lookups {
     btree: i64,
     key: i64,
+    table_rows: i64,
 }
 
 /// [`Lookups`], once `run_waits_key` has been scanned at least `key` times in the statistics. A
@@ -81,7 +84,8 @@ async fn lookups(pg: &tokio_postgres::Client, key: i64) -> Lookups {
         let r = pg
             .query_one(
                 "SELECT (SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'run_waits_match'), \
-                   (SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'run_waits_key')",
+                   (SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'run_waits_key'), \
+                   (SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'run_waits')",
                 &[],
             )
             .await
@@ -89,6 +93,7 @@ async fn lookups(pg: &tokio_postgres::Client, key: i64) -> Lookups {
         let seen = Lookups {
             btree: r.get(0),
             key: r.get(1),
+            table_rows: r.get(2),
         };
         if seen.key >= key {
             return seen;

@@ -24,10 +24,7 @@ async fn postgres_an_insert_takes_its_names_locks_before_it_writes() {
         return;
     };
     let store = Store::open(&db.url).await.unwrap();
-    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let pg = db.pg().await;
     pg.batch_execute("BEGIN; SELECT pg_advisory_xact_lock(27, hashtext('order.paid'))")
         .await
         .unwrap();
@@ -91,10 +88,7 @@ async fn a_cancel_waits_before_writing_while(lock: impl Fn(&str) -> String) {
         .event
         .run_ids[0]
         .clone();
-    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let pg = db.pg().await;
     pg.batch_execute(&format!("BEGIN; {}", lock(&run)))
         .await
         .unwrap();
@@ -161,10 +155,7 @@ async fn postgres_a_cancel_chosen_as_a_deadlock_s_victim_runs_again() {
         return;
     };
     let store = crate::fixture::store_with_ship(&db.url).await;
-    let (pg, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let pg = db.pg().await;
     let admin = pg_admin().await.unwrap();
     let name = db.url.rsplit('/').next().unwrap().to_string();
     for attempt in 0..3 {

@@ -213,14 +213,17 @@ impl TestDb {
                 let conn = rusqlite::Connection::open(path).expect("open");
                 conn.execute_batch(sql).expect(sql);
             }
-            Backend::Postgres => {
-                let (pg, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
-                    .await
-                    .expect("connect");
-                tokio::spawn(conn);
-                pg.batch_execute(sql).await.expect(sql);
-            }
+            Backend::Postgres => self.pg().await.batch_execute(sql).await.expect(sql),
         }
+    }
+
+    /// A PostgreSQL connection of its own to the database (not through Flare).
+    pub async fn pg(&self) -> tokio_postgres::Client {
+        let (pg, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        pg
     }
 
     /// A send-only client (no workers) sharing `clock`.
