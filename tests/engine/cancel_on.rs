@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use flare::store::{ClaimGroup, ClaimParams, Completion, EventQuery, Finish, Lease, NewEvent};
 use flare::{
-    event_trigger, CancelOn, Client, Clock, Io, Job, ManualClock, RunStatus, StepStatus,
+    event_trigger, CancelOn, Client, Clock, Io, Job, ManualClock, RunStatus, SendEvent, StepStatus,
     StoredEvent, WaitFor,
 };
 use serde_json::{json, Value};
@@ -228,6 +228,59 @@ async fn the_entry_disarms_after_its_timeout_counted_from_each_run(db: TestDb) {
     let d = sender.store().event_detail(&ev.id).await.unwrap().unwrap();
     assert_eq!(d.cancelled_runs.len(), 1);
     assert_eq!(d.cancelled_runs[0].run_id, young);
+}
+
+/// A job on `order.held` cancelled by `order.cancelled` matching the field `orderId x`: its key
+/// and `fulfil`'s for an order `x y` join to the same text (`payload.orderId x y`), which is what
+/// PostgreSQL's lookup finds them by (a hash index on the three joined by spaces).
+fn holder() -> Job {
+    Job::new("hold", "Hold", "1.0.0")
+        .trigger(event_trigger("order.held"))
+        .cancel_on(CancelOn::event("order.cancelled").matching("payload.orderId x"))
+        .run(|_p: Value, _io: Io| async move { Ok(json!(null)) })
+}
+
+/// Two runs whose cancel keys join alike: each event cancels only the run of its own key,
+/// inserted alone (the store's batch insert) or by the event writer.
+async fn keys_that_join_alike_cancel_only_their_own_runs(db: TestDb) {
+    let clock = ManualClock::new(START);
+    let sender = db.sender(&clock).await;
+    sender.define_job(napper()).unwrap();
+    sender.define_job(holder()).unwrap();
+    let placed = place(&sender, "x y").await;
+    let held = sender
+        .send_event("order.held", &json!({ "orderId x": "y" }))
+        .await
+        .unwrap()
+        .run_ids[0]
+        .clone();
+    let first = sender
+        .send_batch(
+            vec![SendEvent::new(
+                "order.cancelled",
+                &json!({ "orderId": "x y" }),
+            )],
+            flare::model::Source::Api,
+        )
+        .await
+        .unwrap()
+        .remove(0)
+        .event
+        .id;
+    assert_eq!(status(&sender, &placed).await, RunStatus::Cancelled);
+    assert_eq!(status(&sender, &held).await, RunStatus::Queued);
+    let d = sender.store().event_detail(&first).await.unwrap().unwrap();
+    assert_eq!(d.cancelled_runs.len(), 1, "{:?}", d.cancelled_runs);
+    let second = cancel(&sender, json!({ "orderId x": "y" })).await;
+    assert_eq!(status(&sender, &held).await, RunStatus::Cancelled);
+    let d = sender
+        .store()
+        .event_detail(&second.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.cancelled_runs.len(), 1, "{:?}", d.cancelled_runs);
+    assert_eq!(d.cancelled_runs[0].run_id, held);
 }
 
 /// Events inserted together (one transaction; on PostgreSQL one statement): each cancels the
@@ -494,6 +547,7 @@ backend_tests!(
     an_event_that_does_not_match_cancels_nothing,
     the_entry_disarms_after_its_timeout_counted_from_each_run,
     in_one_batch_an_event_cancels_the_runs_started_before_it,
+    keys_that_join_alike_cancel_only_their_own_runs,
     a_running_run_is_cancelled_and_its_completion_refused,
     a_run_waiting_on_a_sleep_is_cancelled_and_never_resumes,
     a_run_waiting_for_an_event_is_cancelled_and_the_event_lists_what_it_resumed,

@@ -7,7 +7,7 @@
 //! `ended` (runs cancelled without an attempt send `flare/run.cancelled`), `fan_in` (a parent's
 //! last child ending makes it due and wakes the workers), `wait_locks`
 //! (PostgreSQL: an insert takes its names' locks before it writes), `wait_index` (PostgreSQL:
-//! events look their waiters up by the hash index of their keys);
+//! events look their waiters, and the runs they cancel, up by the hash index of their keys);
 //! `fixture` holds what they build on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

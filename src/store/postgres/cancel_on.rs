@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::rows::{exec, opt_json, rows};
-use super::waits::{lookup_keys, Delivered, LookupKeys};
+use super::waits::{joined_key, lookup_keys, padded, Delivered};
 use crate::model::wait::event_value;
 use crate::model::{EventFields, EventWait, JobSpec};
 use crate::store::Result;
@@ -151,6 +151,17 @@ pub(super) async fn arm<C: GenericClient>(c: &C, keys: &CancelKeys) -> Result<()
     Ok(())
 }
 
+/// The keys of the joined keys `$1` (`LookupKeys::joined`, [`padded`]) on queued or running
+/// runs, found through `run_cancel_keys_key`: a superset of the exact keys (see `joined_key!`),
+/// which [`matched`] narrows by each row's own columns.
+const MATCHED_SQL: &str = concat!(
+    "SELECT k.run_id, k.event_name, k.match_path, k.match_value, k.condition, k.run_event, k.until, r.event_id \
+     FROM run_cancel_keys k JOIN runs r ON r.id = k.run_id \
+     WHERE ",
+    joined_key!("k"),
+    " = ANY($1::text[]) AND EXISTS (SELECT 1 FROM run_queue rq WHERE rq.seq = r.seq)"
+);
+
 /// An armed run found by a key: its id, the key as a wait, when it is disarmed, its own event.
 type Armed = (String, EventWait, Option<i64>, String);
 
@@ -187,28 +198,14 @@ pub(super) async fn matched<C: GenericClient>(
     if paths.is_empty() {
         return Ok(Vec::new());
     }
-    let LookupKeys {
-        per_event: keys,
-        names: kn,
-        paths: kp,
-        values: kv,
-    } = lookup_keys(events, &paths);
-    if kn.is_empty() {
+    let lookup = lookup_keys(events, &paths);
+    if lookup.names.is_empty() {
         return Ok(Vec::new());
     }
+    let joined = padded(lookup.joined());
+    let keys = lookup.per_event;
     let mut armed: HashMap<(String, String, String), Vec<Armed>> = HashMap::new();
-    for r in rows(
-        c,
-        "SELECT k.run_id, k.event_name, k.match_path, k.match_value, k.condition, k.run_event, k.until, r.event_id \
-         FROM run_cancel_keys k \
-         JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS q(n, p, v) \
-           ON k.event_name = q.n AND k.match_path = q.p AND k.match_value = q.v \
-         JOIN runs r ON r.id = k.run_id \
-         WHERE EXISTS (SELECT 1 FROM run_queue rq WHERE rq.seq = r.seq)",
-        &[&kn, &kp, &kv],
-    )
-    .await?
-    {
+    for r in rows(c, MATCHED_SQL, &[&joined]).await? {
         let key = EventWait {
             event: r.try_get(1)?,
             match_path: r.try_get(2)?,

@@ -121,6 +121,7 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     (42, include_str!("0042_step_label.sql")),
     (50, include_str!("0050_webhook_sources.sql")),
     (55, include_str!("0055_wait_key.sql")),
+    (56, include_str!("0056_cancel_key.sql")),
 ];
 
 /// The highest migration this binary knows (versions have gaps; a newer binary adds higher ones).

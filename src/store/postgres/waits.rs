@@ -84,7 +84,8 @@ pub(super) struct LookupKeys {
 }
 
 impl LookupKeys {
-    /// The keys as `wait_key!` joins a wait's columns, for a lookup by `run_waits_key`.
+    /// The keys as `joined_key!` joins a row's columns, for a lookup by `run_waits_key` or
+    /// `run_cancel_keys_key`.
     pub(super) fn joined(&self) -> Vec<String> {
         (self.names.iter().zip(&self.paths).zip(&self.values))
             .map(|((name, path), value)| format!("{name} {path} {value}"))
@@ -212,15 +213,25 @@ impl KnownPaths {
     }
 }
 
-/// A wait's (name, path, value) joined by spaces: the expression of the hash index
-/// `run_waits_key` (`0055_wait_key.sql`), written as the index has it so that the planner uses
-/// it. A path may hold spaces, so different keys can join alike: a lookup by it finds a superset,
-/// and [`on_events_with`] keeps the rows whose own columns are the event's key.
-macro_rules! wait_key {
-    () => {
-        "(w.event_name || ' ' || w.match_path || ' ' || w.match_value)"
+/// The (name, path, value) of the row aliased `$t` joined by spaces: the expression of the hash
+/// indexes `run_waits_key` (`0055_wait_key.sql`) and `run_cancel_keys_key` (`0056`), written as
+/// the indexes have it so that the planner uses them. A path may hold spaces, so different keys
+/// can join alike: a lookup by it finds a superset, and the caller keeps the rows whose own
+/// columns are the event's key ([`on_events_with`], `cancel_on::matched`).
+macro_rules! joined_key {
+    ($t:literal) => {
+        concat!(
+            "(",
+            $t,
+            ".event_name || ' ' || ",
+            $t,
+            ".match_path || ' ' || ",
+            $t,
+            ".match_value)"
+        )
     };
 }
+pub(super) use joined_key;
 
 /// The columns of a wait that [`on_events_with`] reads.
 macro_rules! wait_columns {
@@ -234,7 +245,7 @@ pub(super) const LOOKUP_SQL: &str = concat!(
     "SELECT ",
     wait_columns!(),
     " FROM run_waits w WHERE ",
-    wait_key!(),
+    joined_key!("w"),
     " = ANY($1::text[])"
 );
 
@@ -256,7 +267,7 @@ pub(super) const PATHS_AND_WAITS_SQL: &str = concat!(
     " UNION ALL SELECT ",
     wait_columns!(),
     " FROM run_waits w WHERE ",
-    wait_key!(),
+    joined_key!("w"),
     " = ANY($2::text[])"
 );
 
