@@ -27,3 +27,18 @@ print(f"auto4000 / base, paired by round ({len(pairs)} pairs)")
 for k in keys[1:]:
     q = [b[k] / a[k] for a, b in pairs]
     print(f"  {k}: median {st.median(q):.2f}  ({', '.join(f'{v:.2f}' for v in q)})")
+
+# The paired figures from each run's full JSON (json/: a-* from arms.sh, b-* from ab2.sh).
+import json, os
+here = os.path.dirname(os.path.abspath(__file__))
+jpairs = [("a-base-1", "a-auto4000-1"), ("a-base-2", "a-auto4000-2"), ("b-base-1", "b-auto4000-1"),
+          ("b-base-2", "b-auto4000-2"), ("b-base-3", "b-auto4000-3")]
+print("auto4000 / base, paired, from json/")
+for k in ["interleaved_unwaited_per_s", "interleaved_non_matching_per_s", "non_matching_per_s",
+          "no_waiters_per_s", "starting_one_run_per_s", "matching_per_s"]:
+    q = []
+    for b, a in jpairs:
+        B = json.load(open(os.path.join(here, "json", b + ".json")))["samples"][0][k]
+        A = json.load(open(os.path.join(here, "json", a + ".json")))["samples"][0][k]
+        q.append(A / B)
+    print(f"  {k}: median {st.median(q):.2f}  ({', '.join(f'{v:.2f}' for v in q)})")
