@@ -31,10 +31,10 @@ for k in keys[1:]:
 # The paired figures from each run's full JSON (json/: a-* from arms.sh, b-* from ab2.sh).
 import json, os
 here = os.path.dirname(os.path.abspath(__file__))
-jpairs = [("a-base-1", "a-auto4000-1"), ("a-base-2", "a-auto4000-2"), ("b-base-1", "b-auto4000-1"),
-          ("b-base-2", "b-auto4000-2"), ("b-base-3", "b-auto4000-3")]
-print("auto4000 / base, paired, from json/")
-for k in ["interleaved_unwaited_per_s", "interleaved_non_matching_per_s", "non_matching_per_s",
+jpairs = [("a-base-1", "a-auto4000-1"), ("a-base-2", "a-auto4000-2")] + [
+    (f"b-base-{r}", f"b-auto4000-{r}") for r in range(1, 9)]  # ab2.sh: 1-3, ab4.sh: 4-8
+print(f"auto4000 / base, paired, from json/ ({len(jpairs)} pairs)")
+for k in ["matching_waiters_cost_ratio", "interleaved_unwaited_per_s", "interleaved_non_matching_per_s", "non_matching_per_s",
           "no_waiters_per_s", "starting_one_run_per_s", "matching_per_s"]:
     q = []
     for b, a in jpairs:
