@@ -151,9 +151,9 @@ pub(super) async fn arm<C: GenericClient>(c: &C, keys: &CancelKeys) -> Result<()
     Ok(())
 }
 
-/// The keys of the joined keys `$1` (`LookupKeys::joined`, [`padded`]) on queued or running
-/// runs, found through `run_cancel_keys_key`: a superset of the exact keys (see `joined_key!`),
-/// which [`matched`] narrows by each row's own columns.
+/// The cancel keys of queued or running runs whose joined key is one of `$1`
+/// (`LookupKeys::joined`, [`padded`]), found through `run_cancel_keys_key`: a superset of the
+/// exact keys (see `joined_key!`), which [`matched`] narrows by each row's own columns.
 const MATCHED_SQL: &str = concat!(
     "SELECT k.run_id, k.event_name, k.match_path, k.match_value, k.condition, k.run_event, k.until, r.event_id \
      FROM run_cancel_keys k JOIN runs r ON r.id = k.run_id \
