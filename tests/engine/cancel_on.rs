@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use flare::store::{ClaimGroup, ClaimParams, Completion, EventQuery, Finish, Lease, NewEvent};
 use flare::{
-    event_trigger, CancelOn, Client, Clock, Io, Job, ManualClock, RunStatus, SendEvent, StepStatus,
+    event_trigger, CancelOn, Client, Clock, Io, Job, ManualClock, RunStatus, StepStatus,
     StoredEvent, WaitFor,
 };
 use serde_json::{json, Value};
 
 use crate::backend_tests;
-use crate::support::{settled, wait_for, TestDb};
+use crate::support::{insert_alone, settled, wait_for, TestDb};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -254,19 +254,7 @@ async fn keys_that_join_alike_cancel_only_their_own_runs(db: TestDb) {
         .unwrap()
         .run_ids[0]
         .clone();
-    let first = sender
-        .send_batch(
-            vec![SendEvent::new(
-                "order.cancelled",
-                &json!({ "orderId": "x y" }),
-            )],
-            flare::model::Source::Api,
-        )
-        .await
-        .unwrap()
-        .remove(0)
-        .event
-        .id;
+    let first = insert_alone(&sender, "order.cancelled", &json!({ "orderId": "x y" })).await;
     assert_eq!(status(&sender, &placed).await, RunStatus::Cancelled);
     assert_eq!(status(&sender, &held).await, RunStatus::Queued);
     let d = sender.store().event_detail(&first).await.unwrap().unwrap();

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::backend_tests;
 use crate::support::http::{call, json_request};
-use crate::support::{sample, settled, wait_for, Backend, TestDb};
+use crate::support::{insert_alone, sample, settled, wait_for, Backend, TestDb};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -319,19 +319,7 @@ async fn keys_that_join_alike_resume_only_their_own_waits(db: TestDb) {
         .unwrap();
     waiting(&client, &invoice.run_ids[0]).await;
     waiting(&client, &order.run_ids[0]).await;
-    let first = client
-        .send_batch(
-            vec![SendEvent::new(
-                "invoice.paid",
-                &json!({ "invoiceId": "x y" }),
-            )],
-            flare::model::Source::Api,
-        )
-        .await
-        .unwrap()
-        .remove(0)
-        .event
-        .id;
+    let first = insert_alone(&client, "invoice.paid", &json!({ "invoiceId": "x y" })).await;
     assert_eq!(output(&client, &invoice.id).await, json!(first));
     let d = client.store().event_detail(&first).await.unwrap().unwrap();
     assert_eq!(d.resumed_runs.len(), 1, "{:?}", d.resumed_runs);

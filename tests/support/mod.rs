@@ -61,6 +61,21 @@ where
     }
 }
 
+/// Sends one event through the store's batch insert (`Client::send_batch`) rather than the event
+/// writer that `send_event` goes through; returns its id.
+pub async fn insert_alone(client: &Client, name: &str, payload: &serde_json::Value) -> String {
+    client
+        .send_batch(
+            vec![flare::SendEvent::new(name, payload)],
+            flare::model::Source::Api,
+        )
+        .await
+        .expect("send_batch")
+        .remove(0)
+        .event
+        .id
+}
+
 /// Waits until every run of `event_id` is in a final state and returns the event's detail.
 pub async fn settled(client: &Client, event_id: &str) -> flare::store::EventDetail {
     wait_for("the event's runs to finish", || async {
