@@ -6,8 +6,10 @@
 //! - `flare serve --demo=false` and `flare serve` with endpoints given define no job; plain
 //!   `flare serve` still defines the demo jobs (the README's first command shows them).
 //! - `flare worker` defines no job; `flare worker --demo` defines the demo jobs.
+//! - `onboarding serve` (`examples/onboarding`, the README's walk through issue 27's workflow):
+//!   the run waits for `user.verified` through a restart, then fans out to `send-tips`.
 //!
-//! The example is built here with `cargo build -p rust-app` into the target directory of this
+//! The examples are built here with `cargo build` into the target directory of this
 //! test's `flare` binary, so CI's `cargo test` checks that it compiles and runs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -34,32 +36,45 @@ fn demo_job_ids() -> BTreeSet<String> {
         .collect()
 }
 
-/// Builds the example once per test run and returns its binary.
+/// Builds the example application once per test run and returns its binary.
 fn example_binary() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        // The directory of this test's `flare` is the profile's: `<target>/debug`, `<target>/release`…
-        let profile_dir = Path::new(env!("CARGO_BIN_EXE_flare"))
-            .parent()
-            .expect("the flare binary is in a directory");
-        let target_dir = profile_dir.parent().expect("a target directory");
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev",
-            Some(other) => other,
-            None => panic!("unexpected binary path {}", profile_dir.display()),
-        };
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "rust-app", "--quiet", "--profile", profile])
-            .arg("--target-dir")
-            .arg(target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build -p rust-app");
-        assert!(status.success(), "cargo build -p rust-app failed: {status}");
-        let binary = profile_dir.join(format!("rust-app{}", std::env::consts::EXE_SUFFIX));
-        assert!(binary.exists(), "no example binary at {}", binary.display());
-        binary
-    })
+    BUILT.get_or_init(|| built(&["-p", "rust-app"], "rust-app"))
+}
+
+/// Builds `examples/onboarding` (an example of this crate) once per test run; its binary.
+fn onboarding_binary() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| built(&["--example", "onboarding"], "examples/onboarding"))
+}
+
+/// `cargo build <what>` into the target directory of this test's `flare` binary, in its
+/// profile, so CI's `cargo test` checks that it compiles and runs; the binary at `binary`
+/// under the profile's directory.
+fn built(what: &[&str], binary: &str) -> PathBuf {
+    // The directory of this test's `flare` is the profile's: `<target>/debug`, `<target>/release`…
+    let profile_dir = Path::new(env!("CARGO_BIN_EXE_flare"))
+        .parent()
+        .expect("the flare binary is in a directory");
+    let target_dir = profile_dir.parent().expect("a target directory");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => panic!("unexpected binary path {}", profile_dir.display()),
+    };
+    let status = Command::new(env!("CARGO"))
+        .arg("build")
+        .args(what)
+        .args(["--quiet", "--profile", profile])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build {what:?}: {e}"));
+    assert!(status.success(), "cargo build {what:?} failed: {status}");
+    let binary = profile_dir.join(format!("{binary}{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.exists(), "no example binary at {}", binary.display());
+    binary
 }
 
 /// `program args…` in `dir`, with nothing of the caller's Flare environment.
@@ -99,8 +114,21 @@ async fn serve(
     dir: &Path,
 ) -> Served {
     let port = free_port();
+    serve_on(port, &format!("{port}.db"), what, program, extra, envs, dir).await
+}
+
+/// [`serve`] on `port` with the SQLite file `db` in `dir` (kept across restarts).
+async fn serve_on(
+    port: u16,
+    db: &str,
+    what: &str,
+    program: &Path,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+    dir: &Path,
+) -> Served {
     let listen = format!("127.0.0.1:{port}");
-    let db = format!("sqlite://{}", dir.join(format!("{port}.db")).display());
+    let db = format!("sqlite://{}", dir.join(db).display());
     let mut args = vec!["serve", "--listen", &listen, "--database-url", &db];
     args.extend_from_slice(extra);
     let mut cmd = command(program, &args, dir);
@@ -135,6 +163,31 @@ impl Served {
             .await
             .unwrap();
         assert_eq!(answer.status(), 200, "GET {path}");
+        answer.json().await.unwrap()
+    }
+
+    /// The dashboard's page at `path`, as HTML.
+    async fn page(&self, path: &str) -> String {
+        let answer = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "GET {path}");
+        answer.text().await.unwrap()
+    }
+
+    /// `POST /trigger` of event `name` with `payload`; the answer.
+    async fn send(&self, name: &str, payload: Value) -> Value {
+        let answer = self
+            .http
+            .post(format!("{}/trigger", self.base))
+            .json(&json!({ "event": name, "payload": payload }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "POST /trigger {name}");
         answer.json().await.unwrap()
     }
 
@@ -180,19 +233,12 @@ async fn the_example_app_runs_its_own_jobs_and_chains_and_defines_no_demo_job() 
     let dir = tempfile::tempdir().unwrap();
     let app = serve("rust-app serve", binary, &[], &[], dir.path()).await;
 
-    let sent: Value = app
-        .http
-        .post(format!("{}/trigger", app.base))
-        .json(&json!({
-            "event": "order.placed",
-            "payload": {"orderId": "o_1", "email": "ada@example.com", "amountCents": 4200, "currency": "eur"},
-        }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sent = app
+        .send(
+            "order.placed",
+            json!({"orderId": "o_1", "email": "ada@example.com", "amountCents": 4200, "currency": "eur"}),
+        )
+        .await;
     let id = sent["result"]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{sent}"));
@@ -249,6 +295,74 @@ async fn the_example_app_runs_its_own_jobs_and_chains_and_defines_no_demo_job() 
         "no demo warning:\n{}",
         app.proc.output()
     );
+    app.proc.stop(PATIENCE);
+}
+
+/// The README's walk through the onboarding workflow on the dashboard: its jobs in the service,
+/// the run waiting for `user.verified` (shown on its page) through a restart, then resumed and
+/// fanned out to one `send-tips` run per team.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_onboarding_example_serves_its_workflow_through_a_restart_in_its_wait() {
+    let binary = tokio::task::spawn_blocking(onboarding_binary)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let what = "onboarding serve";
+    let start = || serve_on(free_port(), "app.db", what, binary, &[], &[], dir.path());
+    let app = start().await;
+    let expected: BTreeSet<String> = ["onboarding", "onboarding-on-failure", "send-tips"]
+        .map(String::from)
+        .into();
+    assert_eq!(app.job_ids().await, expected, "the workflow's jobs only");
+
+    let teams = json!([{"name": "core"}, {"name": "web"}]);
+    let created = app
+        .send("user.created", json!({"userId": "u_1", "teams": teams}))
+        .await;
+    let run = created["result"]["runIds"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_string();
+    let waiting = app
+        .poll(&format!("/api/runs/{run}"), |r| !r["wait"].is_null())
+        .await;
+    let wait = &waiting["wait"];
+    assert_eq!(wait["event"], "user.verified", "{waiting:#}");
+    assert_eq!(wait["match"], "payload.userId", "{waiting:#}");
+    assert_eq!(wait["matchValue"], "u_1", "{waiting:#}");
+    let until = wait["until"].as_str().expect("a deadline").to_string();
+    let page = app.page(&format!("/runs/{run}")).await;
+    assert!(
+        page.contains("user.verified") && page.contains("payload.userId"),
+        "the run page shows what the run waits for"
+    );
+    app.proc.stop(PATIENCE);
+
+    // Started again on the same file: the run still waits, with the same deadline.
+    let app = start().await;
+    let still = app.get(&format!("/api/runs/{run}")).await;
+    assert_eq!(still["wait"]["event"], "user.verified", "{still:#}");
+    assert_eq!(still["wait"]["until"], until.as_str(), "{still:#}");
+    app.send("user.verified", json!({"userId": "u_1"})).await;
+    let done = app
+        .poll(&format!("/api/runs/{run}"), |r| r["status"] == "succeeded")
+        .await;
+    assert_eq!(
+        done["output"],
+        json!({"account": "acct-u_1", "verified": true, "teams": 2}),
+        "{done:#}"
+    );
+    let children = done["children"].as_array().expect("children");
+    assert_eq!(children.len(), 2, "one send-tips run per team: {done:#}");
+    let page = app.page(&format!("/runs/{run}")).await;
+    for child in children {
+        assert_eq!(child["jobId"], "send-tips", "{done:#}");
+        assert_eq!(child["status"], "succeeded", "{done:#}");
+        let id = child["runId"].as_str().expect("a child's run id");
+        assert!(page.contains(id), "the run page links its child {id}");
+        let detail = app.get(&format!("/api/runs/{id}")).await;
+        assert_eq!(detail["parentRunId"], run.as_str(), "{detail:#}");
+    }
     app.proc.stop(PATIENCE);
 }
 

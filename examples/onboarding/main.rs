@@ -1,17 +1,44 @@
-//! The onboarding workflow of `jobs.rs`, run once: a user signs up with five teams and verifies
-//! their address; the run resumes from its wait, fans out to `send-tips` for each team and ends
-//! when all five are done. `cargo run --example onboarding` (a fresh SQLite file in a temp
-//! directory); the dashboard of `flare serve` on that file shows the run, its wait and children.
+//! The onboarding workflow of `jobs.rs`, two ways:
+//!
+//! - `cargo run --example onboarding` runs it once and prints the outcome: a user signs up with
+//!   five teams and verifies their address; the run resumes from its wait, fans out to
+//!   `send-tips` for each team and ends when all five are done (a fresh SQLite file in a temp
+//!   directory, removed after).
+//! - `cargo run --example onboarding -- serve` runs its jobs in Flare's service, as an
+//!   application built on `flare::App` does (data in `./flare.db`, API and dashboard on
+//!   http://127.0.0.1:3000; `-- --help` lists the rest): send `user.created` and `user.verified`
+//!   with `POST /trigger` and the run page shows the wait, its deadline and the children (the
+//!   README's "Calling other jobs" has the commands). Stop and start it in the middle of the wait
+//!   and the run still waits.
 
 mod jobs;
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use flare::{Client, RunStatus};
 use serde_json::json;
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> ExitCode {
+    if std::env::args_os().len() > 1 {
+        return flare::App::new("onboarding")
+            .jobs([jobs::onboarding(), jobs::send_tips()])
+            .run();
+    }
+    let once = tokio::runtime::Runtime::new()
+        .map_err(Into::into)
+        .and_then(|runtime| runtime.block_on(once()));
+    match once {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("onboarding: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One user through the workflow, on a SQLite file of its own.
+async fn once() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("flare-onboarding-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let url = format!("sqlite://{}", dir.join("app.db").display());
