@@ -106,6 +106,8 @@ struct Served {
     http: reqwest::Client,
 }
 
+/// Starts `program serve extra…` and waits until it is healthy. Its SQLite file in `dir` is named
+/// after `what`: started again with the same `what`, it finds what it stored.
 async fn serve(
     what: &str,
     program: &Path,
@@ -114,21 +116,12 @@ async fn serve(
     dir: &Path,
 ) -> Served {
     let port = free_port();
-    serve_on(port, &format!("{port}.db"), what, program, extra, envs, dir).await
-}
-
-/// [`serve`] on `port` with the SQLite file `db` in `dir` (kept across restarts).
-async fn serve_on(
-    port: u16,
-    db: &str,
-    what: &str,
-    program: &Path,
-    extra: &[&str],
-    envs: &[(&str, &str)],
-    dir: &Path,
-) -> Served {
     let listen = format!("127.0.0.1:{port}");
-    let db = format!("sqlite://{}", dir.join(db).display());
+    let file: String = what
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let db = format!("sqlite://{}", dir.join(format!("{file}.db")).display());
     let mut args = vec!["serve", "--listen", &listen, "--database-url", &db];
     args.extend_from_slice(extra);
     let mut cmd = command(program, &args, dir);
@@ -155,7 +148,8 @@ async fn serve_on(
 }
 
 impl Served {
-    async fn get(&self, path: &str) -> Value {
+    /// `GET path`, answered 200.
+    async fn get_ok(&self, path: &str) -> reqwest::Response {
         let answer = self
             .http
             .get(format!("{}{path}", self.base))
@@ -163,19 +157,16 @@ impl Served {
             .await
             .unwrap();
         assert_eq!(answer.status(), 200, "GET {path}");
-        answer.json().await.unwrap()
+        answer
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.get_ok(path).await.json().await.unwrap()
     }
 
     /// The dashboard's page at `path`, as HTML.
     async fn page(&self, path: &str) -> String {
-        let answer = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 200, "GET {path}");
-        answer.text().await.unwrap()
+        self.get_ok(path).await.text().await.unwrap()
     }
 
     /// `POST /trigger` of event `name` with `payload`; the answer.
@@ -308,7 +299,7 @@ async fn the_onboarding_example_serves_its_workflow_through_a_restart_in_its_wai
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let what = "onboarding serve";
-    let start = || serve_on(free_port(), "app.db", what, binary, &[], &[], dir.path());
+    let start = || serve(what, binary, &[], &[], dir.path());
     let app = start().await;
     let expected: BTreeSet<String> = ["onboarding", "onboarding-on-failure", "send-tips"]
         .map(String::from)
