@@ -21,14 +21,15 @@
 //!    phase to the next on a small machine (the baseline alone ranged 45k–56k events/s over
 //!    six sittings), and alternating puts that drift on both sides alike. The first tenth of
 //!    the matching events is timed apart too: each resumes a run beside all the others waiting.
-//!    Before the matching events the database settles again, as before step 3's.
-//! 3. **Few waiters**, on a third database: the same `--waiters` events, but only the runs of
-//!    the first tenth of the keys wait (the others end). After the same sends as step 2's before
-//!    its matching events (so the events' tables are the same size), a tenth of `--events`
-//!    matching events ([`few_waiters`]). Beside the first tenth of step 2,
-//!    it is the same work on tables of the same size, with a tenth of the runs waiting: what the
-//!    waiting runs themselves cost a matching event (a resumption does more work than an event
-//!    that starts nothing, so the rates of step 1 do not answer that).
+//!    Before the matching events it settles again, as step 3's database does.
+//! 3. **Few waiters**, on a third database seeded beside the second: the same `--waiters`
+//!    events, but only the runs of the first tenth of the keys wait (the others end). It takes
+//!    the same sends as step 2's before its matching events (so the events' tables are the same
+//!    size), then a tenth of `--events` matching events ([`few`]), sent in rounds alternated
+//!    with step 2's first tenth (the same keys). Beside that first tenth, it is the same work on
+//!    tables of the same size, with a tenth of the runs waiting: what the waiting runs
+//!    themselves cost a matching event (a resumption does more work than an event that starts
+//!    nothing, so the rates of step 1 do not answer that).
 //!
 //! Reported: the four send rates, each rate with waiters over the baseline (and the matching
 //! one over the rate of events starting a run), the interleaved rates and their ratio, the
@@ -70,13 +71,18 @@ pub(super) async fn run(args: &Args, backend: Backend, pb: &ProgressBar) -> Resu
     place.remove().await;
     let (baseline, starting, started) = baseline?;
     let place = Place::new(args, backend, "flare_bench_waiters").await?;
-    let waiting = with_waiters(args, place.url(), pb).await;
+    let few_place = match Place::new(args, backend, "flare_bench_fewwaiters").await {
+        Ok(p) => p,
+        Err(e) => {
+            place.remove().await;
+            return Err(e);
+        }
+    };
+    let waiting = with_waiters(args, place.url(), few_place.url(), pb).await;
     place.remove().await;
+    few_place.remove().await;
     let w = waiting?;
-    let place = Place::new(args, backend, "flare_bench_fewwaiters").await?;
-    let few_waiting = few_waiters(args, place.url(), pb).await;
-    place.remove().await;
-    let (few_rate, few_resumed, few_stored) = few_waiting?;
+    let (few_rate, few_resumed, few_stored) = (w.few_rate, w.few_resumed, w.few_stored);
     // Beside the same tables, or the waiters' cost is not what the ratio measures.
     if few_stored != w.stored {
         return Err(Error::Stalled(format!(
@@ -295,46 +301,86 @@ async fn without_waiters(
 }
 
 /// The non-matching and matching send rates with `--waiters` runs waiting, and how many runs
-/// the matching sends resumed.
-async fn with_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<Waiting, Error> {
+/// the matching sends resumed; and, on the database at `few_url`, the rate of matching events
+/// beside a tenth of the runs waiting ([`few`]).
+///
+/// Both databases are seeded first and take the same sends before their matching events. The
+/// first [`few`] matching events of each are then sent in [`ROUNDS`] alternated rounds (which
+/// database goes first alternates too), so that the machine's drift over the sitting falls on
+/// both alike: one after the other, the ratio of the two ranged 0.62–1.15 from one run to the
+/// next on one machine (BENCHMARKS.md, issue 27's twenty-first and twenty-second sittings).
+async fn with_waiters(
+    args: &Args,
+    url: &str,
+    few_url: &str,
+    pb: &ProgressBar,
+) -> Result<Waiting, Error> {
     if args.events > args.waiters {
         return Err(Error::Stalled(format!(
             "--events {} is more than --waiters {}: every matching event needs a run waiting",
             args.events, args.waiters
         )));
     }
+    let few = few(args);
     let sender = seed(args, url, args.waiters, pb).await?;
+    let few_sender = match seed(args, few_url, few, pb).await {
+        Ok(c) => c,
+        Err(e) => {
+            sender.shutdown().await;
+            return Err(e);
+        }
+    };
     let measured = async {
         let non_matching = send(args, &sender, SIGNAL, args.waiters, pb).await?;
-        let (unwaited, interleaved) = interleaved(args, &sender, pb).await?;
-        // The first tenth timed apart: the rate beside every waiter, for [`few_waiters`]. Both
-        // databases settle first (WAL reset, search index caught up): the 200,000 events sent
-        // before would otherwise put a WAL reset in this phase and not in the other.
+        let (unwaited, looked_up) = interleaved(args, &sender, pb).await?;
+        // The same sends on the other database, rates unused: both tables of events the same
+        // size when the matching ones are timed.
+        send(args, &few_sender, SIGNAL, args.waiters, pb).await?;
+        interleaved(args, &few_sender, pb).await?;
+        // Both databases settle (WAL reset, search index caught up): the 200,000 events sent
+        // before would otherwise put a WAL reset in one database's phase and not the other's.
         settle(&sender).await?;
+        settle(&few_sender).await?;
         let stored = events_stored(&sender).await?;
-        let few = few(args);
-        let first = send_timed(args, &sender, SIGNAL, 0, few, pb).await?;
+        let few_stored = events_stored(&few_sender).await?;
+        let (mut first, mut beside_few) = (0.0, 0.0);
+        let rounds = ROUNDS.min(few);
+        for round in 0..rounds {
+            let from = round * few / rounds;
+            let n = (round + 1) * few / rounds - from;
+            let (a, b) = if round % 2 == 0 {
+                let a = send_timed(args, &sender, SIGNAL, from, n, pb).await?;
+                (a, send_timed(args, &few_sender, SIGNAL, from, n, pb).await?)
+            } else {
+                let b = send_timed(args, &few_sender, SIGNAL, from, n, pb).await?;
+                (send_timed(args, &sender, SIGNAL, from, n, pb).await?, b)
+            };
+            first += a;
+            beside_few += b;
+        }
         let rest = send_timed(args, &sender, SIGNAL, few, args.events - few, pb).await?;
         let matching = args.events as f64 / (first + rest);
         // A resumed run is due at once; the workers are off, so it waits for a worker (the
         // others wait for their timeout, an hour away).
-        let resumed = sender
-            .store()
-            .runs_waiting(chrono::Utc::now())
-            .await?
-            .worker;
+        let now = chrono::Utc::now();
+        let resumed = sender.store().runs_waiting(now).await?.worker;
+        let few_resumed = few_sender.store().runs_waiting(now).await?.worker;
         Ok::<_, Error>(Waiting {
             non_matching,
             unwaited,
-            interleaved,
+            interleaved: looked_up,
             matching,
             matching_first: few as f64 / first,
             resumed,
             stored,
+            few_rate: few as f64 / beside_few,
+            few_resumed,
+            few_stored,
         })
     }
     .await;
     sender.shutdown().await;
+    few_sender.shutdown().await;
     measured
 }
 
@@ -350,41 +396,19 @@ struct Waiting {
     resumed: u64,
     /// Events stored before the matching ones.
     stored: u64,
+    /// The same of the database where only [`few`] runs wait: the rate of its [`few`] matching
+    /// events, the runs they resumed, the events it held before them.
+    few_rate: f64,
+    few_resumed: u64,
+    few_stored: u64,
 }
 
-/// How many events the comparison of [`few_waiters`] sends: a tenth of the matching ones.
+/// How many events the comparison beside few waiters sends: a tenth of the matching ones, each
+/// matching one of the runs of the first tenth of the keys, which alone wait there (the others
+/// ended). Beside the first tenth of the matching events of the database where every run waits,
+/// the same work on tables of the same size: only the number of waiting runs differs.
 fn few(args: &Args) -> usize {
     (args.events.min(args.waiters) / 10).max(1)
-}
-
-/// What the waiting runs themselves cost a matching event: on a third database, seeded like the
-/// others with `--waiters` runs of which only the first [`few`] wait (the others ended), the rate
-/// of [`few`] events each matching one of them (after the very sends [`with_waiters`] makes
-/// before its matching events: `--events` non-matching ones and the [`interleaved`] rounds), and
-/// how many runs they resumed.
-/// Beside the first [`few`] matching events of [`with_waiters`] (all `--waiters` runs waiting),
-/// the same work on tables of the same size: only the number of waiting runs differs.
-async fn few_waiters(args: &Args, url: &str, pb: &ProgressBar) -> Result<(f64, u64, u64), Error> {
-    let few = few(args);
-    let sender = seed(args, url, few, pb).await?;
-    let measured = async {
-        // The sends the other database takes before its matching events, rates unused: both
-        // tables of events the same size when the matching ones are timed.
-        send(args, &sender, SIGNAL, args.waiters, pb).await?;
-        interleaved(args, &sender, pb).await?;
-        settle(&sender).await?;
-        let stored = events_stored(&sender).await?;
-        let secs = send_timed(args, &sender, SIGNAL, 0, few, pb).await?;
-        let resumed = sender
-            .store()
-            .runs_waiting(chrono::Utc::now())
-            .await?
-            .worker;
-        Ok::<_, Error>((few as f64 / secs, resumed, stored))
-    }
-    .await;
-    sender.shutdown().await;
-    measured
 }
 
 /// The events `client`'s database holds: those of the last 24 hours (the whole repetition).
