@@ -177,6 +177,12 @@ async fn a_waiting_run_shows_its_steps_and_its_wait() {
         page.contains("step nap (wait): waiting until "),
         "on the timeline"
     );
+    // The suspended attempt is the one shown, though a wait does not count one.
+    assert!(
+        attempt_shown(&page).starts_with("1 of ") && attempt_shown(&page).contains("suspended"),
+        "attempt 1, suspended: {}",
+        attempt_shown(&page)
+    );
     assert!(
         page.contains(">nap</text>"),
         "a timeline row named by the key"
@@ -198,6 +204,11 @@ async fn a_waiting_run_shows_its_steps_and_its_wait() {
     assert!(
         !page.contains("on step <code>nap</code>"),
         "no longer waiting"
+    );
+    assert!(
+        attempt_shown(&page).starts_with("1 of ") && !attempt_shown(&page).contains("suspended"),
+        "{}",
+        attempt_shown(&page)
     );
     assert!(page.contains("step nap (wait): succeeded"));
 }
@@ -352,4 +363,21 @@ async fn lists_page_by_cursor_without_gaps_or_repeats() {
     seen.sort();
     seen.dedup();
     assert_eq!(seen.len(), 60);
+}
+
+/// The text of the run page's attempt (`#attempt`), tags left out.
+fn attempt_shown(page: &str) -> String {
+    let start = page.find("id=\"attempt\">").expect("the attempt") + "id=\"attempt\">".len();
+    let end = start + page[start..].find("</dd>").expect("its end");
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in page[start..end].chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text
 }

@@ -206,7 +206,16 @@ pub async fn detail(State(state): State<AppState>, Path(id): Path<String>) -> Pa
         }
         (page::live("run-live", html! {
             dl.facts {
-                dt { "Attempt" } dd #attempt { (run.attempt) " of " (run.max_attempts) }
+                dt { "Attempt" } dd #attempt {
+                    // A suspended attempt is given back (a wait is not an attempt): name the one
+                    // that goes on when the wait ends, not the count used so far.
+                    @if let Some(w) = waiting {
+                        (w.attempt) " of " (run.max_attempts)
+                        span.muted { ", suspended on step " code { (w.key) } ": a wait does not count as an attempt" }
+                    } @else {
+                        (run.attempt) " of " (run.max_attempts)
+                    }
+                }
                 dt { "Started" } dd { (page::time_opt(run.started_at)) }
                 dt { "Node" } dd #node { (run.node.as_deref().unwrap_or("not claimed yet")) }
                 dt { "Finished" } dd { (page::time_opt(run.finished_at)) }
