@@ -723,6 +723,17 @@ impl Store {
         dispatch!(self, s => s.runs_held(now.timestamp_millis()).await)
     }
 
+    /// On SQLite, deletes the waits events resumed now, as the writer does once they are a
+    /// quarter of the waits (`0055_wait_resumed.sql`); returns how many. PostgreSQL deletes each
+    /// wait as it is resumed: 0. For benchmarks, which charge the deletion to the resumptions.
+    #[doc(hidden)]
+    pub async fn waits_swept(&self) -> Result<usize> {
+        match self {
+            Store::Sqlite(s) => s.waits_swept().await,
+            Store::Postgres(_) => Ok(0),
+        }
+    }
+
     /// What a bulk load leaves for later, done now (benchmarks): `VACUUM ANALYZE` on
     /// PostgreSQL, as autovacuum would; on SQLite the WAL checkpointed and reset, as the writer
     /// does once it passes its limit.

@@ -235,7 +235,7 @@ pub(super) fn caller_keeps_outcome(conn: &Connection, id: &str) -> Result<()> {
 pub(super) const PARENT_DUE_SQL: &str =
     "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued' \
      AND NOT EXISTS (SELECT 1 FROM children_waiting WHERE run_id = ?1) \
-     AND NOT EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND +event_name = ?3)";
+     AND NOT EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND +event_name = ?3 AND resumed IS NULL)";
 
 /// Takes `n` children off run `parent`'s count (`children_waiting`), the row gone at 0.
 pub(super) fn children_taken(conn: &Connection, parent: &str, n: i64) -> Result<()> {
@@ -287,7 +287,7 @@ impl FanIn {
     pub(super) fn child_waits_stored(conn: &Connection) -> Result<bool> {
         Ok(conn
             .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2)",
+                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2 AND resumed IS NULL)",
             )?
             .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?)
     }
@@ -311,7 +311,7 @@ impl FanIn {
         let waits: Vec<(String, String, String)> = conn
             .prepare_cached(
                 "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 \
-                 AND match_value IN (SELECT value FROM json_each(?3)) \
+                 AND match_value IN (SELECT value FROM json_each(?3)) AND resumed IS NULL \
                  RETURNING run_id, step_key, match_value",
             )?
             .query_map(params![INVOKE_EVENT, INVOKE_PATH, ids], |r| {

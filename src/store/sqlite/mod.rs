@@ -94,6 +94,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (52, include_str!("0052_children_by_run.sql")),
     (53, include_str!("0053_children_as_steps.sql")),
     (54, include_str!("0054_wait_log.sql")),
+    (55, include_str!("0055_wait_resumed.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).

@@ -14,7 +14,8 @@
 //! table. At most [`MAX_NAMES`] names per table are kept (event names come from senders).
 //!
 //! It also holds the writer's set of the values waited for ([`Values`], `values.rs`), brought up
-//! to date when each batch begins.
+//! to date when each batch begins, and its count of the waits it marked resumed ([`Swept`],
+//! `waits.rs`), which are deleted together at the end of a batch once they are due.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,7 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::Connection;
 
 use super::values::Values;
+use super::waits::Swept;
 use crate::store::Result;
 
 /// Most event names whose paths are kept per table; past it the copy starts again.
@@ -42,6 +44,8 @@ pub(crate) struct Paths {
     cancels: HashMap<String, Arc<[String]>>,
     /// The values waited for, kept the same way (its own module).
     values: Values,
+    /// The writer's sweep of the waits events resumed.
+    pub(super) swept: Swept,
 }
 
 impl Paths {

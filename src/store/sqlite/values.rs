@@ -222,8 +222,9 @@ impl Values {
         let mut set = HashSet::new();
         let mut complete = true;
         let limit = self.limit.unwrap_or(MAX_VALUES);
-        let mut stmt =
-            conn.prepare_cached("SELECT event_name, match_path, match_value FROM run_waits")?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT event_name, match_path, match_value FROM run_waits WHERE resumed IS NULL",
+        )?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
             match (

@@ -70,6 +70,7 @@ pub(super) fn register(
                     &o.into_json().to_string(),
                     failure.as_deref(),
                     now,
+                    Ended::Deleted,
                 )
             }
             None => Ok(false),
@@ -94,7 +95,15 @@ pub(super) fn register(
                 payload,
                 timestamp: ms_to_time(r.get(2)?),
             };
-            let resumed = resolve(conn, run_id, key, &waited(&event), None, now)?;
+            let resumed = resolve(
+                conn,
+                run_id,
+                key,
+                &waited(&event),
+                None,
+                now,
+                Ended::Deleted,
+            )?;
             if resumed {
                 super::links::effect_put(conn, &event.id, run_id, Effect::Resumed, now)?;
             }
@@ -135,7 +144,7 @@ pub(super) fn on_event(
         }
         let mut stmt = conn.prepare_cached(
             "SELECT run_id, step_key, condition, run_event FROM run_waits \
-             WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3",
+             WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3 AND resumed IS NULL",
         )?;
         let mut rows = stmt.query(params![name, path, value])?;
         let mut found = false;
@@ -170,12 +179,99 @@ pub(super) fn on_event(
     let output = waited(&event);
     let mut n = 0;
     for (run_id, key) in waiters {
-        if resolve(conn, &run_id, &key, &output, None, now)? {
+        if resolve(conn, &run_id, &key, &output, None, now, Ended::Marked)? {
             super::links::effect_put(conn, id, &run_id, Effect::Resumed, now)?;
             n += 1;
         }
     }
+    ctx.paths.swept.marked(n);
     Ok(n)
+}
+
+/// The fewest marked waits a sweep waits for.
+const SWEEP_MIN: u64 = 4096;
+
+/// The writer's sweep of the waits events resumed (`0055_wait_resumed.sql`): their rows are
+/// marked in the event's insert and deleted together once they are a quarter of the rows
+/// (at least [`SWEEP_MIN`]), so that each leaf of `run_waits_match` is written about once per
+/// sweep for all the resumptions it held, whatever the number of waits. The marked rows are
+/// counted from the table itself; the writer's own count only spares the look before a
+/// sweep can be due, and may be off after a rollback or by other processes' marks.
+#[derive(Default)]
+pub(crate) struct Swept {
+    /// Waits this writer marked since it last looked.
+    marked: u64,
+    /// How many it marks before it looks again.
+    next: u64,
+}
+
+impl Swept {
+    fn marked(&mut self, n: usize) {
+        self.marked += n as u64;
+    }
+
+    /// Deletes the marked rows if they are due; returns how many. Inside the batch's
+    /// transaction, in a savepoint of its own: a sweep that fails is undone and tried again
+    /// later, and never fails the batch.
+    pub(super) fn sweep(&mut self, conn: &Connection) -> usize {
+        if self.marked < self.next.max(SWEEP_MIN) {
+            return 0;
+        }
+        let due = match Self::due(conn) {
+            Ok(due) => due,
+            Err(e) => return self.failed(&e),
+        };
+        match due {
+            Ok(()) => self.sweep_now(conn).unwrap_or_else(|e| self.failed(&e)),
+            Err(left) => {
+                self.next = self.marked + left;
+                0
+            }
+        }
+    }
+
+    /// Deletes the marked rows now, due or not; returns how many.
+    pub(super) fn sweep_now(&mut self, conn: &Connection) -> Result<usize> {
+        conn.prepare_cached("SAVEPOINT sweep")?.execute([])?;
+        let deleted = conn
+            .prepare_cached("DELETE FROM run_waits WHERE resumed IS NOT NULL")
+            .and_then(|mut s| s.execute([]));
+        match deleted {
+            Ok(n) => {
+                conn.prepare_cached("RELEASE sweep")?.execute([])?;
+                *self = Self::default();
+                Ok(n)
+            }
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK TO sweep; RELEASE sweep");
+                Err(e.into())
+            }
+        }
+    }
+
+    fn failed(&mut self, e: &Error) -> usize {
+        if let Some(suppressed) = crate::log_throttle::storage_failure("sqlite:sweep") {
+            tracing::warn!(error = %e, suppressed, "could not delete the resumed waits; tried again later");
+        }
+        self.next = self.marked + SWEEP_MIN;
+        0
+    }
+
+    /// `Ok` if the marked rows are a quarter of the rows, else how many more marks would make them one.
+    fn due(conn: &Connection) -> Result<std::result::Result<(), u64>> {
+        let (rows, marked): (i64, i64) = conn
+            .prepare_cached(
+                "SELECT (SELECT count(*) FROM run_waits), \
+                        (SELECT count(*) FROM run_waits WHERE resumed IS NOT NULL)",
+            )?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let wanted = (rows / 4).max(SWEEP_MIN as i64);
+        Ok(if marked >= wanted {
+            Ok(())
+        } else {
+            Err((wanted - marked) as u64)
+        })
+    }
 }
 
 /// Whether run `child` holds the invoke step `key` of `run_id` (written by `runs_invoke`; not a
@@ -216,10 +312,20 @@ fn waited(event: &WaitedEvent) -> String {
     serde_json::to_string(event).unwrap_or_else(|_| "null".into())
 }
 
+/// How [`resolve`] ends a wait's row.
+#[derive(Clone, Copy)]
+enum Ended {
+    /// Deleted at once.
+    Deleted,
+    /// Marked resumed, deleted by the next sweep ([`Swept`]): an event's resumptions, whose
+    /// index entries lie anywhere in `run_waits_match`.
+    Marked,
+}
+
 /// Resumes the wait `key` of `run_id` with `output` (JSON), unless it is gone (resumed or timed
-/// out): the wait row deleted, the step succeeded with it (an invoke step whose child did not
-/// succeed fails with its outcome), a queued run due now; a parent waiting for several
-/// children only once none is left (fan-in).
+/// out): the wait row deleted or marked resumed (`ended`), the step succeeded with it (an invoke
+/// step whose child did not succeed fails with its outcome), a queued run due now; a parent
+/// waiting for several children only once none is left (fan-in).
 fn resolve(
     conn: &Connection,
     run_id: &str,
@@ -227,13 +333,24 @@ fn resolve(
     output: &str,
     failure: Option<&str>,
     now: i64,
+    ended: Ended,
 ) -> Result<bool> {
-    let gone: Option<String> = conn
-        .prepare_cached(
-            "DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2 RETURNING event_name",
-        )?
-        .query_row(params![run_id, key], |r| r.get(0))
-        .optional()?;
+    let sql = match ended {
+        Ended::Deleted => {
+            "DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2 AND resumed IS NULL \
+             RETURNING event_name"
+        }
+        Ended::Marked => {
+            "UPDATE run_waits SET resumed = ?3 WHERE run_id = ?1 AND step_key = ?2 AND resumed IS NULL \
+             RETURNING event_name"
+        }
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    let gone: Option<String> = match ended {
+        Ended::Deleted => stmt.query_row(params![run_id, key], |r| r.get(0)),
+        Ended::Marked => stmt.query_row(params![run_id, key, now], |r| r.get(0)),
+    }
+    .optional()?;
     let Some(name) = gone else {
         return Ok(false);
     };
@@ -255,7 +372,7 @@ pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingW
     let stored = conn
         .prepare_cached(
             "SELECT step_key, event_name, match_path, match_value, condition, since, until \
-             FROM run_waits WHERE run_id = ?1 ORDER BY since LIMIT 1",
+             FROM run_waits WHERE run_id = ?1 AND resumed IS NULL ORDER BY since LIMIT 1",
         )?
         .query_row([run_id], |r| {
             Ok(PendingWait::from_row(
@@ -296,6 +413,11 @@ pub(super) fn pending(conn: &Connection, run_id: &str) -> Result<Option<PendingW
 }
 
 impl SqliteStore {
+    /// See [`crate::store::Store::waits_swept`]: one operation of the writer.
+    pub async fn waits_swept(&self) -> Result<usize> {
+        self.write(|ctx| ctx.paths.swept.sweep_now(ctx.conn)).await
+    }
+
     /// See [`crate::store::Store::callback_create`]: one operation of the writer.
     pub async fn callback_create(
         &self,
@@ -351,7 +473,8 @@ impl SqliteStore {
                 .conn
                 .prepare_cached(
                     "SELECT run_id, step_key FROM run_waits \
-                     WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3 AND until > ?4",
+                     WHERE event_name = ?1 AND match_path = ?2 AND match_value = ?3 AND until > ?4 \
+                       AND resumed IS NULL",
                 )?
                 .query_row(params![CALLBACK_EVENT, CALLBACK_PATH, token, now], |r| {
                     Ok((r.get(0)?, r.get(1)?))
@@ -360,7 +483,7 @@ impl SqliteStore {
             let Some((run_id, key)) = found else {
                 return Ok(false);
             };
-            let done = resolve(ctx.conn, &run_id, &key, &output, None, now)?;
+            let done = resolve(ctx.conn, &run_id, &key, &output, None, now, Ended::Deleted)?;
             ctx.wake |= done;
             Ok(done)
         })
@@ -532,5 +655,170 @@ mod tests {
             0
         );
         assert_eq!(ctx.paths.values().in_vain(), 1);
+    }
+
+    /// `n` runs `r{from}`… waiting for `invoice.paid` of invoice `in_{i}`.
+    fn waiting(conn: &Connection, from: usize, n: usize) {
+        conn.execute(
+            "WITH RECURSIVE i(x) AS (SELECT ?1 UNION ALL SELECT x + 1 FROM i WHERE x + 1 < ?2) \
+             INSERT INTO run_waits (run_id, step_key, event_name, match_path, match_value, since, until) \
+             SELECT 'r' || x, 'paid', 'invoice.paid', 'payload.id', 'in_' || x, 0, 10 FROM i",
+            params![from as i64, (from + n) as i64],
+        )
+        .expect("waits");
+        conn.execute(
+            "INSERT OR IGNORE INTO wait_paths (event_name, match_path) VALUES ('invoice.paid', 'payload.id')",
+            [],
+        )
+        .expect("paths");
+    }
+
+    fn count(conn: &Connection, filter: &str) -> i64 {
+        conn.query_row(
+            &format!("SELECT count(*) FROM run_waits WHERE {filter}"),
+            [],
+            |r| r.get(0),
+        )
+        .expect("count")
+    }
+
+    /// An event's resumption marks its wait instead of deleting it: the wait is resumed once,
+    /// no longer pending, and its row is deleted by a sweep only once the marked rows are a
+    /// quarter of the rows (at least `SWEEP_MIN`), all at once.
+    #[test]
+    fn resumed_waits_are_marked_resumed_once_and_swept_together() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = migrated(&dir.path().join("w.db"));
+        let mut paths = Paths::install(&conn).expect("install");
+        let triggers = Triggers::default();
+        waiting(&conn, 0, 24_000);
+        paths.batch_begins(&conn).expect("begin");
+        let mut ctx = WriteCtx {
+            conn: &conn,
+            triggers: &triggers,
+            wake: false,
+            tally: Default::default(),
+            paths: &mut paths,
+        };
+        let paid = |i: usize| serde_json::json!({ "id": format!("in_{i}") });
+        let resume = |ctx: &mut WriteCtx<'_>, from: usize, to: usize| {
+            for i in from..to {
+                let n =
+                    on_event(ctx, &format!("e{i}"), "invoice.paid", &paid(i), 1, 1).expect("event");
+                assert_eq!(n, 1, "the event for in_{i} resumes its run");
+            }
+        };
+        resume(&mut ctx, 0, 5_000);
+        assert_eq!(
+            count(&conn, "resumed IS NOT NULL"),
+            5_000,
+            "marked, not deleted"
+        );
+        // Resumed once: the same value again finds nothing, and the run waits for nothing.
+        assert_eq!(
+            on_event(&mut ctx, "again", "invoice.paid", &paid(7), 1, 1).expect("event"),
+            0
+        );
+        assert!(pending(&conn, "r7").expect("pending").is_none());
+        assert!(pending(&conn, "r5000").expect("pending").is_some());
+        // 5,000 of 24,000: less than a quarter, not swept.
+        assert_eq!(ctx.paths.swept.sweep(&conn), 0);
+        assert_eq!(count(&conn, "1"), 24_000);
+        // 6,000 of 24,000: swept, all the marked and nothing else.
+        resume(&mut ctx, 5_000, 6_000);
+        assert_eq!(ctx.paths.swept.sweep(&conn), 6_000);
+        assert_eq!(count(&conn, "1"), 18_000);
+        assert_eq!(count(&conn, "resumed IS NOT NULL"), 0);
+        assert_eq!(count(&conn, "run_id = 'r6000'"), 1);
+        // The count starts again: the next few marks are not looked at.
+        resume(&mut ctx, 6_000, 6_010);
+        assert_eq!(ctx.paths.swept.sweep(&conn), 0);
+    }
+
+    /// A resumption whose operation is rolled back (its savepoint) leaves its wait waiting, and
+    /// no sweep deletes it: the mark is on the wait's own row, so it rolls back with the rest.
+    #[test]
+    fn a_resumption_rolled_back_leaves_its_wait_to_the_next_event() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = migrated(&dir.path().join("w.db"));
+        let mut paths = Paths::install(&conn).expect("install");
+        let triggers = Triggers::default();
+        waiting(&conn, 0, SWEEP_MIN as usize + 1);
+        paths.batch_begins(&conn).expect("begin");
+        let mut ctx = WriteCtx {
+            conn: &conn,
+            triggers: &triggers,
+            wake: false,
+            tally: Default::default(),
+            paths: &mut paths,
+        };
+        let paid = |i: usize| serde_json::json!({ "id": format!("in_{i}") });
+        for i in 1..=SWEEP_MIN as usize {
+            assert_eq!(
+                on_event(&mut ctx, "e", "invoice.paid", &paid(i), 1, 1).expect("event"),
+                1
+            );
+        }
+        conn.execute_batch("SAVEPOINT op").expect("savepoint");
+        assert_eq!(
+            on_event(&mut ctx, "e0", "invoice.paid", &paid(0), 1, 1).expect("event"),
+            1
+        );
+        conn.execute_batch("ROLLBACK TO op; RELEASE op")
+            .expect("rollback");
+        assert_eq!(ctx.paths.swept.sweep(&conn), SWEEP_MIN as usize);
+        assert_eq!(count(&conn, "1"), 1, "r0's wait is left");
+        assert!(pending(&conn, "r0").expect("pending").is_some());
+        assert_eq!(
+            on_event(&mut ctx, "e0", "invoice.paid", &paid(0), 1, 1).expect("event"),
+            1
+        );
+    }
+
+    /// The writer sweeps by itself: once an event's batch has marked enough resumed waits, they
+    /// are gone when it commits, and the waits left are still found.
+    #[tokio::test]
+    async fn the_writer_sweeps_the_resumed_waits_when_they_are_due() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::open(dir.path().join("w.db"))
+            .await
+            .expect("open");
+        let n = SWEEP_MIN as usize;
+        store
+            .write(move |ctx| {
+                waiting(ctx.conn, 0, n + 10);
+                Ok(())
+            })
+            .await
+            .expect("waits");
+        let resumed = store
+            .write(move |ctx| {
+                let mut resumed = 0;
+                for i in 0..n {
+                    let paid = serde_json::json!({ "id": format!("in_{i}") });
+                    resumed += on_event(ctx, &format!("e{i}"), "invoice.paid", &paid, 1, 1)?;
+                }
+                Ok(resumed)
+            })
+            .await
+            .expect("events");
+        assert_eq!(resumed, n);
+        let (rows, left) = store
+            .write(|ctx| {
+                let paid = serde_json::json!({ "id": format!("in_{}", SWEEP_MIN) });
+                let left = on_event(ctx, "last", "invoice.paid", &paid, 1, 1)?;
+                Ok((
+                    (count(ctx.conn, "1"), count(ctx.conn, "resumed IS NULL")),
+                    left,
+                ))
+            })
+            .await
+            .expect("count");
+        // Swept when the events' batch committed: the ten left, one of them marked since.
+        assert_eq!(
+            (rows, left),
+            ((10, 9), 1),
+            "the resumed waits swept, the others found"
+        );
     }
 }

@@ -358,6 +358,7 @@ pub(super) fn run_batch(
         }
     }
     if poisoned.is_none() {
+        ctx.paths.swept.sweep(conn);
         // The counts commit with the rows they count, or the batch fails.
         poisoned = ctx.tally.flush(conn).err();
     }
