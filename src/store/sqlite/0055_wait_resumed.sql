@@ -1,5 +1,5 @@
 -- A wait an event resumed is marked (`resumed`: when) instead of deleted in the event's insert,
--- and the writer deletes the marked rows many at a time (`waits::Swept`). Deleting each wait as
+-- and the writer deletes the marked rows many at a time (`swept.rs`). Deleting each wait as
 -- it is resumed removed its entry from `run_waits_match` at once: one leaf of that index, which
 -- lies anywhere in it as the values waited for do, written at each commit. Beside 100,000 waits
 -- the index has ten times the leaves it has beside 10,000, and a batch of resumptions wrote

@@ -34,6 +34,7 @@ mod rows;
 mod runs;
 mod search;
 mod steps;
+mod swept;
 mod values;
 mod waits;
 mod webhooks;

@@ -15,7 +15,7 @@
 //!
 //! It also holds the writer's set of the values waited for ([`Values`], `values.rs`), brought up
 //! to date when each batch begins, and its count of the waits it marked resumed ([`Swept`],
-//! `waits.rs`), which are deleted together at the end of a batch once they are due.
+//! `swept.rs`), which are deleted together at the end of a batch once they are due.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +24,8 @@ use std::sync::Arc;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::Connection;
 
+use super::swept::Swept;
 use super::values::Values;
-use super::waits::Swept;
 use crate::store::Result;
 
 /// Most event names whose paths are kept per table; past it the copy starts again.
