@@ -1,44 +1,10 @@
 #!/usr/bin/env python3
 """Medians and ranges of the waiters' figures in sqlite.jsonl and postgres.jsonl (each line one
 run; a PostgreSQL run's line holds its SQLite figure first, then PostgreSQL's)."""
-import json
-import statistics
+import os
+import sys
 
-KEYS = [
-    "no_waiters_per_s",
-    "non_matching_per_s",
-    "non_matching_ratio",
-    "interleaved_non_matching_ratio",
-    "matching_first_per_s",
-    "matching_few_waiters_per_s",
-    "matching_waiters_cost_ratio",
-    "matching_per_s",
-]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from waiters_summary import summary  # noqa: E402
 
-
-def figures(path):
-    out = {}
-    dec = json.JSONDecoder()
-    for line in open(path):
-        line = line.strip()
-        while line:
-            obj, end = dec.raw_decode(line)
-            line = line[end:].strip()
-            out.setdefault(obj["settings"]["store"], []).append(obj["median"])
-    return out
-
-
-runs = {}
-for path in ("sqlite.jsonl", "postgres.jsonl"):
-    try:
-        for store, samples in figures(path).items():
-            runs.setdefault(store, []).extend(samples)
-    except FileNotFoundError:
-        pass
-for store, samples in runs.items():
-    print(f"{store}: {len(samples)} runs")
-    for k in KEYS:
-        vals = [s[k] for s in samples]
-        fmt = (lambda v: f"{v:.3f}") if "ratio" in k else (lambda v: f"{v:,.0f}")
-        print(f"  {k:34} median {fmt(statistics.median(vals))}  "
-              f"({fmt(min(vals))}–{fmt(max(vals))})  each: {', '.join(fmt(v) for v in vals)}")
+summary(("sqlite.jsonl", "postgres.jsonl"))

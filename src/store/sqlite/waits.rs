@@ -529,47 +529,63 @@ mod tests {
     use super::*;
     use crate::store::Triggers;
 
+    /// A migrated database and the writer's state, for its operations called directly.
+    struct Writer {
+        _dir: tempfile::TempDir,
+        conn: Connection,
+        paths: Paths,
+        triggers: Triggers,
+    }
+
+    impl Writer {
+        /// Runs `setup` on the database after the writer's triggers are installed, then
+        /// begins a batch as the writer does.
+        fn new(setup: impl FnOnce(&Connection)) -> Self {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let conn = migrated(&dir.path().join("w.db"));
+            let mut paths = Paths::install(&conn).expect("install");
+            setup(&conn);
+            paths.batch_begins(&conn).expect("begin");
+            Self {
+                _dir: dir,
+                conn,
+                paths,
+                triggers: Triggers::default(),
+            }
+        }
+
+        fn ctx(&mut self) -> WriteCtx<'_> {
+            WriteCtx {
+                conn: &self.conn,
+                triggers: &self.triggers,
+                wake: false,
+                tally: Default::default(),
+                paths: &mut self.paths,
+            }
+        }
+    }
+
+    /// Event `id` of `invoice.paid` for invoice `invoice`: how many waits it resumed.
+    fn paid(ctx: &mut WriteCtx<'_>, id: &str, invoice: &str) -> usize {
+        let payload = serde_json::json!({ "id": invoice });
+        on_event(ctx, id, "invoice.paid", &payload, 1, 1).expect("event")
+    }
+
     /// An event insert skips the lookup of a value no run waits for, looks up one that is
     /// waited for, and counts a lookup that found no wait (its value no longer waited for),
     /// which is what builds the set again.
     #[test]
     fn an_event_looks_up_only_values_in_the_set_and_counts_lookups_in_vain() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let conn = migrated(&dir.path().join("w.db"));
-        let mut paths = Paths::install(&conn).expect("install");
-        let triggers = Triggers::default();
-        conn.execute_batch(
-            "INSERT INTO wait_paths (event_name, match_path) VALUES ('invoice.paid', 'payload.id'); \
-             INSERT INTO run_waits (run_id, step_key, event_name, match_path, match_value, since, until) \
-             VALUES ('r1', 'paid', 'invoice.paid', 'payload.id', 'in_1', 0, 10)",
-        )
-        .expect("wait");
-        paths.batch_begins(&conn).expect("begin");
-        let mut ctx = WriteCtx {
-            conn: &conn,
-            triggers: &triggers,
-            wake: false,
-            tally: Default::default(),
-            paths: &mut paths,
-        };
-        let paid = |v: &str| serde_json::json!({ "id": v });
+        let mut w = Writer::new(|conn| waiting(conn, 1, 1));
+        let mut ctx = w.ctx();
         // Not in the set: no lookup, nothing counted.
-        assert_eq!(
-            on_event(&mut ctx, "e1", "invoice.paid", &paid("in_2"), 1, 1).expect("event"),
-            0
-        );
+        assert_eq!(paid(&mut ctx, "e1", "in_2"), 0);
         assert_eq!(ctx.paths.values().in_vain(), 0);
         // Waited for: found and resumed.
-        assert_eq!(
-            on_event(&mut ctx, "e2", "invoice.paid", &paid("in_1"), 1, 1).expect("event"),
-            1
-        );
+        assert_eq!(paid(&mut ctx, "e2", "in_1"), 1);
         assert_eq!(ctx.paths.values().in_vain(), 0);
         // Its value is still in the set, no longer waited for: a lookup in vain.
-        assert_eq!(
-            on_event(&mut ctx, "e3", "invoice.paid", &paid("in_1"), 1, 1).expect("event"),
-            0
-        );
+        assert_eq!(paid(&mut ctx, "e3", "in_1"), 0);
         assert_eq!(ctx.paths.values().in_vain(), 1);
     }
 
@@ -598,97 +614,63 @@ mod tests {
         .expect("count")
     }
 
+    /// The events for invoices `in_{from}`… `in_{to - 1}`, each resuming its run.
+    fn resume(ctx: &mut WriteCtx<'_>, from: usize, to: usize) {
+        for i in from..to {
+            let n = paid(ctx, &format!("e{i}"), &format!("in_{i}"));
+            assert_eq!(n, 1, "the event for in_{i} resumes its run");
+        }
+    }
+
     /// An event's resumption marks its wait instead of deleting it: the wait is resumed once,
     /// no longer pending, and its row is deleted by a sweep only once the marked rows are a
     /// quarter of the rows (at least `SWEEP_MIN`), all at once.
     #[test]
     fn resumed_waits_are_marked_resumed_once_and_swept_together() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let conn = migrated(&dir.path().join("w.db"));
-        let mut paths = Paths::install(&conn).expect("install");
-        let triggers = Triggers::default();
-        waiting(&conn, 0, 24_000);
-        paths.batch_begins(&conn).expect("begin");
-        let mut ctx = WriteCtx {
-            conn: &conn,
-            triggers: &triggers,
-            wake: false,
-            tally: Default::default(),
-            paths: &mut paths,
-        };
-        let paid = |i: usize| serde_json::json!({ "id": format!("in_{i}") });
-        let resume = |ctx: &mut WriteCtx<'_>, from: usize, to: usize| {
-            for i in from..to {
-                let n =
-                    on_event(ctx, &format!("e{i}"), "invoice.paid", &paid(i), 1, 1).expect("event");
-                assert_eq!(n, 1, "the event for in_{i} resumes its run");
-            }
-        };
+        let mut w = Writer::new(|conn| waiting(conn, 0, 24_000));
+        let mut ctx = w.ctx();
+        let conn = ctx.conn;
         resume(&mut ctx, 0, 5_000);
         assert_eq!(
-            count(&conn, "resumed IS NOT NULL"),
+            count(conn, "resumed IS NOT NULL"),
             5_000,
             "marked, not deleted"
         );
         // Resumed once: the same value again finds nothing, and the run waits for nothing.
-        assert_eq!(
-            on_event(&mut ctx, "again", "invoice.paid", &paid(7), 1, 1).expect("event"),
-            0
-        );
-        assert!(pending(&conn, "r7").expect("pending").is_none());
-        assert!(pending(&conn, "r5000").expect("pending").is_some());
+        assert_eq!(paid(&mut ctx, "again", "in_7"), 0);
+        assert!(pending(conn, "r7").expect("pending").is_none());
+        assert!(pending(conn, "r5000").expect("pending").is_some());
         // 5,000 of 24,000: less than a quarter, not swept.
-        assert_eq!(ctx.paths.swept.sweep(&conn), 0);
-        assert_eq!(count(&conn, "1"), 24_000);
+        assert_eq!(ctx.paths.swept.sweep(conn), 0);
+        assert_eq!(count(conn, "1"), 24_000);
         // 6,000 of 24,000: swept, all the marked and nothing else.
         resume(&mut ctx, 5_000, 6_000);
-        assert_eq!(ctx.paths.swept.sweep(&conn), 6_000);
-        assert_eq!(count(&conn, "1"), 18_000);
-        assert_eq!(count(&conn, "resumed IS NOT NULL"), 0);
-        assert_eq!(count(&conn, "run_id = 'r6000'"), 1);
+        assert_eq!(ctx.paths.swept.sweep(conn), 6_000);
+        assert_eq!(count(conn, "1"), 18_000);
+        assert_eq!(count(conn, "resumed IS NOT NULL"), 0);
+        assert_eq!(count(conn, "run_id = 'r6000'"), 1);
         // The count starts again: the next few marks are not looked at.
         resume(&mut ctx, 6_000, 6_010);
-        assert_eq!(ctx.paths.swept.sweep(&conn), 0);
+        assert_eq!(ctx.paths.swept.sweep(conn), 0);
     }
 
     /// A resumption whose operation is rolled back (its savepoint) leaves its wait waiting, and
     /// no sweep deletes it: the mark is on the wait's own row, so it rolls back with the rest.
     #[test]
     fn a_resumption_rolled_back_leaves_its_wait_to_the_next_event() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let conn = migrated(&dir.path().join("w.db"));
-        let mut paths = Paths::install(&conn).expect("install");
-        let triggers = Triggers::default();
-        waiting(&conn, 0, SWEEP_MIN as usize + 1);
-        paths.batch_begins(&conn).expect("begin");
-        let mut ctx = WriteCtx {
-            conn: &conn,
-            triggers: &triggers,
-            wake: false,
-            tally: Default::default(),
-            paths: &mut paths,
-        };
-        let paid = |i: usize| serde_json::json!({ "id": format!("in_{i}") });
-        for i in 1..=SWEEP_MIN as usize {
-            assert_eq!(
-                on_event(&mut ctx, "e", "invoice.paid", &paid(i), 1, 1).expect("event"),
-                1
-            );
-        }
+        let n = SWEEP_MIN as usize;
+        let mut w = Writer::new(|conn| waiting(conn, 0, n + 1));
+        let mut ctx = w.ctx();
+        let conn = ctx.conn;
+        resume(&mut ctx, 1, n + 1);
         conn.execute_batch("SAVEPOINT op").expect("savepoint");
-        assert_eq!(
-            on_event(&mut ctx, "e0", "invoice.paid", &paid(0), 1, 1).expect("event"),
-            1
-        );
+        assert_eq!(paid(&mut ctx, "e0", "in_0"), 1);
         conn.execute_batch("ROLLBACK TO op; RELEASE op")
             .expect("rollback");
-        assert_eq!(ctx.paths.swept.sweep(&conn), SWEEP_MIN as usize);
-        assert_eq!(count(&conn, "1"), 1, "r0's wait is left");
-        assert!(pending(&conn, "r0").expect("pending").is_some());
-        assert_eq!(
-            on_event(&mut ctx, "e0", "invoice.paid", &paid(0), 1, 1).expect("event"),
-            1
-        );
+        assert_eq!(ctx.paths.swept.sweep(conn), n);
+        assert_eq!(count(conn, "1"), 1, "r0's wait is left");
+        assert!(pending(conn, "r0").expect("pending").is_some());
+        assert_eq!(paid(&mut ctx, "e0", "in_0"), 1);
     }
 
     /// The writer sweeps by itself: once an event's batch has marked enough resumed waits, they
@@ -707,22 +689,16 @@ mod tests {
             })
             .await
             .expect("waits");
-        let resumed = store
+        store
             .write(move |ctx| {
-                let mut resumed = 0;
-                for i in 0..n {
-                    let paid = serde_json::json!({ "id": format!("in_{i}") });
-                    resumed += on_event(ctx, &format!("e{i}"), "invoice.paid", &paid, 1, 1)?;
-                }
-                Ok(resumed)
+                resume(ctx, 0, n);
+                Ok(())
             })
             .await
             .expect("events");
-        assert_eq!(resumed, n);
         let (rows, left) = store
-            .write(|ctx| {
-                let paid = serde_json::json!({ "id": format!("in_{}", SWEEP_MIN) });
-                let left = on_event(ctx, "last", "invoice.paid", &paid, 1, 1)?;
+            .write(move |ctx| {
+                let left = paid(ctx, "last", &format!("in_{n}"));
                 Ok((
                     (count(ctx.conn, "1"), count(ctx.conn, "resumed IS NULL")),
                     left,
