@@ -9,18 +9,40 @@ use crate::store::{Error, Result};
 /// The fewest marked waits a sweep waits for.
 pub(super) const SWEEP_MIN: u64 = 4096;
 
+/// The most rows one batch's sweep deletes; the next batches go on. A sweep holds the writer
+/// (~3 µs a row beside 100,000 waits, plus its commit): this bounds the wait of the sends in
+/// its batch to a few tenths of a second however many waits there are. The match index holds
+/// some 45 entries a leaf, so a sweep this large still writes each leaf once for two marks or
+/// more in it up to ~1.5 million waits; past that it gains less, and a batch of resumptions
+/// costs about what deleting each wait at once did.
+const SWEEP_MAX: usize = 65_536;
+
 /// The writer's sweep of the waits events resumed (`0055_wait_resumed.sql`): their rows are
 /// marked in the event's insert and deleted together once they are a quarter of the rows
 /// (at least [`SWEEP_MIN`]), so that each leaf of `run_waits_match` is written about once per
 /// sweep for all the resumptions it held, whatever the number of waits. The marked rows are
 /// counted from the table itself; the writer's own count only spares the look before a
 /// sweep can be due, and may be off after a rollback or by other processes' marks.
-#[derive(Default)]
 pub(crate) struct Swept {
     /// Waits this writer marked since it last looked.
     marked: u64,
     /// How many it marks before it looks again.
     next: u64,
+    /// Whether the last sweep stopped at [`Self::max`] rows: the next batch goes on.
+    again: bool,
+    /// [`SWEEP_MAX`], but in tests.
+    max: usize,
+}
+
+impl Default for Swept {
+    fn default() -> Self {
+        Self {
+            marked: 0,
+            next: 0,
+            again: false,
+            max: SWEEP_MAX,
+        }
+    }
 }
 
 impl Swept {
@@ -28,45 +50,72 @@ impl Swept {
         self.marked += n as u64;
     }
 
-    /// Deletes the marked rows if they are due; returns how many. Inside the batch's
-    /// transaction, in a savepoint of its own: a sweep that fails is undone and tried again
-    /// later, and never fails the batch.
+    /// Deletes the marked rows if they are due (at most [`SWEEP_MAX`], the oldest first);
+    /// returns how many. Inside the batch's transaction, in a savepoint of its own: a sweep
+    /// that fails is undone and tried again later, and never fails the batch.
     pub(super) fn sweep(&mut self, conn: &Connection) -> usize {
-        if self.marked < self.next.max(SWEEP_MIN) {
+        if !self.again && self.marked < self.next.max(SWEEP_MIN) {
             return 0;
         }
-        let due = match Self::due(conn) {
-            Ok(due) => due,
+        let marked = match Self::counts(conn) {
+            Ok((rows, marked)) => {
+                let wanted = (rows / 4).max(SWEEP_MIN as i64);
+                if !self.again && marked < wanted {
+                    self.next = self.marked + (wanted - marked) as u64;
+                    return 0;
+                }
+                marked
+            }
             Err(e) => return self.failed(&e),
         };
-        match due {
-            Ok(()) => {
-                let start = std::time::Instant::now();
-                let n = self.sweep_now(conn).unwrap_or_else(|e| self.failed(&e));
-                tracing::debug!(
-                    rows = n,
-                    ms = start.elapsed().as_millis() as u64,
-                    "resumed waits swept"
-                );
-                n
-            }
-            Err(left) => {
-                self.next = self.marked + left;
-                0
+        let start = std::time::Instant::now();
+        let n = self
+            .sweep_some(conn, marked)
+            .unwrap_or_else(|e| self.failed(&e));
+        tracing::debug!(
+            rows = n,
+            ms = start.elapsed().as_millis() as u64,
+            more = self.again,
+            "resumed waits swept"
+        );
+        n
+    }
+
+    /// Deletes every marked row now, due or not, [`SWEEP_MAX`] at a time; returns how many.
+    pub(super) fn sweep_now(&mut self, conn: &Connection) -> Result<usize> {
+        let mut n = 0;
+        loop {
+            let (_, marked) = Self::counts(conn)?;
+            n += self.sweep_some(conn, marked)?;
+            if !self.again {
+                return Ok(n);
             }
         }
     }
 
-    /// Deletes the marked rows now, due or not; returns how many.
-    pub(super) fn sweep_now(&mut self, conn: &Connection) -> Result<usize> {
+    /// Deletes up to [`Self::max`] of the `marked` rows, the oldest first; returns how many.
+    /// All of them in one statement if they are no more.
+    fn sweep_some(&mut self, conn: &Connection, marked: i64) -> Result<usize> {
         conn.prepare_cached("SAVEPOINT sweep")?.execute([])?;
-        let deleted = conn
-            .prepare_cached("DELETE FROM run_waits WHERE resumed IS NOT NULL")
-            .and_then(|mut s| s.execute([]));
+        let deleted = if marked <= self.max as i64 {
+            conn.prepare_cached("DELETE FROM run_waits WHERE resumed IS NOT NULL")
+                .and_then(|mut s| s.execute([]))
+        } else {
+            conn.prepare_cached(
+                "DELETE FROM run_waits WHERE (run_id, step_key) IN \
+                   (SELECT run_id, step_key FROM run_waits WHERE resumed IS NOT NULL \
+                    ORDER BY resumed LIMIT ?1)",
+            )
+            .and_then(|mut s| s.execute([self.max as i64]))
+        };
         match deleted {
             Ok(n) => {
                 conn.prepare_cached("RELEASE sweep")?.execute([])?;
-                *self = Self::default();
+                *self = Self {
+                    again: marked > self.max as i64,
+                    max: self.max,
+                    ..Self::default()
+                };
                 Ok(n)
             }
             Err(e) => {
@@ -76,27 +125,31 @@ impl Swept {
         }
     }
 
+    /// At most `max` rows per sweep (tests).
+    #[cfg(test)]
+    pub(super) fn capped(max: usize) -> Self {
+        Self {
+            max,
+            ..Self::default()
+        }
+    }
+
     fn failed(&mut self, e: &Error) -> usize {
         if let Some(suppressed) = crate::log_throttle::storage_failure("sqlite:sweep") {
             tracing::warn!(error = %e, suppressed, "could not delete the resumed waits; tried again later");
         }
+        self.again = false;
         self.next = self.marked + SWEEP_MIN;
         0
     }
 
-    /// `Ok` if the marked rows are a quarter of the rows, else how many more marks would make them one.
-    fn due(conn: &Connection) -> Result<std::result::Result<(), u64>> {
-        let (rows, marked): (i64, i64) = conn
+    /// The rows of `run_waits`, and how many of them are marked.
+    fn counts(conn: &Connection) -> Result<(i64, i64)> {
+        Ok(conn
             .prepare_cached(
                 "SELECT (SELECT count(*) FROM run_waits), \
                         (SELECT count(*) FROM run_waits WHERE resumed IS NOT NULL)",
             )?
-            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        let wanted = (rows / 4).max(SWEEP_MIN as i64);
-        Ok(if marked >= wanted {
-            Ok(())
-        } else {
-            Err((wanted - marked) as u64)
-        })
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 }

@@ -673,6 +673,29 @@ mod tests {
         assert_eq!(paid(&mut ctx, "e0", "in_0"), 1);
     }
 
+    /// A sweep deletes at most its cap of rows, the oldest marks first, and the next batches
+    /// go on until none is left, without waiting for more marks.
+    #[test]
+    fn a_sweep_stops_at_its_cap_and_the_next_batches_go_on() {
+        let n = SWEEP_MIN as usize;
+        let mut w = Writer::new(|conn| waiting(conn, 0, n + 1));
+        w.paths.swept = super::super::swept::Swept::capped(1_000);
+        let mut ctx = w.ctx();
+        let conn = ctx.conn;
+        resume(&mut ctx, 0, n);
+        // Two marked earlier than the others: the first sweep takes them.
+        conn.execute(
+            "UPDATE run_waits SET resumed = 0 WHERE run_id IN ('r3000', 'r4000')",
+            [],
+        )
+        .expect("older");
+        assert_eq!(ctx.paths.swept.sweep(conn), 1_000);
+        assert_eq!(count(conn, "resumed = 0"), 0, "the oldest marks go first");
+        let swept: Vec<usize> = (0..5).map(|_| ctx.paths.swept.sweep(conn)).collect();
+        assert_eq!(swept, [1_000, 1_000, 1_000, 96, 0]);
+        assert_eq!(count(conn, "1"), 1, "the one not resumed is left");
+    }
+
     /// The writer sweeps by itself: once an event's batch has marked enough resumed waits, they
     /// are gone when it commits, and the waits left are still found.
     #[tokio::test]
