@@ -233,8 +233,8 @@ fn waited(event: &WaitedEvent) -> String {
 enum Ended {
     /// Deleted at once.
     Deleted,
-    /// Marked resumed, deleted by the next sweep ([`super::swept::Swept`]): an event's resumptions, whose
-    /// index entries lie anywhere in `run_waits_match`.
+    /// Marked resumed, deleted by a later sweep ([`super::swept::Swept`]): an event's
+    /// resumptions, whose index entries lie anywhere in `run_waits_match`.
     Marked,
 }
 
