@@ -10,11 +10,11 @@ use crate::store::{Error, Result};
 pub(super) const SWEEP_MIN: u64 = 4096;
 
 /// The most rows one batch's sweep deletes; the next batches go on. A sweep holds the writer
-/// (~3 µs a row beside 100,000 waits, plus its commit): this bounds the wait of the sends in
-/// its batch to a few tenths of a second however many waits there are. The match index holds
-/// some 45 entries a leaf, so a sweep this large still writes each leaf once for two marks or
-/// more in it up to ~1.5 million waits; past that it gains less, and a batch of resumptions
-/// costs about what deleting each wait at once did.
+/// (~3 µs a row beside 100,000 waits, ~8 µs beside 400,000, plus its commit): this bounds the
+/// wait of the sends in its batch to about half a second however many waits there are. The
+/// match index holds some 45 entries a leaf, so a sweep this large still writes each leaf once
+/// for two marks or more in it up to ~1.5 million waits; past that it gains less, and a batch
+/// of resumptions costs about what deleting each wait at once did.
 const SWEEP_MAX: usize = 65_536;
 
 /// The writer's sweep of the waits events resumed (`0055_wait_resumed.sql`): their rows are
