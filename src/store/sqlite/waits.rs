@@ -251,20 +251,19 @@ fn resolve(
     now: i64,
     ended: Ended,
 ) -> Result<bool> {
-    let sql = match ended {
-        Ended::Deleted => {
-            "DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2 AND resumed IS NULL \
-             RETURNING event_name"
-        }
-        Ended::Marked => {
-            "UPDATE run_waits SET resumed = ?3 WHERE run_id = ?1 AND step_key = ?2 AND resumed IS NULL \
-             RETURNING event_name"
-        }
-    };
-    let mut stmt = conn.prepare_cached(sql)?;
     let gone: Option<String> = match ended {
-        Ended::Deleted => stmt.query_row(params![run_id, key], |r| r.get(0)),
-        Ended::Marked => stmt.query_row(params![run_id, key, now], |r| r.get(0)),
+        Ended::Deleted => conn
+            .prepare_cached(
+                "DELETE FROM run_waits WHERE run_id = ?1 AND step_key = ?2 AND resumed IS NULL \
+                 RETURNING event_name",
+            )?
+            .query_row(params![run_id, key], |r| r.get(0)),
+        Ended::Marked => conn
+            .prepare_cached(
+                "UPDATE run_waits SET resumed = ?3 \
+                 WHERE run_id = ?1 AND step_key = ?2 AND resumed IS NULL RETURNING event_name",
+            )?
+            .query_row(params![run_id, key, now], |r| r.get(0)),
     }
     .optional()?;
     let Some(name) = gone else {
