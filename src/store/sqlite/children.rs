@@ -237,6 +237,18 @@ pub(super) const PARENT_DUE_SQL: &str =
      AND NOT EXISTS (SELECT 1 FROM children_waiting WHERE run_id = ?1) \
      AND NOT EXISTS (SELECT 1 FROM run_waits WHERE run_id = ?1 AND +event_name = ?3 AND resumed IS NULL)";
 
+/// Whether any invoke wait (`?1`: [`INVOKE_PATH`]) is stored as a row. These statements name
+/// [`INVOKE_EVENT`] as a literal: the condition of their partial index, `run_waits_invoke`
+/// (`0056_wait_match_hash.sql`), which the planner takes only for the same literal.
+pub(super) const INVOKE_ROWS_STORED_SQL: &str = "SELECT EXISTS (SELECT 1 FROM run_waits \
+     WHERE event_name = 'flare/job.invoked' AND match_path = ?1 AND resumed IS NULL)";
+
+/// Deletes the invoke waits stored as rows for the children whose ids are the JSON array `?2`.
+pub(super) const INVOKE_ROWS_ENDED_SQL: &str =
+    "DELETE FROM run_waits WHERE event_name = 'flare/job.invoked' AND match_path = ?1 \
+     AND match_value IN (SELECT value FROM json_each(?2)) AND resumed IS NULL \
+     RETURNING run_id, step_key, match_value";
+
 /// Takes `n` children off run `parent`'s count (`children_waiting`), the row gone at 0.
 pub(super) fn children_taken(conn: &Connection, parent: &str, n: i64) -> Result<()> {
     let left: Option<i64> = conn
@@ -286,10 +298,8 @@ impl FanIn {
     /// before children were counted): one probe, so that nothing is built per run otherwise.
     pub(super) fn child_waits_stored(conn: &Connection) -> Result<bool> {
         Ok(conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM run_waits WHERE event_name = ?1 AND match_path = ?2 AND resumed IS NULL)",
-            )?
-            .query_row(params![INVOKE_EVENT, INVOKE_PATH], |r| r.get(0))?)
+            .prepare_cached(INVOKE_ROWS_STORED_SQL)?
+            .query_row(params![INVOKE_PATH], |r| r.get(0))?)
     }
 
     /// The invoke waits stored as rows for the runs `ended` (each id with when it ended): one
@@ -309,12 +319,8 @@ impl FanIn {
             .map_err(|e| Error::Corrupt(e.to_string()))?;
         let at: HashMap<&str, usize> = ended.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
         let waits: Vec<(String, String, String)> = conn
-            .prepare_cached(
-                "DELETE FROM run_waits WHERE event_name = ?1 AND match_path = ?2 \
-                 AND match_value IN (SELECT value FROM json_each(?3)) AND resumed IS NULL \
-                 RETURNING run_id, step_key, match_value",
-            )?
-            .query_map(params![INVOKE_EVENT, INVOKE_PATH, ids], |r| {
+            .prepare_cached(INVOKE_ROWS_ENDED_SQL)?
+            .query_map(params![INVOKE_PATH, ids], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?
             .collect::<rusqlite::Result<_>>()?;
@@ -374,27 +380,6 @@ mod tests {
     use super::*;
     use crate::model::StepKind;
 
-    /// A database migrated up to, not including, migration `version`.
-    fn migrated_before(version: i64) -> Connection {
-        let conn = Connection::open_in_memory().expect("open");
-        conn.execute_batch(
-            "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-        )
-        .expect("migrations table");
-        for (v, sql) in super::super::MIGRATIONS
-            .iter()
-            .filter(|(v, _)| *v < version)
-        {
-            conn.execute_batch(sql).expect("migration");
-            conn.execute(
-                "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
-                [v],
-            )
-            .expect("version");
-        }
-        conn
-    }
-
     /// The query plan of `sql`, one detail per line.
     fn plan(conn: &Connection, sql: &str) -> String {
         let mut stmt = conn
@@ -417,12 +402,30 @@ mod tests {
         let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
         super::super::migrate(&mut conn).expect("migrate");
         let p = plan(&conn, PARENT_DUE_SQL);
-        assert!(p.contains("run_waits USING PRIMARY KEY (run_id=?)"), "{p}");
+        assert!(
+            p.contains("run_waits USING INDEX sqlite_autoindex_run_waits_1 (run_id=?)"),
+            "{p}"
+        );
         assert!(!p.contains("run_waits_match"), "{p}");
         assert!(
             p.contains("children_waiting USING PRIMARY KEY (run_id=?)"),
             "{p}"
         );
+    }
+
+    /// The invoke waits stored as rows are found through their partial index
+    /// (`0056_wait_match_hash.sql`), whose condition names [`INVOKE_EVENT`] as a literal: the
+    /// literal in the statements must be that name.
+    #[test]
+    fn invoke_rows_are_found_by_their_own_index() {
+        assert_eq!(INVOKE_EVENT, "flare/job.invoked");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = Connection::open(dir.path().join("plan.db")).expect("open");
+        super::super::migrate(&mut conn).expect("migrate");
+        for sql in [INVOKE_ROWS_STORED_SQL, INVOKE_ROWS_ENDED_SQL] {
+            let p = plan(&conn, sql);
+            assert!(p.contains("USING INDEX run_waits_invoke"), "{p}");
+        }
     }
 
     /// Children whose step still waits when `0052_children_by_run.sql` is applied get their
@@ -431,7 +434,8 @@ mod tests {
     /// count).
     #[test]
     fn children_waiting_across_the_migration_keep_their_caller() {
-        let mut conn = migrated_before(52);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = super::super::migrated_before(&dir.path().join("c.db"), 52);
         let run = |id: &str, status: &str| {
             conn.execute(
                 "INSERT INTO runs (id, event_id, job_id, job_version, status, max_attempts, run_at, created_at) \
@@ -474,7 +478,8 @@ mod tests {
     /// step whose child no longer names its caller (timed out) stays stored.
     #[test]
     fn invoke_steps_move_onto_their_children_across_the_migration() {
-        let mut conn = migrated_before(53);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = super::super::migrated_before(&dir.path().join("c.db"), 53);
         let run = |id: &str, key: &str, status: &str, caller: Option<&str>| {
             conn.execute(
                 "INSERT INTO runs (id, event_id, job_id, job_version, status, max_attempts, run_at, created_at, output, awaited_by) \

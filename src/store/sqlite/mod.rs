@@ -36,6 +36,7 @@ mod search;
 mod steps;
 mod swept;
 mod values;
+mod wait_hash;
 mod waits;
 mod webhooks;
 mod writer;
@@ -96,6 +97,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (53, include_str!("0053_children_as_steps.sql")),
     (54, include_str!("0054_wait_log.sql")),
     (55, include_str!("0055_wait_resumed.sql")),
+    (56, include_str!("0056_wait_match_hash.sql")),
 ];
 
 /// Reads the file path out of a `sqlite://` URL (or accepts a plain path).
@@ -198,8 +200,31 @@ fn migrated(path: &Path) -> Connection {
     conn
 }
 
+/// A connection to a new database at `path`, configured and migrated as a version before
+/// migration `version` left it (`migrate` then applies the rest).
+#[cfg(test)]
+fn migrated_before(path: &Path, version: i64) -> Connection {
+    let conn = Connection::open(path).expect("open");
+    configure(&conn).expect("configure");
+    conn.execute_batch(
+        "CREATE TABLE flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+    )
+    .expect("migrations table");
+    for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v < version) {
+        conn.execute_batch(sql).expect("migration");
+        conn.execute(
+            "INSERT INTO flare_migrations (version, applied_at) VALUES (?1, 0)",
+            [v],
+        )
+        .expect("version");
+    }
+    conn
+}
+
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS flare_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")?;
+    // Migration 56 hashes the values waited for as the writer does.
+    wait_hash::install(conn)?;
     // A database a newer binary migrated is refused before anything is applied or used.
     let found: Option<i64> =
         conn.query_row("SELECT max(version) FROM flare_migrations", [], |r| {

@@ -10,11 +10,12 @@ use crate::store::{Error, Result};
 pub(super) const SWEEP_MIN: u64 = 4096;
 
 /// The most rows one batch's sweep deletes; the next batches go on. A sweep holds the writer
-/// (~3 µs a row beside 100,000 waits, ~8 µs beside 400,000, plus its commit): this bounds the
-/// wait of the sends in its batch to about half a second however many waits there are. The
-/// match index holds some 45 entries a leaf, so a sweep this large still writes each leaf once
-/// for two marks or more in it up to ~1.5 million waits; past that it gains less, and a batch
-/// of resumptions costs about what deleting each wait at once did.
+/// (~1.2 µs a row beside 100,000 waits since `0056_wait_match_hash.sql`, ~3 µs before it, and
+/// more as the index outgrows the caches, plus its commit): this bounds the wait of the sends in
+/// its batch however many waits there are. The match index holds some 200 entries a leaf
+/// (about 40 before the hash), so a sweep this large still writes each leaf once for two marks
+/// or more in it up to ~6 million waits; past that it gains less, and a batch of resumptions
+/// costs about what deleting each wait at once did.
 const SWEEP_MAX: usize = 65_536;
 
 /// The writer's sweep of the waits events resumed (`0055_wait_resumed.sql`): their rows are
@@ -102,9 +103,8 @@ impl Swept {
                 .and_then(|mut s| s.execute([]))
         } else {
             conn.prepare_cached(
-                "DELETE FROM run_waits WHERE (run_id, step_key) IN \
-                   (SELECT run_id, step_key FROM run_waits WHERE resumed IS NOT NULL \
-                    ORDER BY resumed LIMIT ?1)",
+                "DELETE FROM run_waits WHERE id IN \
+                   (SELECT id FROM run_waits WHERE resumed IS NOT NULL ORDER BY resumed LIMIT ?1)",
             )
             .and_then(|mut s| s.execute([self.max as i64]))
         };

@@ -308,13 +308,15 @@ fn last_entry(conn: &Connection) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::super::migrated;
+    use super::super::wait_hash::match_hash;
     use super::*;
 
     fn wait(conn: &Connection, run: &str, value: &str) {
         conn.execute(
-            "INSERT OR REPLACE INTO run_waits (run_id, step_key, event_name, match_path, match_value, since, until) \
-             VALUES (?1, 'paid', 'invoice.paid', 'payload.id', ?2, 0, 1)",
-            [run, value],
+            "INSERT OR REPLACE INTO run_waits \
+               (run_id, step_key, event_name, match_path, match_value, since, until, match_hash) \
+             VALUES (?1, 'paid', 'invoice.paid', 'payload.id', ?2, 0, 1, ?3)",
+            rusqlite::params![run, value, match_hash("invoice.paid", "payload.id", value)],
         )
         .expect("insert");
     }
