@@ -6,12 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")"
 flare=${FLARE:-../../../target/release/flare}
 before=${BEFORE:?the release binary of the build before}
-export RUST_LOG=error
-for i in 1 2; do
-  for b in before after; do
-    bin=$before; [[ $b == after ]] && bin=$flare
-    printf '{"build":"%s","result":' "$b" >> fan-in.jsonl
-    "$bin" bench fan-in --children 10000 --reps 3 --json 2>/dev/null | python3 -c 'import json,sys; print(json.dumps(json.JSONDecoder().raw_decode(sys.stdin.read().strip())[0]), end="")' >> fan-in.jsonl
-    echo '}' >> fan-in.jsonl
-  done
-done
+source ../../ab.sh
+ab_tagged fan-in.jsonl 2 fan-in --children 10000 --reps 3 --json

@@ -7,12 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 flare=${FLARE:-../../../target/release/flare}
 before=${BEFORE:?the release binary of the build before, e.g. a worktree of 37d79ca}
-export RUST_LOG=error
-one() { "$1" bench waiters --events 100000 --reps 1 --json --scattered-keys "${@:3}" 2>/dev/null | tr -d '\n' >> "$2"; echo >> "$2"; }
-for i in 1 2 3 4; do
-  if (( i % 2 )); then one "$before" before.jsonl; one "$flare" after.jsonl
-  else one "$flare" after.jsonl; one "$before" before.jsonl; fi
-done
+source ../../ab.sh
+ab_split 4 waiters --events 100000 --reps 1 --json --scattered-keys
 for i in 1 2; do
-  one "$flare" postgres.jsonl --database-url postgres://postgres@127.0.0.1:5432/postgres
+  ab_one "$flare" postgres.jsonl waiters --events 100000 --reps 1 --json --scattered-keys \
+    --database-url postgres://postgres@127.0.0.1:5432/postgres
 done

@@ -10,9 +10,9 @@ use crate::store::{Error, Result};
 pub(super) const SWEEP_MIN: u64 = 4096;
 
 /// The most rows one batch's sweep deletes; the next batches go on. A sweep holds the writer
-/// (~1.2 µs a row beside 100,000 waits since `0056_wait_match_hash.sql`, ~3 µs before it, and
-/// more as the index outgrows the caches, plus its commit): this bounds the wait of the sends in
-/// its batch however many waits there are. The match index holds some 200 entries a leaf
+/// (since `0056_wait_match_hash.sql` ~1.2 µs a row beside 100,000 waits and ~2.5 µs beside
+/// 400,000, against ~3 and ~8 µs before it, plus its commit): this bounds the wait of the sends
+/// in its batch to about 0.2 s however many waits there are. The match index holds some 200 entries a leaf
 /// (about 40 before the hash), so a sweep this large still writes each leaf once for two marks
 /// or more in it up to ~6 million waits; past that it gains less, and a batch of resumptions
 /// costs about what deleting each wait at once did.

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The fan-in of 10,000 children on SQLite, before and after, alternated: its SQLite children
+# keep no wait rows; its parent's due check now reads its waits by the unique (run, step) index
+# of the rebuilt table instead of the primary key. fan-in.jsonl: one line per run, tagged with
+# the build.
+set -euo pipefail
+cd "$(dirname "$0")"
+flare=${FLARE:-../../../target/release/flare}
+before=${BEFORE:?the release binary of the build before}
+source ../../ab.sh
+ab_tagged fan-in.jsonl 2 fan-in --children 10000 --reps 3 --json
