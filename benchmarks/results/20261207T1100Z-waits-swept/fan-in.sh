@@ -2,9 +2,5 @@
 # The fan-in of 10,000 children on SQLite, before and after, alternated: its SQLite children
 # keep no wait rows, but its parent's due check now passes over marked ones. fan-in.jsonl:
 # one line per run, tagged with the build.
-set -euo pipefail
-cd "$(dirname "$0")"
-flare=${FLARE:-../../../target/release/flare}
-before=${BEFORE:?the release binary of the build before}
-source ../../ab.sh
+source "$(dirname "$0")/../../ab.sh"
 ab_tagged fan-in.jsonl 2 fan-in --children 10000 --reps 3 --json

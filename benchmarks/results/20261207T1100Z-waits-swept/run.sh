@@ -3,11 +3,7 @@
 # (BEFORE: waits deleted as they are resumed) and after (FLARE: marked, swept together)
 # alternated run by run on SQLite; then PostgreSQL, whose waits are deleted as before, with the
 # new build. One JSON line per run: before.jsonl, after.jsonl, postgres.jsonl.
-set -euo pipefail
-cd "$(dirname "$0")"
-flare=${FLARE:-../../../target/release/flare}
-before=${BEFORE:?the release binary of the build before, e.g. a worktree of 37d79ca}
-source ../../ab.sh
+source "$(dirname "$0")/../../ab.sh"
 ab_split 4 waiters --events 100000 --reps 1 --json --scattered-keys
 for i in 1 2; do
   ab_one "$flare" postgres.jsonl waiters --events 100000 --reps 1 --json --scattered-keys \

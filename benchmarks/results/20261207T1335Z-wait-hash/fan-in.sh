@@ -3,9 +3,5 @@
 # keep no wait rows; its parent's due check now reads its waits by the unique (run, step) index
 # of the rebuilt table instead of the primary key. fan-in.jsonl: one line per run, tagged with
 # the build.
-set -euo pipefail
-cd "$(dirname "$0")"
-flare=${FLARE:-../../../target/release/flare}
-before=${BEFORE:?the release binary of the build before}
-source ../../ab.sh
+source "$(dirname "$0")/../../ab.sh"
 ab_tagged fan-in.jsonl 2 fan-in --children 10000 --reps 3 --json
