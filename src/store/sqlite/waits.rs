@@ -703,24 +703,30 @@ mod tests {
     }
 
     /// The match index holds a hash of the value (`0056_wait_match_hash.sql`): a lookup reads
-    /// every row of the hash and compares the texts, so a value that shares its hash with
-    /// another's does not resume the other's run.
+    /// the rows of the hash and compares the event name, path and value, so a wait that shares
+    /// its hash with another's is not resumed by the other's event.
     #[test]
     fn values_of_one_hash_are_told_apart() {
         let mut w = Writer::new(|conn| {
             waiting(conn, 1, 2);
-            // r2 waits for in_2 under in_1's hash, as if the two hashes were equal.
-            conn.execute(
-                "UPDATE run_waits SET match_hash = \
-                   (SELECT match_hash FROM run_waits WHERE run_id = 'r1') WHERE run_id = 'r2'",
-                [],
+            // Under in_1's hash, as if the hashes were equal: r2 waits for in_2, r3 for in_1 of
+            // another event, r4 for in_1 at another path.
+            conn.execute_batch(
+                "INSERT INTO run_waits \
+                   (run_id, step_key, event_name, match_path, match_value, since, until, match_hash) \
+                 VALUES ('r3', 'paid', 'invoice.voided', 'payload.id', 'in_1', 0, 10, 0), \
+                        ('r4', 'paid', 'invoice.paid', 'payload.ref', 'in_1', 0, 10, 0); \
+                 UPDATE run_waits SET match_hash = \
+                   (SELECT match_hash FROM run_waits WHERE run_id = 'r1') \
+                 WHERE run_id IN ('r2', 'r3', 'r4');",
             )
             .expect("same hash");
         });
         let mut ctx = w.ctx();
         let conn = ctx.conn;
-        assert_eq!(paid(&mut ctx, "e1", "in_1"), 1, "r1's, not r2's");
-        assert_eq!(count(conn, "run_id = 'r2' AND resumed IS NULL"), 1);
+        assert_eq!(paid(&mut ctx, "e1", "in_1"), 1, "r1's alone");
+        assert_eq!(count(conn, "run_id = 'r1' AND resumed IS NOT NULL"), 1);
+        assert_eq!(count(conn, "run_id <> 'r1' AND resumed IS NULL"), 3);
         assert_eq!(paid(&mut ctx, "e2", "in_1"), 0, "no other wait for in_1");
     }
 
