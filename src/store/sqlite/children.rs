@@ -229,9 +229,11 @@ pub(super) fn caller_keeps_outcome(conn: &Connection, id: &str) -> Result<()> {
 
 /// Makes queued run `?1` due at `?2` once none of its children is left: no count in
 /// `children_waiting`, and no invoke wait (`?3`: [`INVOKE_EVENT`]) of the kind stored before
-/// children were counted, or by a Trigger.dev v2 invoke task. Its own waits are read by the
-/// primary key: `+event_name` keeps the planner off `run_waits_match`, whose walk of the name's
-/// rows would pass every other parent's waits for its children.
+/// children were counted, or by a Trigger.dev v2 invoke task. Its own waits are read by run
+/// (the unique index on run and step): `+event_name` keeps the planner off an index of the
+/// name's rows, whose walk would pass every other parent's waits for its children, and keeps
+/// the parameter from being weighed against `run_waits_invoke`'s condition (which would prepare
+/// the statement again at each call).
 pub(super) const PARENT_DUE_SQL: &str =
     "UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued' \
      AND NOT EXISTS (SELECT 1 FROM children_waiting WHERE run_id = ?1) \
@@ -394,8 +396,8 @@ mod tests {
         rows.join("\n")
     }
 
-    /// A parent is made due by looking at its own waits only: through `run_waits_match` (the
-    /// invoke waits of every parent) each child's end walked the other parents' waits.
+    /// A parent is made due by looking at its own waits only: through an index of the invoke
+    /// waits of every parent, each child's end walked the other parents' waits.
     #[test]
     fn a_parent_is_looked_up_by_its_own_waits() {
         let dir = tempfile::tempdir().expect("tempdir");
