@@ -1,5 +1,7 @@
 //! Durable steps on SQLite: recording one through the writer (fenced by the run's lease token)
-//! and reading a run's steps. A wait's suspension is part of the completion batch (`runs.rs`).
+//! and reading a run's steps; the steps that start something else: a callback (its wait found
+//! by `waits.rs` when its URL is posted to) and a Trigger.dev v2 invoke task's run. A wait's
+//! suspension is part of the completion batch (`runs.rs`).
 
 use std::collections::hash_map::Entry;
 
@@ -7,11 +9,12 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::rows::json_text;
+use super::wait_hash::match_hash;
 use super::writer::Guard;
 use super::SqliteStore;
-use crate::model::wait::invoke_event_id;
+use crate::model::wait::{invoke_event_id, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT};
 use crate::model::{ms_to_time, Invoked, RunStatus, Step, StepKind, StepStatus, StepsByKey};
-use crate::store::{Error, NewStep, Result};
+use crate::store::{Error, Lease, NewStep, Result};
 
 /// Inserts a step, or replaces the one of the same key unless that one succeeded (a completed
 /// step is final). Parameters: run id, key, kind, status, attempt, started, finished, due,
@@ -425,6 +428,137 @@ impl SqliteStore {
     pub async fn run_steps_by_key(&self, run_id: String) -> Result<StepsByKey> {
         self.read(move |c| steps_by_key(c, &run_id)).await
     }
+
+    /// See [`crate::store::Store::run_invoke`]: one operation of the writer.
+    pub async fn run_invoke(
+        &self,
+        lease: Lease,
+        key: String,
+        job_id: String,
+        payload: Value,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let job = self.triggers().get(&job_id).ok_or(Error::NotFound {
+            what: "job",
+            id: job_id,
+        })?;
+        let event_id = format!("{}-invoke-{key}", lease.run_id);
+        let payload_value = payload;
+        let payload = payload_value.to_string();
+        self.write(move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            if !held {
+                return Ok(None);
+            }
+            let created = ctx
+                .conn
+                .prepare_cached(
+                    "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
+                )?
+                .execute(params![
+                    event_id,
+                    INVOKE_EVENT,
+                    payload,
+                    format!("job:{}", lease.run_id),
+                    lease.run_id,
+                    now
+                ])?;
+            if created == 0 {
+                let child: Option<String> = ctx
+                    .conn
+                    .prepare_cached("SELECT id FROM runs WHERE event_id = ?1 ORDER BY rowid LIMIT 1")?
+                    .query_row([&event_id], |r| r.get(0))
+                    .optional()?;
+                return Ok(child);
+            }
+            ctx.tally.events(now, 1);
+            // The child is queued like any run of its job: its flow control applies.
+            let source = format!("job:{}", lease.run_id);
+            let fields = crate::model::EventFields {
+                id: &event_id,
+                name: INVOKE_EVENT,
+                payload: &payload_value,
+                context: None,
+                source: &source,
+            };
+            let child = super::flow::run_insert(ctx.conn, &job, &fields, now)?;
+            ctx.wake = true;
+            Ok(child)
+        })
+        .await
+    }
+
+    /// See [`crate::store::Store::callback_create`]: one operation of the writer.
+    pub async fn callback_create(
+        &self,
+        lease: Lease,
+        key: String,
+        token: String,
+        since: i64,
+        until: i64,
+    ) -> Result<bool> {
+        self.write(move |ctx| {
+            let held = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+                )?
+                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            if !held {
+                return Ok(false);
+            }
+            let attempt: u32 = ctx
+                .conn
+                .prepare_cached("SELECT attempt FROM runs WHERE id = ?1")?
+                .query_row([&lease.run_id], |r| r.get(0))?;
+            ctx.conn.prepare_cached(STEP_UPSERT)?.execute(params![
+                lease.run_id,
+                key,
+                StepKind::Callback.as_str(),
+                StepStatus::Waiting.as_str(),
+                attempt,
+                since,
+                None::<i64>,
+                until,
+                serde_json::json!({ "token": token }).to_string(),
+                None::<String>
+            ])?;
+            ctx.conn
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO run_waits \
+                       (run_id, step_key, event_name, match_path, match_value, since, until, \
+                        match_hash) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?
+                .execute(params![
+                    lease.run_id,
+                    key,
+                    CALLBACK_EVENT,
+                    CALLBACK_PATH,
+                    token,
+                    since,
+                    until,
+                    match_hash(CALLBACK_EVENT, CALLBACK_PATH, &token)
+                ])?;
+            Ok(true)
+        })
+        .await
+    }
+}
+
+/// Whether the callback step `key` of `run_id` was answered already.
+pub(super) fn callback_answered(conn: &Connection, run_id: &str, key: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM run_steps WHERE run_id = ?1 AND key = ?2 AND status = 'succeeded')",
+        )?
+        .query_row(params![run_id, key], |r| r.get(0))?)
 }
 
 #[cfg(test)]

@@ -20,9 +20,9 @@ use super::SqliteStore;
 use crate::model::wait::{
     event_value, payload_key, CALLBACK_EVENT, CALLBACK_PATH, INVOKE_EVENT, INVOKE_PATH,
 };
-use crate::model::{ms_to_time, EventWait, StepKind, StepStatus, WaitedEvent};
+use crate::model::{ms_to_time, EventWait, StepStatus, WaitedEvent};
 use crate::store::links::Effect;
-use crate::store::{Error, Lease, PendingWait, Result};
+use crate::store::{Lease, PendingWait, Result};
 
 /// Stores the wait of run `run_id`'s step `key` (suspended at `since`, timing out at `until`) and
 /// resumes it at once with the first matching event delivered since `since`, if any. Returns
@@ -36,7 +36,7 @@ pub(super) fn register(
     until: i64,
     now: i64,
 ) -> Result<bool> {
-    if wait.is_callback() && callback_answered(conn, run_id, key)? {
+    if wait.is_callback() && super::steps::callback_answered(conn, run_id, key)? {
         // Posted to before the run got here: due now.
         conn.prepare_cached("UPDATE runs SET run_at = ?2 WHERE id = ?1 AND status = 'queued'")?
             .execute(params![run_id, now])?;
@@ -251,15 +251,6 @@ pub(super) fn children_due(conn: &Connection, run_id: &str, now: i64) -> Result<
         > 0)
 }
 
-/// Whether the callback step `key` of `run_id` was answered already.
-fn callback_answered(conn: &Connection, run_id: &str, key: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM run_steps WHERE run_id = ?1 AND key = ?2 AND status = 'succeeded')",
-        )?
-        .query_row(params![run_id, key], |r| r.get(0))?)
-}
-
 fn waited(event: &WaitedEvent) -> String {
     serde_json::to_string(event).unwrap_or_else(|_| "null".into())
 }
@@ -372,63 +363,6 @@ impl SqliteStore {
         self.write(|ctx| ctx.paths.swept.sweep_now(ctx.conn)).await
     }
 
-    /// See [`crate::store::Store::callback_create`]: one operation of the writer.
-    pub async fn callback_create(
-        &self,
-        lease: Lease,
-        key: String,
-        token: String,
-        since: i64,
-        until: i64,
-    ) -> Result<bool> {
-        self.write(move |ctx| {
-            let held = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
-                )?
-                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
-            if !held {
-                return Ok(false);
-            }
-            let attempt: u32 = ctx
-                .conn
-                .prepare_cached("SELECT attempt FROM runs WHERE id = ?1")?
-                .query_row([&lease.run_id], |r| r.get(0))?;
-            ctx.conn.prepare_cached(super::steps::STEP_UPSERT)?.execute(params![
-                lease.run_id,
-                key,
-                StepKind::Callback.as_str(),
-                StepStatus::Waiting.as_str(),
-                attempt,
-                since,
-                None::<i64>,
-                until,
-                serde_json::json!({ "token": token }).to_string(),
-                None::<String>
-            ])?;
-            ctx.conn
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO run_waits \
-                       (run_id, step_key, event_name, match_path, match_value, since, until, \
-                        match_hash) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )?
-                .execute(params![
-                    lease.run_id,
-                    key,
-                    CALLBACK_EVENT,
-                    CALLBACK_PATH,
-                    token,
-                    since,
-                    until,
-                    match_hash(CALLBACK_EVENT, CALLBACK_PATH, &token)
-                ])?;
-            Ok(true)
-        })
-        .await
-    }
-
     /// See [`crate::store::Store::callback_resolve`]: one operation of the writer.
     pub async fn callback_resolve(&self, token: String, body: Value, now: i64) -> Result<bool> {
         let output = serde_json::json!({ "body": body, "token": token }).to_string();
@@ -443,71 +377,6 @@ impl SqliteStore {
             let done = resolve(ctx.conn, &run_id, &key, &output, None, now, Ended::Deleted)?;
             ctx.wake |= done;
             Ok(done)
-        })
-        .await
-    }
-
-    /// See [`crate::store::Store::run_invoke`]: one operation of the writer.
-    pub async fn run_invoke(
-        &self,
-        lease: Lease,
-        key: String,
-        job_id: String,
-        payload: Value,
-        now: i64,
-    ) -> Result<Option<String>> {
-        let job = self.triggers().get(&job_id).ok_or(Error::NotFound {
-            what: "job",
-            id: job_id,
-        })?;
-        let event_id = format!("{}-invoke-{key}", lease.run_id);
-        let payload_value = payload;
-        let payload = payload_value.to_string();
-        self.write(move |ctx| {
-            let held = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
-                )?
-                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
-            if !held {
-                return Ok(None);
-            }
-            let created = ctx
-                .conn
-                .prepare_cached(
-                    "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
-                )?
-                .execute(params![
-                    event_id,
-                    INVOKE_EVENT,
-                    payload,
-                    format!("job:{}", lease.run_id),
-                    lease.run_id,
-                    now
-                ])?;
-            if created == 0 {
-                let child: Option<String> = ctx
-                    .conn
-                    .prepare_cached("SELECT id FROM runs WHERE event_id = ?1 ORDER BY rowid LIMIT 1")?
-                    .query_row([&event_id], |r| r.get(0))
-                    .optional()?;
-                return Ok(child);
-            }
-            ctx.tally.events(now, 1);
-            // The child is queued like any run of its job: its flow control applies.
-            let source = format!("job:{}", lease.run_id);
-            let fields = crate::model::EventFields {
-                id: &event_id,
-                name: INVOKE_EVENT,
-                payload: &payload_value,
-                context: None,
-                source: &source,
-            };
-            let child = super::flow::run_insert(ctx.conn, &job, &fields, now)?;
-            ctx.wake = true;
-            Ok(child)
         })
         .await
     }
