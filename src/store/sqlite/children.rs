@@ -83,12 +83,7 @@ impl SqliteStore {
                 what: "job",
                 id: job_id.clone(),
             })?;
-            let held = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
-                )?
-                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            let held = super::steps::lease_held(ctx.conn, &lease)?;
             if !held {
                 return Ok(None);
             }
@@ -97,27 +92,15 @@ impl SqliteStore {
             // The children started, each holding its step: added to the parent's count.
             let mut waiting = 0;
             for c in &children {
-                let created = ctx
-                    .conn
-                    .prepare_cached(
-                        "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
-                    )?
-                    .execute(params![
-                        c.event_id,
-                        INVOKE_EVENT,
-                        c.payload.get(),
-                        source,
-                        lease.run_id,
-                        now
-                    ])?;
-                if created == 0 {
-                    // Started before (an execution that stopped before it waited): found again.
-                    let child: Option<String> = ctx
-                        .conn
-                        .prepare_cached("SELECT id FROM runs WHERE event_id = ?1 ORDER BY rowid LIMIT 1")?
-                        .query_row([&c.event_id], |r| r.get(0))
-                        .optional()?;
+                let made = super::steps::child_event(
+                    ctx.conn,
+                    &c.event_id,
+                    c.payload.get(),
+                    &source,
+                    &lease.run_id,
+                    now,
+                )?;
+                if let super::steps::ChildEvent::Before(child) = made {
                     ids.push(child.unwrap_or_default());
                     continue;
                 }

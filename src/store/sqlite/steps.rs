@@ -386,15 +386,7 @@ impl SqliteStore {
         let output = step.output.as_ref().map(Value::to_string);
         // No savepoint: the lease check writes nothing, and the upsert is one statement.
         self.write_guarded(Guard::Batch, move |ctx| {
-            let held = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
-                )?
-                .query_row(params![step.lease.run_id, step.lease.token], |r| {
-                    r.get::<_, bool>(0)
-                })?;
-            if !held {
+            if !lease_held(ctx.conn, &step.lease)? {
                 return Ok(false);
             }
             ctx.conn.prepare_cached(STEP_UPSERT)?.execute(params![
@@ -411,7 +403,9 @@ impl SqliteStore {
             ])?;
             if let Some(label) = &step.label {
                 ctx.conn
-                    .prepare_cached("UPDATE run_steps SET label = ?3 WHERE run_id = ?1 AND key = ?2")?
+                    .prepare_cached(
+                        "UPDATE run_steps SET label = ?3 WHERE run_id = ?1 AND key = ?2",
+                    )?
                     .execute(params![step.lease.run_id, step.key, label])?;
             }
             Ok(true)
@@ -446,40 +440,18 @@ impl SqliteStore {
         let payload_value = payload;
         let payload = payload_value.to_string();
         self.write(move |ctx| {
-            let held = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
-                )?
-                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            let held = lease_held(ctx.conn, &lease)?;
             if !held {
                 return Ok(None);
             }
-            let created = ctx
-                .conn
-                .prepare_cached(
-                    "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
-                )?
-                .execute(params![
-                    event_id,
-                    INVOKE_EVENT,
-                    payload,
-                    format!("job:{}", lease.run_id),
-                    lease.run_id,
-                    now
-                ])?;
-            if created == 0 {
-                let child: Option<String> = ctx
-                    .conn
-                    .prepare_cached("SELECT id FROM runs WHERE event_id = ?1 ORDER BY rowid LIMIT 1")?
-                    .query_row([&event_id], |r| r.get(0))
-                    .optional()?;
+            let source = format!("job:{}", lease.run_id);
+            if let ChildEvent::Before(child) =
+                child_event(ctx.conn, &event_id, &payload, &source, &lease.run_id, now)?
+            {
                 return Ok(child);
             }
             ctx.tally.events(now, 1);
             // The child is queued like any run of its job: its flow control applies.
-            let source = format!("job:{}", lease.run_id);
             let fields = crate::model::EventFields {
                 id: &event_id,
                 name: INVOKE_EVENT,
@@ -504,12 +476,7 @@ impl SqliteStore {
         until: i64,
     ) -> Result<bool> {
         self.write(move |ctx| {
-            let held = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
-                )?
-                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            let held = lease_held(ctx.conn, &lease)?;
             if !held {
                 return Ok(false);
             }
@@ -550,6 +517,49 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// Whether [`child_event`] inserted the event of an invoked run.
+pub(super) enum ChildEvent {
+    New,
+    /// Inserted before (an execution that stopped before it waited): the run started for it,
+    /// if any.
+    Before(Option<String>),
+}
+
+/// Inserts the event `id` of a run that run `caller` invokes (source `source`), once per id.
+pub(super) fn child_event(
+    conn: &Connection,
+    id: &str,
+    payload: &str,
+    source: &str,
+    caller: &str,
+    now: i64,
+) -> Result<ChildEvent> {
+    let created = conn
+        .prepare_cached(
+            "INSERT INTO events (id, name, payload, source, parent_run_id, timestamp, delivered_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![id, INVOKE_EVENT, payload, source, caller, now])?;
+    if created > 0 {
+        return Ok(ChildEvent::New);
+    }
+    Ok(ChildEvent::Before(
+        conn.prepare_cached("SELECT id FROM runs WHERE event_id = ?1 ORDER BY rowid LIMIT 1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?,
+    ))
+}
+
+/// Whether the run of `lease` still holds it (running, with its token): what fences a step's
+/// write against an attempt whose lease was lost.
+pub(super) fn lease_held(conn: &Connection, lease: &Lease) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
+        )?
+        .query_row(params![lease.run_id, lease.token], |r| r.get(0))?)
 }
 
 /// Whether the callback step `key` of `run_id` was answered already.

@@ -384,12 +384,7 @@ impl SqliteStore {
     /// See [`crate::store::Store::wait_expire`]: one operation of the writer.
     pub async fn wait_expire(&self, lease: Lease, key: String, now: i64) -> Result<Option<Value>> {
         self.write_guarded(Guard::Batch, move |ctx| {
-            let held = ctx
-                .conn
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND lease_token = ?2 AND status = 'running')",
-                )?
-                .query_row(params![lease.run_id, lease.token], |r| r.get::<_, bool>(0))?;
+            let held = super::steps::lease_held(ctx.conn, &lease)?;
             if !held {
                 return Ok(None);
             }
